@@ -1,0 +1,45 @@
+"""What a backend is: the object that judges cases.
+
+A backend judges one case at a time and may prepare many at once (a compiling backend
+builds the selected cases in parallel before the first one runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from .cases import Case
+from .verdict import Verdict
+
+
+@runtime_checkable
+class Backend(Protocol):
+    #: The name a matrix's ``backend:`` key refers to.
+    name: str
+
+    def prepare(self, cases: Sequence[Case]) -> None:
+        """Called once per worker with the cases it will run, before the first one runs."""
+
+    def judge(self, case: Case) -> Verdict:
+        """Establish the verdict for ``case``.
+
+        Raise :class:`~pytest_tileconform.verdict.NotJudgeable` when the case cannot be
+        judged here (for instance its arch is not present); the case is then skipped.
+        """
+        ...  # pragma: no cover
+
+
+class BackendRegistry:
+    def __init__(self, backends: Sequence[Backend]) -> None:
+        self._by_name: dict[str, Backend] = {}
+        for backend in backends:
+            if backend.name in self._by_name:
+                raise ValueError(f"two plugins register a backend named {backend.name!r}")
+            self._by_name[backend.name] = backend
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def __getitem__(self, name: str) -> Backend:
+        return self._by_name[name]

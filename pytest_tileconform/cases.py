@@ -1,0 +1,77 @@
+"""A matrix case: one (arch, dtypes, tile, cluster, swap_ab, fusion, problem) combination."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .schema import Expectation, Problem, Shape
+
+
+def shape_label(shape: Shape) -> str:
+    return "x".join(str(v) for v in shape)
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One parametrized test. ``id`` is its stable, readable name within the matrix."""
+
+    matrix: Path
+    backend: str
+    arch: str
+    act: str
+    weight: str
+    out: str
+    dtype_label: str
+    tile: Shape
+    cluster: Shape
+    swap_ab: bool
+    fusion: str
+    problem: Problem
+    expectation: Expectation | None
+    suite: str | None
+
+    @property
+    def id(self) -> str:
+        parts = [
+            self.arch,
+            self.dtype_label,
+            shape_label(self.tile),
+            "c" + shape_label(self.cluster),
+            self.fusion,
+        ]
+        if self.swap_ab:
+            parts.append("swapab")
+        if self.problem.name:
+            parts.append(self.problem.name)
+        return "-".join(parts)
+
+    @property
+    def expected(self) -> str:
+        """``pass`` or the stage this case is known to fail at."""
+        return self.expectation.stage if self.expectation else "pass"
+
+    @property
+    def sm(self) -> int:
+        """The arch as a number: ``sm120`` -> 120."""
+        return int(self.arch[2:])
+
+    def describe(self) -> dict[str, Any]:
+        """The case's coordinates, for reports and junit properties."""
+        return {
+            "arch": self.arch,
+            "act": self.act,
+            "weight": self.weight,
+            "out": self.out,
+            "tile": shape_label(self.tile),
+            "cluster": shape_label(self.cluster),
+            "swap_ab": self.swap_ab,
+            "fusion": self.fusion,
+            "problem": {
+                "name": self.problem.name,
+                "rows": list(self.problem.rows_per_expert),
+                "n": self.problem.n,
+                "k": self.problem.k,
+            },
+        }

@@ -1,0 +1,31 @@
+"""Hook specifications of pytest-tileconform, registered in ``pytest_addhooks``.
+
+A backend is a pytest plugin that implements ``pytest_tileconform_register_backends``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from .backend import Backend
+    from .cases import Case
+    from .verdict import Verdict
+
+
+def pytest_tileconform_register_backends(config: pytest.Config) -> list[Backend]:  # type: ignore[empty-body]
+    """Return the backends this plugin provides (each has a unique ``name``).
+
+    Called once per session, before any matrix is read; a matrix's ``backend:`` key must
+    name one of them.
+    """
+
+
+def pytest_tileconform_modify_cases(config: pytest.Config, cases: list[Case]) -> None:
+    """Called with the cases of all matrices before items are made; may reorder or drop them in place."""
+
+
+def pytest_tileconform_verdict(config: pytest.Config, case: Case, verdict: Verdict) -> None:
+    """Called (where the case ran) with each verdict a backend returned."""

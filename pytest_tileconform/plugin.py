@@ -1,0 +1,126 @@
+"""pytest-tileconform: options and hooks. The logic lives in the modules named for what they do."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import newhooks
+from .devices import gpu_for_worker, visible_gpus
+from .items import SESSION_KEY, MatrixFile, TileCase
+from .recorder import Recorder
+from .session import TileSession
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(newhooks)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tileconform", "CUTLASS tile conformance (pytest-tileconform)")
+    group.addoption(
+        "--tile-matrix",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="run the cases of this YAML tile matrix (repeatable); replaces testpaths",
+    )
+    group.addoption(
+        "--tile-arch",
+        default=None,
+        metavar="ARCHS",
+        help="only cases of these architectures, comma-separated (e.g. sm90,sm120)",
+    )
+    group.addoption(
+        "--tile-device",
+        default="auto",
+        metavar="DEVICE",
+        help="where verdicts come from: auto (hardware if the case's arch is present), "
+        "hardware, virtual (each case's own arch profile) or virtual:<arch>",
+    )
+    group.addoption(
+        "--tile-update",
+        action="store_true",
+        default=False,
+        help="rewrite the expectations of the cases that ran to the observed verdicts",
+    )
+    group.addoption(
+        "--tile-update-force",
+        action="store_true",
+        default=False,
+        help="allow --tile-update when the CI environment variable is set",
+    )
+    group.addoption(
+        "--tile-report",
+        default=None,
+        metavar="PATH",
+        help="write every case's verdict to this JSON file",
+    )
+    parser.addini("tile_matrix", type="paths", default=[], help="tile matrices to run (like --tile-matrix)")
+
+
+def _matrix_paths(config: pytest.Config) -> list[Path]:
+    given = config.getoption("tile_matrix")
+    if given:
+        base = config.invocation_params.dir
+        return [(base / p).resolve() for p in given]
+    return [Path(p).resolve() for p in config.getini("tile_matrix")]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    paths = _matrix_paths(config)
+    if not paths:
+        return
+    if config.getoption("tile_update") and os.environ.get("CI") and not config.getoption("tile_update_force"):
+        raise pytest.UsageError(
+            "--tile-update refuses to rewrite matrices when CI is set; add --tile-update-force to do it anyway"
+        )
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        gpu = gpu_for_worker(workerinput["workerid"], visible_gpus())
+        if gpu is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    archs = config.getoption("tile_arch")
+    arch_filter = frozenset(a.strip().lower() for a in archs.split(",") if a.strip()) if archs else None
+    session = TileSession.start(config, paths, arch_filter)
+    config.stash[SESSION_KEY] = session
+    for arch in sorted({c.arch for c in session.all_cases()}):
+        config.addinivalue_line("markers", f"{arch}: tile matrix cases of {arch}")
+    config.addinivalue_line("markers", "tileconform: a tile matrix case")
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [str(p) for p in paths]
+    else:
+        config.args = [*config.args, *(str(p) for p in paths if str(p) not in config.args)]
+    if workerinput is None:
+        report = config.getoption("tile_report")
+        recorder = Recorder(
+            session,
+            update=config.getoption("tile_update"),
+            report_path=config.invocation_params.dir / report if report else None,
+        )
+        config.pluginmanager.register(recorder, "tileconform-recorder")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> MatrixFile | None:
+    session = parent.config.stash.get(SESSION_KEY, None)
+    if session is not None and file_path.resolve() in session.matrix_paths:
+        return MatrixFile.from_parent(parent, path=file_path)
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.will_run([item.case for item in items if isinstance(item, TileCase)])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` with a tile matrix: one worker per visible GPU."""
+    if not _matrix_paths(config):
+        return None
+    return len(visible_gpus()) or None

@@ -1,0 +1,72 @@
+"""The controller-side plugin object: it sees every report (also from xdist workers), and at the
+end of the session writes matrix updates and the results file once, then prints the summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .items import VERDICT_PROPERTY
+from .report import grid_lines, results_document, write_results
+from .session import TileSession
+from .update import Change, expectation_change, update_matrix
+
+
+class Recorder:
+    def __init__(self, session: TileSession, *, update: bool, report_path: Path | None) -> None:
+        self.session = session
+        self.update = update
+        self.report_path = report_path
+        self.changes: dict[Path, dict[str, Change]] = {}
+        self.update_errors: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and not (report.skipped or report.failed):
+            return
+        self.session.observe(report, dict(report.user_properties).get(VERDICT_PROPERTY))
+
+    def _collect_changes(self) -> None:
+        for obs in self.session.observations:
+            case = self.session.case_by_id(obs.matrix, obs.case_id)
+            if case is None or obs.verdict is None:
+                continue
+            change = expectation_change(case.id, case.expected, obs.verdict)
+            if change is not None:
+                self.changes.setdefault(case.matrix, {})[case.id] = change
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.update:
+            self._collect_changes()
+            for path, changes in self.changes.items():
+                try:
+                    update_matrix(path, changes)
+                except (ValueError, OSError) as exc:
+                    self.update_errors.append(f"{path}: not updated: {exc}")
+        if self.report_path is not None:
+            document = results_document(self.session, self.session.observations, fingerprint={})
+            write_results(self.report_path, document)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        lines = grid_lines(self.session, self.session.observations)
+        if lines:
+            terminalreporter.section("tileconform verdicts (tiles: CTA MxNxK, K in elements)")
+            for line in lines:
+                terminalreporter.write_line(line)
+        if self.update:
+            terminalreporter.section("tileconform --tile-update")
+            for line in self.update_summary():
+                terminalreporter.write_line(line)
+        if self.report_path is not None:
+            terminalreporter.write_line(f"tileconform: results written to {self.report_path}")
+
+    def update_summary(self) -> list[str]:
+        lines = list(self.update_errors)
+        if not self.changes:
+            lines.append("no expectation changed: every case that ran agrees with its matrix")
+        for path, changes in self.changes.items():
+            lines.append(f"{path}: {len(changes)} expectation(s) updated")
+            lines.extend(f"  {c.describe()}" for c in changes.values())
+        return lines

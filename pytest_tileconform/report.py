@@ -1,0 +1,77 @@
+"""What a run tells people: the terminal grid and the machine-readable results file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .cases import Case, shape_label
+from .session import Observation, TileSession
+from .update import write_atomic
+
+REPORT_FORMAT = 1
+
+#: pytest outcome -> grid symbol
+SYMBOLS = {"passed": ".", "xfailed": "x", "failed": "F", "xpassed": "F", "skipped": "s", "error": "E"}
+LEGEND = ". pass   x known-bad, failed at its expected stage   F fail   s skipped (not judged)"
+
+
+def _cell(counter: Counter[str]) -> str:
+    order = (".", "x", "F", "E", "s")
+    return " ".join(f"{counter[sym]}{sym}" for sym in order if counter[sym])
+
+
+def grid_lines(session: TileSession, observations: Sequence[Observation]) -> list[str]:
+    """Rows arch x dtypes, columns tiles (CTA MxNxK, K in elements), counts of outcomes per cell."""
+    cells: dict[tuple[str, str], dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    tiles: set[tuple[int, int, int]] = set()
+    for obs in observations:
+        case = session.case_by_id(obs.matrix, obs.case_id)
+        if case is None:
+            continue
+        tiles.add(case.tile)
+        cells[case.arch, case.dtype_label][shape_label(case.tile)][SYMBOLS.get(obs.outcome, "?")] += 1
+    if not cells:
+        return []
+    columns = [shape_label(t) for t in sorted(tiles)]
+    rows = sorted(cells, key=lambda r: (int(r[0][2:]), r[1]))
+    header = ["arch", "dtypes", *columns]
+    table = [[arch, dtypes, *(_cell(cells[arch, dtypes][c]) for c in columns)] for arch, dtypes in rows]
+    widths = [max(len(str(r[i])) for r in [header, *table]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*header), *(fmt.format(*row) for row in table), "", LEGEND]
+
+
+def results_document(
+    session: TileSession, observations: Sequence[Observation], *, fingerprint: dict[str, Any]
+) -> dict[str, Any]:
+    cases = []
+    for obs in observations:
+        case: Case | None = session.case_by_id(obs.matrix, obs.case_id)
+        entry: dict[str, Any] = {
+            "matrix": str(obs.matrix),
+            "id": obs.case_id,
+            "outcome": obs.outcome,
+            "expected": case.expected if case else None,
+            "case": case.describe() if case else None,
+            "verdict": obs.verdict.to_json() if obs.verdict else None,
+        }
+        if obs.skip_reason:
+            entry["skip_reason"] = obs.skip_reason
+        cases.append(entry)
+    return {
+        "format": REPORT_FORMAT,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": {"node": platform.node(), "python": platform.python_version(), **fingerprint},
+        "cases": cases,
+    }
+
+
+def write_results(path: Path, document: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(document, indent=1, sort_keys=False) + "\n")

@@ -1,0 +1,113 @@
+"""Per-process state of a tileconform run: the loaded matrices, the backends and the verdicts seen."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .backend import Backend, BackendRegistry
+from .cases import Case
+from .matrix import LoadedMatrix, MatrixInvalid, load_matrices
+from .verdict import Verdict
+
+
+@dataclass
+class Observation:
+    """One case's result as the controller saw it in the test reports."""
+
+    case_id: str
+    matrix: Path
+    outcome: str  # pytest's: passed, failed, skipped, xfailed
+    verdict: Verdict | None
+    skip_reason: str = ""
+
+
+@dataclass
+class TileSession:
+    config: pytest.Config
+    registry: BackendRegistry
+    matrices: list[LoadedMatrix]
+    arch_filter: frozenset[str] | None
+    observations: list[Observation] = field(default_factory=list)
+    _cases: dict[Path, list[Case]] = field(default_factory=dict)
+    _index: dict[tuple[Path, str], Case] = field(default_factory=dict)
+    _prepared: set[str] = field(default_factory=set)
+    _to_run: list[Case] = field(default_factory=list)
+
+    @classmethod
+    def start(
+        cls, config: pytest.Config, paths: Sequence[Path], arch_filter: frozenset[str] | None
+    ) -> TileSession:
+        """Load and validate every matrix; raise pytest.UsageError listing every problem."""
+        try:
+            registry = BackendRegistry(
+                [b for found in config.hook.pytest_tileconform_register_backends(config=config) for b in found]
+            )
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        try:
+            matrices = load_matrices(paths, registry.names())
+        except MatrixInvalid as exc:
+            raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None
+        session = cls(config, registry, matrices, arch_filter)
+        cases = [
+            c for m in matrices for c in m.cases if arch_filter is None or c.arch in arch_filter
+        ]
+        config.hook.pytest_tileconform_modify_cases(config=config, cases=cases)
+        for case in cases:
+            session._cases.setdefault(case.matrix, []).append(case)
+            session._index[case.matrix, case.id] = case
+        return session
+
+    @property
+    def matrix_paths(self) -> set[Path]:
+        return {m.path for m in self.matrices}
+
+    def cases_of(self, path: Path) -> list[Case]:
+        return self._cases.get(path, [])
+
+    def all_cases(self) -> list[Case]:
+        return [c for cases in self._cases.values() for c in cases]
+
+    def will_run(self, cases: Sequence[Case]) -> None:
+        """The cases selected in this process after -k/-m/--lf; backends prepare them together."""
+        self._to_run = list(cases)
+
+    def backend(self, name: str) -> Backend:
+        return self.registry[name]
+
+    def judge(self, case: Case) -> Verdict:
+        backend = self.registry[case.backend]
+        if backend.name not in self._prepared:
+            self._prepared.add(backend.name)
+            backend.prepare([c for c in self._to_run if c.backend == backend.name] or [case])
+        verdict = backend.judge(case)
+        self.config.hook.pytest_tileconform_verdict(config=self.config, case=case, verdict=verdict)
+        return verdict
+
+    def observe(self, report: pytest.TestReport, verdict_json: str | None) -> None:
+        path_str, _, case_id = report.nodeid.rpartition("::")
+        verdict = Verdict.from_json(json.loads(verdict_json)) if verdict_json else None
+        outcome = report.outcome
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        skip_reason = ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            skip_reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        self.observations.append(
+            Observation(case_id, self._matrix_for(path_str), outcome, verdict, skip_reason)
+        )
+
+    def _matrix_for(self, nodeid_path: str) -> Path:
+        target = (self.config.rootpath / nodeid_path).resolve()
+        for path in self.matrix_paths:
+            if path == target:
+                return path
+        return target
+
+    def case_by_id(self, matrix: Path, case_id: str) -> Case | None:
+        return self._index.get((matrix, case_id))

@@ -1,0 +1,141 @@
+"""``--tile-update``: rewrite the ``expectations`` of a matrix to what was observed.
+
+Only the lines of the expectation entries that change are touched, so comments, key order
+and formatting elsewhere stay byte for byte. Each entry is written as one flow mapping
+line. The new text is parsed again before it replaces the file, and the replacement is
+atomic (temp file in the same directory + ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ruamel.yaml.comments import CommentedMap
+
+from .matrix import load_matrix, parse_document
+from .verdict import Stage, Verdict
+
+
+@dataclass(frozen=True)
+class Change:
+    case_id: str
+    before: str  # "pass" or a stage
+    after: str
+    line: str | None  # the new entry line, None when the entry is removed
+
+    def describe(self) -> str:
+        return f"{self.case_id}: {self.before} -> {self.after}"
+
+
+def expectation_change(case_id: str, expected: str, verdict: Verdict) -> Change | None:
+    """The edit that makes ``expected`` agree with ``verdict``, or None if it already does.
+
+    A verdict that could not judge the expected stage (a virtual device and an expected
+    ``run`` failure) changes nothing.
+    """
+    observed = verdict.outcome
+    if observed == expected:
+        return None
+    if observed == "pass":
+        if Stage(expected).order > verdict.judged_through.order:
+            return None
+        return Change(case_id, expected, "pass", None)
+    return Change(case_id, expected, observed, entry_line(case_id, verdict))
+
+
+def entry_line(case_id: str, verdict: Verdict) -> str:
+    fields: dict[str, str | int] = {"stage": verdict.outcome}
+    if verdict.status:
+        fields["status"] = verdict.status
+    if verdict.smem_requested is not None:
+        fields["smem"] = verdict.smem_requested
+    if verdict.smem_limit is not None:
+        fields["limit"] = verdict.smem_limit
+    fields["source"] = verdict.source
+    if verdict.detail:
+        fields["reason"] = verdict.detail.splitlines()[0][:240]
+    body = ", ".join(
+        f"{k}: {v}" if isinstance(v, int) or k == "stage" else f"{k}: {json.dumps(v)}"
+        for k, v in fields.items()
+    )
+    return f"{json.dumps(case_id) if ':' in case_id else case_id}: {{{body}}}"
+
+
+def _entry_spans(lines: list[str], block: CommentedMap, ids: list[str]) -> dict[str, tuple[int, int]]:
+    """0-based [start, end) line span of each entry: its key line and more-indented continuations."""
+    spans = {}
+    for case_id in ids:
+        start, col = block.lc.key(case_id)
+        end = start + 1
+        while end < len(lines):
+            text = lines[end]
+            stripped = text.lstrip()
+            if not stripped or stripped.startswith("#") or len(text) - len(stripped) <= col:
+                break
+            end += 1
+        spans[case_id] = (start, end)
+    return spans
+
+
+def apply_changes(path: Path, text: str, changes: Mapping[str, Change]) -> str:
+    """The matrix text with ``changes`` applied to its ``expectations`` block."""
+    document = parse_document(path, text)
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    block = document.get("expectations")
+    entries = block if isinstance(block, CommentedMap) else CommentedMap()
+    additions = [c.line for c in changes.values() if c.line is not None and c.case_id not in entries]
+    if not entries:
+        if additions:
+            new_block = ["expectations:\n", *(f"  {line}\n" for line in additions)]
+            if "expectations" in document:
+                at, _ = document.lc.key("expectations")
+                lines[at : at + 1] = new_block
+            else:
+                lines.extend(new_block)
+        return "".join(lines)
+    if entries.fa.flow_style():
+        at, _ = document.lc.key("expectations")
+        raise ValueError(
+            f"{path}:{at + 1}:1: --tile-update needs 'expectations' in block style, one entry per line"
+        )
+    indent = " " * entries.lc.key(next(iter(entries)))[1]
+    spans = _entry_spans(lines, entries, list(entries))
+    block_end = max(end for _, end in spans.values())
+    lines[block_end:block_end] = [f"{indent}{line}\n" for line in additions]
+    # Edit bottom-up so the spans above an edit keep their line numbers.
+    for case_id, (start, end) in sorted(spans.items(), key=lambda item: -item[1][0]):
+        change = changes.get(case_id)
+        if change is not None:
+            lines[start:end] = [] if change.line is None else [f"{indent}{change.line}\n"]
+    return "".join(lines)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: readers see the old file or the new one, never a torn one."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def update_matrix(path: Path, changes: Mapping[str, Change]) -> None:
+    """Apply ``changes`` to the matrix at ``path``; the result must load cleanly before it is written."""
+    text = path.read_text(encoding="utf-8")
+    new_text = apply_changes(path, text, changes)
+    load_matrix(path, text=new_text)
+    write_atomic(path, new_text)

@@ -1,0 +1,115 @@
+"""The outcome vocabulary: the stages a case goes through and the verdict a backend returns.
+
+A case walks the launcher's stages in order. It either gets through all of them (``pass``)
+or is rejected at exactly one. An expectation in a matrix names that stage, so a known-bad
+case only counts as an expected failure when it fails where it is known to fail.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class Stage(str, enum.Enum):
+    """Where a case was rejected, in the order a case meets them."""
+
+    COMPILE = "compile"  # nvcc error or static_assert in the instantiation
+    CAN_IMPLEMENT = "can_implement"  # CUTLASS Gemm::can_implement() refused the arguments
+    INITIALIZE = "initialize"  # Gemm::initialize() failed, e.g. smem over the opt-in limit
+    LAUNCH = "launch"  # the launch itself was refused (bad grid, cluster, smem attribute)
+    RUN = "run"  # the kernel faulted, timed out or left a sticky CUDA error
+    NUMERICS = "numerics"  # the kernel ran but the output disagrees with the reference
+
+    @property
+    def order(self) -> int:
+        return list(Stage).index(self)
+
+
+#: What a matrix may expect: ``pass`` or the stage a case is rejected at.
+EXPECTATIONS: tuple[str, ...] = ("pass", *(s.value for s in Stage))
+
+
+class StageFailure(Exception):
+    """Raised by a case that was rejected; one subclass per stage.
+
+    Known-bad cases are ``xfail(strict=True, raises=<subclass of their stage>)``, so a
+    failure at any other stage is reported as a real failure by pytest itself.
+    """
+
+    stage: Stage
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.describe())
+        self.verdict = verdict
+
+
+STAGE_FAILURES: dict[Stage, type[StageFailure]] = {
+    stage: type(
+        f"{''.join(p.capitalize() for p in stage.value.split('_'))}Failure",
+        (StageFailure,),
+        {"stage": stage, "__module__": __name__},
+    )
+    for stage in Stage
+}
+
+
+@dataclass
+class Verdict:
+    """What a backend established for one case.
+
+    ``failed_stage`` is None when the case got through every stage the backend judged;
+    ``judged_through`` is the last stage the backend can speak for (a virtual device
+    stops at ``launch``; hardware goes through ``numerics``).
+    """
+
+    failed_stage: Stage | None
+    judged_through: Stage
+    source: str
+    status: str = ""
+    detail: str = ""
+    smem_requested: int | None = None
+    smem_limit: int | None = None
+    workspace_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.failed_stage is None
+
+    @property
+    def outcome(self) -> str:
+        """The verdict in the matrix's vocabulary: ``pass`` or the stage it failed at."""
+        return "pass" if self.failed_stage is None else self.failed_stage.value
+
+    def describe(self) -> str:
+        parts = [f"{self.outcome}"]
+        if self.status:
+            parts.append(f"status={self.status!r}")
+        if self.smem_requested is not None:
+            limit = f"/{self.smem_limit}" if self.smem_limit is not None else ""
+            parts.append(f"smem={self.smem_requested}{limit}")
+        if self.detail:
+            parts.append(self.detail)
+        parts.append(f"[{self.source}]")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["failed_stage"] = self.failed_stage.value if self.failed_stage else None
+        data["judged_through"] = self.judged_through.value
+        data["outcome"] = self.outcome
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Verdict:
+        fields = {k: v for k, v in data.items() if k != "outcome"}
+        stage = fields.pop("failed_stage")
+        fields["failed_stage"] = Stage(stage) if stage else None
+        fields["judged_through"] = Stage(fields["judged_through"])
+        return cls(**fields)
+
+
+class NotJudgeable(Exception):
+    """A backend cannot judge this case here (e.g. the arch is not present); the case skips."""
