@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
@@ -32,3 +35,45 @@ def gpu_for_worker(worker_id: str, gpus: list[str]) -> str | None:
     if not match or not gpus:
         return None
     return gpus[int(match.group(1)) % len(gpus)]
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """The GPU this process would use, as the driver describes it."""
+
+    name: str
+    sm: int  # compute capability as a number: 9.0 -> 90, 12.0 -> 120
+    driver: str
+
+    @property
+    def arch(self) -> str:
+        return f"sm{self.sm}"
+
+    def describe(self) -> str:
+        return f"{self.name}, CC {self.sm // 10}.{self.sm % 10}"
+
+
+def current_gpu() -> Gpu | None:
+    """The first visible GPU, from nvidia-smi (CUDA stays uninitialized in this process)."""
+    gpus = visible_gpus()
+    if not gpus or not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(
+            [
+                "nvidia-smi",
+                "-i",
+                gpus[0],
+                "--query-gpu=name,compute_cap,driver_version",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    name, cc, driver = (field.strip() for field in out.splitlines()[0].split(","))
+    major, minor = cc.split(".")
+    return Gpu(name, int(major) * 10 + int(minor), driver)

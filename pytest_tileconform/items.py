@@ -77,16 +77,17 @@ class TileCase(pytest.Item):
                 ("stage", verdict.outcome),
                 ("judged_through", verdict.judged_through.value),
                 ("status", verdict.status),
-                ("smem_requested", "" if verdict.smem_requested is None else str(verdict.smem_requested)),
+                (
+                    "smem_requested",
+                    "" if verdict.smem_requested is None else str(verdict.smem_requested),
+                ),
                 ("smem_limit", "" if verdict.smem_limit is None else str(verdict.smem_limit)),
                 ("source", verdict.source),
                 (VERDICT_PROPERTY, json.dumps(verdict.to_json())),
             ]
         )
 
-    def repr_failure(
-        self, excinfo: ExceptionInfo[BaseException], style: Any = None
-    ) -> str | TerminalRepr:
+    def repr_failure(self, excinfo: ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, StageFailure):
             verdict = excinfo.value.verdict
             expected = self.case.expected

@@ -133,9 +133,7 @@ def _pick(*layers: Axes | None, axis: str) -> list[Any] | None:
     return None
 
 
-def _expand_tile(
-    path: Path, matrix: Matrix, suite: Suite, entry: TileEntry
-) -> tuple[list[Case], list[str]]:
+def _expand_tile(path: Path, matrix: Matrix, suite: Suite, entry: TileEntry) -> tuple[list[Case], list[str]]:
     axes = {}
     missing = []
     for axis, fallback in (
@@ -161,7 +159,12 @@ def _expand_tile(
     expectations = matrix.expectations or {}
     cases = []
     for arch, dt, cluster, swap_ab, fusion, problem in itertools.product(
-        axes["arch"], axes["dtype"], axes["cluster"], axes["swap_ab"], axes["fusion"], axes["problems"]
+        axes["arch"],
+        axes["dtype"],
+        axes["cluster"],
+        axes["swap_ab"],
+        axes["fusion"],
+        axes["problems"],
     ):
         case = Case(
             matrix=path,
@@ -226,9 +229,7 @@ def expand(path: Path, document: Any, matrix: Matrix) -> list[Case]:
     return cases
 
 
-def load_matrix(
-    path: Path, backends: Collection[str] | None = None, text: str | None = None
-) -> LoadedMatrix:
+def load_matrix(path: Path, backends: Collection[str] | None = None, text: str | None = None) -> LoadedMatrix:
     """Read, validate and expand one matrix file (or ``text`` that would be written to it).
 
     ``backends`` is the set of registered backend names; None skips that check.
@@ -241,7 +242,11 @@ def load_matrix(
     if version != FORMAT_VERSION:
         where = position(document, ("version",))
         errors.append(
-            MatrixError(path, *where, f"unsupported matrix version {version!r}; this plugin reads version {FORMAT_VERSION}")
+            MatrixError(
+                path,
+                *where,
+                f"unsupported matrix version {version!r}; this plugin reads version {FORMAT_VERSION}",
+            )
         )
         raise MatrixInvalid(errors)
     backend = document.get("backend")

@@ -76,7 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if config.getoption("tile_update") and os.environ.get("CI") and not config.getoption("tile_update_force"):
         raise pytest.UsageError(
-            "--tile-update refuses to rewrite matrices when CI is set; add --tile-update-force to do it anyway"
+            "--tile-update refuses to rewrite matrices when CI is set; "
+            "add --tile-update-force to do it anyway"
         )
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is not None:

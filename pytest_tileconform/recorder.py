@@ -25,7 +25,8 @@ class Recorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.skipped or report.failed):
             return
-        self.session.observe(report, dict(report.user_properties).get(VERDICT_PROPERTY))
+        verdict = dict(report.user_properties).get(VERDICT_PROPERTY)
+        self.session.observe(report, verdict if isinstance(verdict, str) else None)
 
     def _collect_changes(self) -> None:
         for obs in self.session.observations:

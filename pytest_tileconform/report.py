@@ -17,7 +17,14 @@ from .update import write_atomic
 REPORT_FORMAT = 1
 
 #: pytest outcome -> grid symbol
-SYMBOLS = {"passed": ".", "xfailed": "x", "failed": "F", "xpassed": "F", "skipped": "s", "error": "E"}
+SYMBOLS = {
+    "passed": ".",
+    "xfailed": "x",
+    "failed": "F",
+    "xpassed": "F",
+    "skipped": "s",
+    "error": "E",
+}
 LEGEND = ". pass   x known-bad, failed at its expected stage   F fail   s skipped (not judged)"
 
 

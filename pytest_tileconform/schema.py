@@ -38,8 +38,10 @@ def _parse_shape(value: Any) -> Shape:
             shape = tuple(int(p) for p in parts)
         else:
             raise ValueError(f"shape {value!r} is not MxNxK with three positive integers")
-    elif isinstance(value, (list, tuple)) and len(value) == 3 and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
+    elif (
+        isinstance(value, (list, tuple))
+        and len(value) == 3
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     ):
         shape = tuple(value)
     else:

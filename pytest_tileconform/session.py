@@ -45,7 +45,11 @@ class TileSession:
         """Load and validate every matrix; raise pytest.UsageError listing every problem."""
         try:
             registry = BackendRegistry(
-                [b for found in config.hook.pytest_tileconform_register_backends(config=config) for b in found]
+                [
+                    b
+                    for found in config.hook.pytest_tileconform_register_backends(config=config)
+                    for b in found
+                ]
             )
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
@@ -54,9 +58,7 @@ class TileSession:
         except MatrixInvalid as exc:
             raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None
         session = cls(config, registry, matrices, arch_filter)
-        cases = [
-            c for m in matrices for c in m.cases if arch_filter is None or c.arch in arch_filter
-        ]
+        cases = [c for m in matrices for c in m.cases if arch_filter is None or c.arch in arch_filter]
         config.hook.pytest_tileconform_modify_cases(config=config, cases=cases)
         for case in cases:
             session._cases.setdefault(case.matrix, []).append(case)
@@ -92,7 +94,7 @@ class TileSession:
     def observe(self, report: pytest.TestReport, verdict_json: str | None) -> None:
         path_str, _, case_id = report.nodeid.rpartition("::")
         verdict = Verdict.from_json(json.loads(verdict_json)) if verdict_json else None
-        outcome = report.outcome
+        outcome: str = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
         skip_reason = ""

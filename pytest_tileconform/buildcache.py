@@ -1,0 +1,265 @@
+"""A content-addressed cache of compiled harnesses, shared by processes and pytest-xdist workers.
+
+Each entry is a directory named by the hash of everything that decides the build (source
+text, compiler command, compiler and library versions). It is built in a private temp
+directory and published with one ``os.rename``, so a reader sees a complete entry or none.
+A file lock per entry makes sure concurrent workers never build the same entry twice.
+A failed compile is an entry too: its ``build.json`` says so and holds the first error.
+
+Builds run through ninja, in parallel, bounded by cores and by memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+ENTRY_FILE = "build.json"
+ARTIFACT = "harness"
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """One translation unit to compile into one executable."""
+
+    source: str  # the generated .cu text
+    command: tuple[str, ...]  # nvcc command with {src} and {out} placeholders
+    salt: str  # compiler version, library version and anything else the key must cover
+    ram_bytes: int  # estimated peak RAM of this compile
+    label: str  # what to call it in progress output
+
+    @property
+    def key(self) -> str:
+        digest = hashlib.sha256()
+        for part in (self.source, "\0".join(self.command), self.salt):
+            digest.update(part.encode())
+            digest.update(b"\0\0")
+        return digest.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    ok: bool
+    path: Path  # the entry's directory
+    seconds: float
+    first_error: str = ""
+
+    @property
+    def artifact(self) -> Path:
+        return self.path / ARTIFACT
+
+    @property
+    def log(self) -> Path:
+        return self.path / "build.log"
+
+
+def default_cache_dir() -> Path:
+    if env := os.environ.get("TILECONFORM_CACHE_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "pytest-tileconform"
+
+
+def available_memory() -> int:
+    """MemAvailable from /proc/meminfo in bytes (a large number if it cannot be read)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 50
+
+
+def parallel_jobs(
+    specs: Sequence[BuildSpec], share: int = 1, cores: int | None = None, memory: int | None = None
+) -> int:
+    """How many compiles may run at once: bounded by cores and by RAM, divided among ``share``
+    processes building at the same time (one per xdist worker)."""
+    cores = cores or os.cpu_count() or 1
+    memory = available_memory() if memory is None else memory
+    per_job = max((s.ram_bytes for s in specs), default=1)
+    return max(1, min(cores, int(memory * 0.85) // per_job) // max(1, share))
+
+
+FIRST_ERROR = re.compile(r"(error|static assertion failed|static_assert)", re.IGNORECASE)
+
+
+def first_error_line(log: str) -> str:
+    for line in log.splitlines():
+        if FIRST_ERROR.search(line) and "warning" not in line.lower():
+            return line.strip()[:500]
+    tail = [line for line in log.splitlines() if line.strip()]
+    return tail[-1].strip()[:500] if tail else "compiler failed without output"
+
+
+class BuildCache:
+    def __init__(self, root: Path, progress: Callable[[str], None] | None = None) -> None:
+        self.root = root
+        self.progress = progress or (lambda _msg: None)
+
+    def entry(self, spec: BuildSpec) -> Path:
+        return self.root / spec.key[:2] / spec.key
+
+    def lookup(self, spec: BuildSpec) -> BuildResult | None:
+        path = self.entry(spec)
+        try:
+            meta = json.loads((path / ENTRY_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        return BuildResult(meta["ok"], path, meta["seconds"], meta.get("first_error", ""))
+
+    def build(self, specs: Sequence[BuildSpec], jobs: int) -> dict[str, BuildResult]:
+        """Make sure every spec has an entry; return them by key.
+
+        Entries another process is building are waited for, not rebuilt.
+        """
+        results: dict[str, BuildResult] = {}
+        mine: list[tuple[BuildSpec, FileLock]] = []
+        theirs: list[BuildSpec] = []
+        unique = {s.key: s for s in specs}
+        for spec in unique.values():
+            if found := self.lookup(spec):
+                results[spec.key] = found
+                continue
+            lock = self._lock(spec)
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                theirs.append(spec)
+                continue
+            if found := self.lookup(spec):  # published while we were looking
+                lock.release()
+                results[spec.key] = found
+            else:
+                mine.append((spec, lock))
+        try:
+            if mine:
+                results.update(self._compile([s for s, _ in mine], jobs))
+        finally:
+            for _, lock in mine:
+                lock.release()
+        for spec in theirs:
+            with self._lock(spec):
+                found = self.lookup(spec)
+            if found is None:  # the other process died before publishing: build it here
+                found = self.build([spec], jobs)[spec.key]
+            results[spec.key] = found
+        return results
+
+    def _lock(self, spec: BuildSpec) -> FileLock:
+        path = self.entry(spec)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(path) + ".lock")
+
+    def _compile(self, specs: Sequence[BuildSpec], jobs: int) -> dict[str, BuildResult]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.root, prefix=".build-") as tmp:
+            workdir = Path(tmp)
+            rules = [
+                "ninja_required_version = 1.3",
+                "rule nvcc",
+                "  command = $cmd > $log 2>&1",
+                "  description = $label",
+                "",
+            ]
+            for spec in specs:
+                case_dir = workdir / spec.key
+                case_dir.mkdir()
+                src = case_dir / "harness.cu"
+                src.write_text(spec.source)
+                out = case_dir / ARTIFACT
+                cmd = " ".join(shlex.quote(part.format(src=src, out=out)) for part in spec.command)
+                rules += [
+                    f"build {out}: nvcc {src}",
+                    f"  cmd = {cmd.replace('$', '$$')}",
+                    f"  log = {case_dir / 'build.log'}",
+                    f"  label = {spec.label}",
+                    "",
+                ]
+            (workdir / "build.ninja").write_text("\n".join(rules))
+            self._run_ninja(workdir, len(specs), jobs)
+            seconds = _ninja_durations(workdir)
+            return {
+                spec.key: self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
+                for spec in specs
+            }
+
+    def _run_ninja(self, workdir: Path, total: int, jobs: int) -> None:
+        started = time.monotonic()
+        self.progress(f"compiling {total} instantiation(s), {jobs} at a time")
+        proc = subprocess.Popen(
+            [_ninja(), "-C", str(workdir), "-k", "0", "-j", str(jobs)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert proc.stdout is not None
+        step = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
+        for line in proc.stdout:
+            match = step.match(line.strip())
+            if not match:
+                continue
+            done = int(match.group(1)) - 1
+            elapsed = time.monotonic() - started
+            eta = f", ETA {elapsed / done * (total - done):.0f}s" if done else ""
+            self.progress(f"[{done + 1}/{total}] {match.group(3)} ({elapsed:.0f}s elapsed{eta})")
+        proc.wait()
+        # ninja's exit status only says whether some compile failed; each entry says which
+
+    def _publish(self, spec: BuildSpec, case_dir: Path, seconds: float) -> BuildResult:
+        log_path = case_dir / "build.log"
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        ok = (case_dir / ARTIFACT).exists()
+        first_error = "" if ok else first_error_line(log)
+        meta = {
+            "ok": ok,
+            "seconds": seconds,
+            "first_error": first_error,
+            "label": spec.label,
+            "command": list(spec.command),
+        }
+        (case_dir / ENTRY_FILE).write_text(json.dumps(meta, indent=1))
+        final = self.entry(spec)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():  # a stale, incomplete entry from a crashed build has no build.json
+            shutil.rmtree(final)
+        os.rename(case_dir, final)
+        return BuildResult(ok, final, seconds, first_error)
+
+
+def _ninja_durations(workdir: Path) -> dict[str, float]:
+    """Seconds each successful compile took, by entry key, from ninja's own log."""
+    durations = {}
+    try:
+        lines = (workdir / ".ninja_log").read_text().splitlines()
+    except OSError:
+        return {}
+    for line in lines[1:]:
+        fields = line.split("\t")
+        if len(fields) >= 4:
+            durations[Path(fields[3]).parent.name] = (int(fields[1]) - int(fields[0])) / 1000
+    return durations
+
+
+def _ninja() -> str:
+    found = shutil.which("ninja")
+    if found:
+        return found
+    candidate = Path(sys.executable).parent / "ninja"
+    if candidate.exists():
+        return str(candidate)
+    raise FileNotFoundError("ninja is not installed (pip install ninja)")
