@@ -1,0 +1,124 @@
+"""The build cache with a stand-in compiler: keys, publication, cached failures, locking."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_tileconform.buildcache import (
+    BuildCache,
+    BuildSpec,
+    first_error_line,
+    parallel_jobs,
+)
+
+# A "compiler" that copies the source to the output, counts its invocations in a file next to
+# the cache, and fails when the source says so.
+FAKE_COMPILER = """
+import sys, pathlib, time
+src, out, counter = map(pathlib.Path, sys.argv[1:4])
+with counter.open("a") as f:
+    f.write(src.read_text().splitlines()[0] + "\\n")
+text = src.read_text()
+time.sleep(0.2)
+if "FAIL" in text:
+    print("harness.cu(12): error: static assertion failed with \\"tile too big\\"")
+    sys.exit(1)
+out.write_text(text)
+"""
+
+
+@pytest.fixture
+def compiler(tmp_path: Path) -> tuple[Path, Path]:
+    script = tmp_path / "fake_nvcc.py"
+    script.write_text(FAKE_COMPILER)
+    return script, tmp_path / "invocations.txt"
+
+
+def spec(source: str, compiler: tuple[Path, Path], salt: str = "nvcc 13.0") -> BuildSpec:
+    script, counter = compiler
+    return BuildSpec(
+        source=source,
+        command=(sys.executable, str(script), "{src}", "{out}", str(counter)),
+        salt=salt,
+        ram_bytes=1 << 30,
+        label=source.splitlines()[0],
+    )
+
+
+def invocations(compiler: tuple[Path, Path]) -> list[str]:
+    counter = compiler[1]
+    return counter.read_text().splitlines() if counter.exists() else []
+
+
+def test_key_covers_source_command_and_salt(compiler: tuple[Path, Path]) -> None:
+    base = spec("a\n", compiler)
+    assert base.key == spec("a\n", compiler).key
+    assert base.key != spec("b\n", compiler).key
+    assert base.key != spec("a\n", compiler, salt="nvcc 13.1").key
+
+
+def test_builds_once_then_hits(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    cache = BuildCache(tmp_path / "cache")
+    specs = [spec("one\n", compiler), spec("two\n", compiler)]
+    first = cache.build(specs, jobs=2)
+    assert all(r.ok and r.artifact.read_text() in ("one\n", "two\n") for r in first.values())
+    again = cache.build(specs, jobs=2)
+    assert {k: r.path for k, r in again.items()} == {k: r.path for k, r in first.items()}
+    assert sorted(invocations(compiler)) == ["one", "two"]
+    # nothing half-written is left beside the entries
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".build-")]
+
+
+def test_failed_compile_is_cached_with_first_error(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    cache = BuildCache(tmp_path / "cache")
+    bad = spec("FAIL\n", compiler)
+    result = cache.build([bad], jobs=1)[bad.key]
+    assert not result.ok
+    assert "static assertion failed" in result.first_error
+    assert json.loads((result.path / "build.json").read_text())["ok"] is False
+    assert cache.build([bad], jobs=1)[bad.key].first_error == result.first_error
+    assert invocations(compiler) == ["FAIL"]
+
+
+def test_concurrent_builders_never_compile_the_same_entry_twice(
+    tmp_path: Path, compiler: tuple[Path, Path]
+) -> None:
+    specs = [spec(f"case{i}\n", compiler) for i in range(4)]
+    results: list[dict[str, object]] = []
+
+    def worker(order: list[BuildSpec]) -> None:
+        results.append(dict(BuildCache(tmp_path / "cache").build(order, jobs=1)))
+
+    threads = [threading.Thread(target=worker, args=(specs,)), threading.Thread(target=worker, args=(specs[::-1],))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(invocations(compiler)) == [f"case{i}" for i in range(4)]
+    assert results[0].keys() == results[1].keys()
+
+
+def test_progress_reports_steps(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    messages: list[str] = []
+    BuildCache(tmp_path / "cache", messages.append).build([spec("p\n", compiler)], jobs=1)
+    assert messages[0] == "compiling 1 instantiation(s), 1 at a time"
+    assert messages[1].startswith("[1/1] p (")
+
+
+def test_parallel_jobs_bounded_by_memory_and_shared_among_workers(compiler: tuple[Path, Path]) -> None:
+    specs = [spec("x\n", compiler)]  # 1 GiB each
+    assert parallel_jobs(specs, cores=16, memory=100 << 30) == 16
+    assert parallel_jobs(specs, cores=16, memory=4 << 30) == 3  # 85 % of 4 GiB
+    assert parallel_jobs(specs, share=4, cores=16, memory=100 << 30) == 4
+    assert parallel_jobs(specs, cores=2, memory=1 << 20) == 1
+
+
+def test_first_error_line() -> None:
+    log = "ptxas info: used 90 registers\nfoo.cu(3): error: identifier x is undefined\nmore"
+    assert first_error_line(log) == "foo.cu(3): error: identifier x is undefined"
+    assert first_error_line("") == "compiler failed without output"
