@@ -1,0 +1,512 @@
+"""The FlashInfer backend's inputs, file protocol, torch reference and tolerance policy (CPU)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_tileconform.cases import Case
+from pytest_tileconform.flashinfer.reference import (
+    SIMULATED_TOP_K,
+    GroupedInputs,
+    OutputFileError,
+    decode_ue8m0,
+    dequantize_mxfp4,
+    dequantize_mxfp8,
+    dequantize_nvfp4,
+    make_inputs,
+    pack_e2m1,
+    read_output,
+    reference_output,
+    reference_rows,
+    simulate_routing,
+    unpack_e2m1,
+    write_inputs,
+)
+from pytest_tileconform.flashinfer.tolerance import Tolerance, compare, policy_for
+from pytest_tileconform.schema import Problem
+
+
+def make_case(
+    dtype: str = "bf16",
+    rows: list[int] | None = None,
+    n: int = 16,
+    k: int = 32,
+    fusion: str = "none",
+    out: str | None = None,
+    weight: str | None = None,
+) -> Case:
+    out = out or dtype
+    weight = weight or dtype
+    return Case(
+        matrix=Path("m.yaml"), backend="flashinfer-cutlass-moe", arch="sm90", act=dtype,
+        weight=weight, out=out, dtype_label=dtype, tile=(128, 128, 64), cluster=(1, 1, 1),
+        swap_ab=False, fusion=fusion, problem=Problem(rows=rows or [3, 0, 5], n=n, k=k),
+        expectation=None, suite=None,
+    )
+
+
+def hand_inputs(
+    rows: tuple[int, ...],
+    a: list[list[float]],
+    b: list[list[list[float]]],
+    *,
+    dtype: str = "fp32",
+    out: str = "fp32",
+    alpha: list[float] | None = None,
+    dest: list[int] | None = None,
+    router: list[float] | None = None,
+    out_rows: int | None = None,
+) -> GroupedInputs:
+    storage = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
+    bt = torch.tensor(b, dtype=torch.float32).to(storage[dtype])
+    return GroupedInputs(
+        act=dtype, weight=dtype, out=out, fusion="finalize" if dest is not None else "none",
+        rows_per_expert=rows, n=bt.shape[1], k=bt.shape[2],
+        a=torch.tensor(a, dtype=torch.float32).reshape(sum(rows), bt.shape[2]).to(storage[dtype]),
+        b=bt, alpha=None if alpha is None else torch.tensor(alpha, dtype=torch.float32),
+        router_scales=None if router is None else torch.tensor(router, dtype=torch.float32),
+        dest_row=None if dest is None else torch.tensor(dest, dtype=torch.int32),
+        out_rows=out_rows if out_rows is not None else sum(rows),
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Reference math against hand-computed values
+
+
+def test_reference_two_experts_by_hand() -> None:
+    inputs = hand_inputs(
+        (1, 2),
+        [[1, 2], [3, 4], [5, 6]],
+        [[[1, 0], [0, 1]], [[1, 1], [2, -1]]],
+    )
+    ref = reference_output(inputs, make_case("fp32", rows=[1, 2], n=2, k=2))
+    # row 0 (expert 0, identity): [1, 2]; rows 1-2 (expert 1): [a0 + a1, 2 a0 - a1]
+    assert ref.dtype == torch.float32
+    assert ref.tolist() == [[1, 2], [7, 2], [11, 4]]
+
+
+def test_reference_skips_experts_with_no_rows() -> None:
+    # expert 0 and 2 have no rows; their weights must not be used (they would give 999s)
+    inputs = hand_inputs(
+        (0, 2, 0),
+        [[1, 2], [3, 4]],
+        [[[999, 999], [999, 999]], [[1, 1], [2, -1]], [[999, 999], [999, 999]]],
+    )
+    ref = reference_output(inputs, make_case("fp32", rows=[0, 2, 0], n=2, k=2))
+    assert ref.tolist() == [[3, 0], [7, 2]]
+
+
+def test_reference_all_experts_empty() -> None:
+    inputs = hand_inputs((0, 0), [], [[[1.0]], [[2.0]]])
+    ref = reference_output(inputs, make_case("fp32", rows=[0, 0], n=1, k=1))
+    assert ref.shape == (0, 1)
+
+
+def test_fp8_alpha_scales_each_expert() -> None:
+    inputs = hand_inputs(
+        (1, 1), [[1, 2], [3, -1]], [[[1, 1]], [[2, 1]]],
+        dtype="fp8_e4m3", out="bf16", alpha=[0.5, 4.0],
+    )
+    assert inputs.a.dtype == torch.float8_e4m3fn
+    ref = reference_output(inputs, make_case("fp8_e4m3", rows=[1, 1], n=1, k=2, out="bf16"))
+    # expert 0: (1 + 2) * 0.5 = 1.5; expert 1: (6 - 1) * 4 = 20
+    assert ref.tolist() == [[1.5], [20.0]]
+
+
+def test_finalize_scatter_add_with_topk_collisions() -> None:
+    # expert 0's rows go to tokens 0 and 1, expert 1's to tokens 0 and 2; token 3 gets nothing
+    inputs = hand_inputs(
+        (2, 2),
+        [[2], [3], [4], [5]],
+        [[[1], [-1]], [[10], [20]]],
+        alpha=[1.0, 0.5],
+        dest=[0, 1, 0, 2],
+        router=[0.5, 1.0, 0.25, 2.0],
+        out_rows=4,
+    )
+    ref = reference_output(inputs, make_case("fp32", rows=[2, 2], n=2, k=1, fusion="finalize"))
+    # rows: e0 -> [2,-2], [3,-3]; e1 (alpha 0.5) -> [20,40], [25,50]
+    # token 0: 0.5*[2,-2] + 0.25*[20,40] = [6, 9]; token 1: [3,-3]; token 2: 2*[25,50]
+    assert ref.tolist() == [[6, 9], [3, -3], [50, 100], [0, 0]]
+
+
+def test_reference_rows_before_finalize() -> None:
+    inputs = hand_inputs((1, 1), [[2], [3]], [[[1]], [[10]]], dest=[0, 0], router=[1.0, 1.0],
+                         out_rows=1)
+    assert reference_rows(inputs).tolist() == [[2], [30]]
+    ref = reference_output(inputs, make_case("fp32", rows=[1, 1], n=1, k=1, fusion="finalize"))
+    assert ref.tolist() == [[32]]
+
+
+def test_reference_rejects_inputs_of_another_case() -> None:
+    inputs = hand_inputs((1,), [[1.0]], [[[1.0]]])
+    with pytest.raises(ValueError, match="another case"):
+        reference_output(inputs, make_case("fp32", rows=[1], n=1, k=1, fusion="finalize"))
+
+
+# ------------------------------------------------------------------------------------------
+# Dequantization of block-scaled formats
+
+
+def test_unpack_e2m1_known_bits() -> None:
+    # 0x21: low nibble 1 (0.5), high 2 (1.0); 0xF8: low 8 (-0), high F (-6);
+    # 0x7A: low A (-1.0), high 7 (6.0); 0x93: low 3 (1.5), high 9 (-0.5)
+    packed = torch.tensor([[0x21, 0xF8, 0x7A, 0x93]], dtype=torch.uint8)
+    values = unpack_e2m1(packed)
+    assert values.tolist() == [[0.5, 1.0, -0.0, -6.0, -1.0, 6.0, 1.5, -0.5]]
+    assert math.copysign(1.0, values[0, 2].item()) == -1.0
+    assert torch.equal(pack_e2m1(values), packed)
+
+
+def test_unpack_e2m1_all_codes() -> None:
+    codes = torch.arange(16, dtype=torch.uint8)
+    packed = codes | (codes << 4)  # each byte holds the same code twice
+    values = unpack_e2m1(packed.reshape(1, 16))[0, ::2]
+    assert values.tolist() == [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6]
+
+
+def test_pack_e2m1_rejects_unrepresentable() -> None:
+    with pytest.raises(ValueError, match="e2m1"):
+        pack_e2m1(torch.tensor([0.75, 1.0]))
+
+
+def test_dequantize_nvfp4_block_scales_and_global_scale() -> None:
+    # one row, K = 32: two blocks of 16 elements (8 bytes each)
+    block0 = [0x21, 0xF8, 0x7A, 0x00, 0x00, 0x00, 0x00, 0x93]
+    block1 = [0x77] * 8  # every element 6.0
+    packed = torch.tensor([block0 + block1], dtype=torch.uint8)
+    # e4m3 bits: 0x3C = 1.5, 0x30 = 0.5
+    scales = torch.tensor([[0x3C, 0x30]], dtype=torch.uint8)
+    out = dequantize_nvfp4(packed, scales, 0.5)
+    first = [0.5, 1.0, -0.0, -6.0, -1.0, 6.0] + [0.0] * 8 + [1.5, -0.5]
+    assert out[0, :16].tolist() == [v * 1.5 * 0.5 for v in first]
+    assert out[0, 16:].tolist() == [6.0 * 0.5 * 0.5] * 16
+    # scales may also be given as float8_e4m3fn
+    same = dequantize_nvfp4(packed, scales.view(torch.float8_e4m3fn), torch.tensor(0.5))
+    assert torch.equal(out, same)
+
+
+def test_dequantize_nvfp4_rejects_wrong_scale_shape() -> None:
+    packed = torch.zeros(1, 16, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="one per 16"):
+        dequantize_nvfp4(packed, torch.zeros(1, 1, dtype=torch.uint8), 1.0)
+
+
+def test_decode_ue8m0() -> None:
+    s = torch.tensor([127, 128, 125, 0, 254, 255], dtype=torch.uint8)
+    out = decode_ue8m0(s)
+    assert out[:5].tolist() == [1.0, 2.0, 0.25, 2.0**-127, 2.0**127]
+    assert math.isnan(out[5].item())
+
+
+def test_dequantize_mxfp4() -> None:
+    # K = 64: two blocks of 32 (16 bytes each); block 0 scale 2**1, block 1 scale 2**-2
+    packed = torch.tensor([[0x21] * 16 + [0xF5] * 16], dtype=torch.uint8)
+    out = dequantize_mxfp4(packed, torch.tensor([[128, 125]], dtype=torch.uint8))
+    assert out[0, :32].tolist() == [1.0, 2.0] * 16  # (0.5, 1.0) * 2
+    assert out[0, 32:].tolist() == [0.75, -1.5] * 16  # (3.0, -6.0) * 0.25
+
+
+def test_dequantize_mxfp8() -> None:
+    # e4m3 0x40 = 2.0, 0xC4 = -3.0; scales 2**-1 and 2**3
+    bits = torch.tensor([[0x40, 0xC4] * 16 + [0x40] * 32], dtype=torch.uint8)
+    out = dequantize_mxfp8(bits, torch.tensor([[126, 130]], dtype=torch.uint8))
+    assert out[0, :32].tolist() == [1.0, -1.5] * 16
+    assert out[0, 32:].tolist() == [16.0] * 32
+
+
+# ------------------------------------------------------------------------------------------
+# make_inputs
+
+
+def test_make_inputs_is_deterministic() -> None:
+    case = make_case("fp8_e4m3", rows=[4, 0, 7], fusion="finalize", out="bf16")
+    one, two, other = make_inputs(case, 7), make_inputs(case, 7), make_inputs(case, 8)
+    for name in ("a", "b", "alpha", "router_scales", "dest_row"):
+        x, y = getattr(one, name), getattr(two, name)
+        assert torch.equal(x.view(torch.uint8) if x.dtype == torch.float8_e4m3fn else x,
+                           y.view(torch.uint8) if y.dtype == torch.float8_e4m3fn else y), name
+    assert one.out_rows == two.out_rows
+    assert not torch.equal(one.a.float(), other.a.float())
+    assert not torch.equal(one.b.float(), other.b.float())
+
+
+def test_make_inputs_golden_bytes(tmp_path: Path) -> None:
+    """The generator's output is pinned: the same bytes on every machine."""
+    inputs = make_inputs(make_case("bf16", rows=[2, 1], n=4, k=8, fusion="finalize"), 1234)
+    write_inputs(inputs, tmp_path)
+    digest = hashlib.sha256()
+    for name in ("a.bin", "b.bin", "router_scales.bin", "dest_row.bin", "problem.txt"):
+        digest.update((tmp_path / name).read_bytes())
+    # a change here means the same seed now gives other inputs (torch RNG or generator change)
+    assert (inputs.a.float() * 2).int().tolist() == [
+        [3, 1, -3, 2, -3, -2, 3, 1],
+        [-3, -1, -1, 0, -2, 2, -3, 0],
+        [1, -2, 3, 2, 0, -2, -1, 2],
+    ]
+    assert inputs.dest_row is not None and inputs.dest_row.tolist() == [1, 0, 0]
+    assert inputs.out_rows == 3
+    assert digest.hexdigest() == (
+        "917efc8a11da6951d1ae45d99e1532d597248828e6262f08168864c534d5eefe"
+    )
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "fp8_e4m3"])
+def test_make_inputs_shapes_dtypes_and_exact_grid(dtype: str) -> None:
+    out = "bf16" if dtype == "fp8_e4m3" else dtype
+    case = make_case(dtype, rows=[3, 0, 5], n=16, k=64, out=out)
+    inputs = make_inputs(case, 0)
+    storage = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+               "fp8_e4m3": torch.float8_e4m3fn}[dtype]
+    assert inputs.a.shape == (8, 64) and inputs.a.dtype == storage
+    assert inputs.b.shape == (3, 16, 64) and inputs.b.dtype == storage
+    assert inputs.out_rows == 8 and inputs.router_scales is None and inputs.dest_row is None
+    for t in (inputs.a.float(), inputs.b.float()):
+        assert set(torch.unique(t * 2).tolist()) <= {-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0}
+    if dtype == "fp8_e4m3":
+        assert inputs.alpha is not None and inputs.alpha.shape == (3,)
+        assert inputs.alpha.dtype == torch.float32
+        assert bool((inputs.alpha > 0).all())
+    else:
+        assert inputs.alpha is None
+
+
+def test_generated_reference_is_exact() -> None:
+    """Grid inputs make the fp32 reference equal a float64 computation bit for bit."""
+    case = make_case("fp8_e4m3", rows=[5, 3], n=8, k=256, out="bf16")
+    inputs = make_inputs(case, 3)
+    assert inputs.alpha is not None
+    ref = reference_output(inputs, case)
+    a, b = inputs.a.double(), inputs.b.double()
+    exact = torch.cat([a[:5] @ b[0].T * float(inputs.alpha[0]),
+                       a[5:] @ b[1].T * float(inputs.alpha[1])])
+    assert torch.equal(ref.double(), exact)
+
+
+@pytest.mark.parametrize("rows", [[0, 2], [64] * 16, [1, 7, 0, 3, 30], [0, 0, 0]])
+def test_simulated_routing(rows: list[int]) -> None:
+    gen = torch.Generator().manual_seed(0)
+    dest, router, out_rows = simulate_routing(rows, gen)
+    total = sum(rows)
+    assert dest.dtype == torch.int32 and router.dtype == torch.float32
+    assert dest.shape == (total,) and router.shape == (total,)
+    assert out_rows >= max(max(rows), 1)
+    assert bool((dest >= 0).all()) and bool((dest < out_rows).all())
+    start = 0
+    for r in rows:  # within one expert, destinations are distinct (top-k: distinct experts)
+        assert len(set(dest[start : start + r].tolist())) == r
+        start += r
+    load = torch.bincount(dest.long(), minlength=out_rows)
+    assert int((load == 0).sum()) >= 1  # some token receives nothing: its D row must be 0
+    assert int(load.max()) <= max(SIMULATED_TOP_K, max(rows))
+    if total:
+        assert bool((router > 0).all())
+        sums = torch.zeros(out_rows).index_add_(0, dest.long(), router)
+        assert torch.allclose(sums[load > 0], torch.ones(int((load > 0).sum())))
+
+
+def test_routing_has_collisions() -> None:
+    inputs = make_inputs(make_case("bf16", rows=[64] * 16, fusion="finalize"), 0)
+    assert inputs.dest_row is not None
+    load = torch.bincount(inputs.dest_row.long(), minlength=inputs.out_rows)
+    assert int(load.max()) == SIMULATED_TOP_K  # 1024 rows over 128 routed tokens, balanced
+    assert inputs.out_rows == 128 + 8
+
+
+def test_make_inputs_rejects_block_scaled_and_mixed() -> None:
+    with pytest.raises(NotImplementedError, match="nvfp4"):
+        make_inputs(make_case("nvfp4", out="bf16"), 0)
+    with pytest.raises(NotImplementedError, match="mixed"):
+        make_inputs(make_case("fp8_e4m3", weight="mxfp4", out="bf16"), 0)
+
+
+# ------------------------------------------------------------------------------------------
+# The file protocol
+
+
+def test_write_inputs_files_and_sizes(tmp_path: Path) -> None:
+    case = make_case("bf16", rows=[3, 0, 5], n=16, k=32)
+    inputs = make_inputs(case, 1)
+    write_inputs(inputs, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "b.bin", "problem.txt"]
+    assert (tmp_path / "a.bin").stat().st_size == 8 * 32 * 2
+    assert (tmp_path / "b.bin").stat().st_size == 3 * 16 * 32 * 2
+    assert (tmp_path / "problem.txt").read_text() == "experts 3\nrows 3 0 5\nn 16\nk 32\n"
+    a = torch.frombuffer(bytearray((tmp_path / "a.bin").read_bytes()), dtype=torch.bfloat16)
+    assert torch.equal(a.reshape(8, 32), inputs.a)
+
+
+def test_write_inputs_fp8_finalize(tmp_path: Path) -> None:
+    case = make_case("fp8_e4m3", rows=[4, 0, 6], n=8, k=16, fusion="finalize", out="fp16")
+    inputs = make_inputs(case, 2)
+    write_inputs(inputs, tmp_path, extra_problem={"timing_iters": 3})
+    sizes = {p.name: p.stat().st_size for p in tmp_path.iterdir()}
+    assert sizes == {
+        "problem.txt": sizes["problem.txt"],
+        "a.bin": 10 * 16, "b.bin": 3 * 8 * 16, "alpha.bin": 3 * 4,
+        "router_scales.bin": 10 * 4, "dest_row.bin": 10 * 4,
+    }
+    lines = (tmp_path / "problem.txt").read_text().splitlines()
+    assert lines == ["experts 3", "rows 4 0 6", "n 8", "k 16",
+                     f"out_rows {inputs.out_rows}", "timing_iters 3"]
+    b = torch.frombuffer(bytearray((tmp_path / "b.bin").read_bytes()), dtype=torch.uint8)
+    assert torch.equal(b.view(torch.float8_e4m3fn).float().reshape(3, 8, 16), inputs.b.float())
+    dest = torch.frombuffer(bytearray((tmp_path / "dest_row.bin").read_bytes()), dtype=torch.int32)
+    assert inputs.dest_row is not None and torch.equal(dest, inputs.dest_row)
+    alpha = torch.frombuffer(bytearray((tmp_path / "alpha.bin").read_bytes()),
+                             dtype=torch.float32)
+    assert inputs.alpha is not None and torch.equal(alpha, inputs.alpha)
+
+
+@pytest.mark.parametrize("out", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("fusion", ["none", "finalize"])
+def test_read_output_round_trip(tmp_path: Path, out: str, fusion: str) -> None:
+    case = make_case("bf16" if out != "fp32" else "fp32", rows=[3, 5], n=8, k=16,
+                     fusion=fusion, out=out)
+    inputs = make_inputs(case, 4)
+    expected = reference_output(inputs, case)
+    torch_out = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[out]
+    stored = expected.to(torch_out)
+    (tmp_path / "d.bin").write_bytes(stored.view(torch.uint8).numpy().tobytes())
+    rows = inputs.out_rows
+    assert (tmp_path / "d.bin").stat().st_size == rows * 8 * stored.element_size()
+    actual = read_output(tmp_path, case, inputs)
+    assert actual.dtype == torch.float32 and actual.shape == (rows, 8)
+    assert torch.equal(actual, stored.float())
+    assert compare(actual, expected, policy_for(case)).ok
+
+
+def test_read_output_size_mismatch(tmp_path: Path) -> None:
+    case = make_case("bf16", rows=[2], n=4, k=8)
+    inputs = make_inputs(case, 0)
+    with pytest.raises(OutputFileError, match="does not exist"):
+        read_output(tmp_path, case, inputs)
+    (tmp_path / "d.bin").write_bytes(b"\x00" * (2 * 4 * 2 - 1))
+    with pytest.raises(OutputFileError, match=r"15 bytes, expected 16"):
+        read_output(tmp_path, case, inputs)
+
+
+# ------------------------------------------------------------------------------------------
+# The tolerance policy
+
+
+def test_policy_values() -> None:
+    bf16 = policy_for(make_case("bf16"))
+    assert (bf16.atol, bf16.rtol, bf16.max_bad_fraction) == (1e-2, 1e-2, 1e-3)
+    assert policy_for(make_case("fp16")).rtol == 5e-3
+    fp32 = policy_for(make_case("fp32"))
+    assert (fp32.rtol, fp32.max_bad_fraction) == (1e-3, 0.0)
+    assert policy_for(make_case("fp8_e4m3", out="bf16")).rtol == 6e-2
+    assert policy_for(make_case("fp16", out="bf16")).rtol == 1e-2  # the output type is looser
+
+
+def test_compare_within_tolerance_passes() -> None:
+    expected = torch.linspace(-4, 4, 200).reshape(20, 10)
+    actual = expected * (1 + 4e-3)  # within rtol 1e-2
+    report = compare(actual, expected, Tolerance(1e-2, 1e-2, 0.0))
+    assert report.ok and report.bad_elements == 0 and report.total == 200
+    assert report.max_abs_err == pytest.approx(16e-3, rel=1e-4)
+
+
+def test_compare_bad_element_budget() -> None:
+    expected = torch.ones(50, 40)  # 2000 elements, rms 1: budget 0.1% = 2 bad elements
+    policy = Tolerance(1e-2, 1e-2, 1e-3)
+    actual = expected.clone()
+    actual[3, 7] = 1.5
+    report = compare(actual, expected, policy)
+    assert report.ok and report.bad_elements == 1 and report.allowed_bad == 2
+    assert report.worst_index == (3, 7)
+    assert report.worst_actual == 1.5 and report.worst_expected == 1.0
+    assert report.max_abs_err == pytest.approx(0.5)
+    assert report.mean_abs_err == pytest.approx(0.5 / 2000)
+    actual[10, 0] = 0.9
+    actual[49, 39] = 3.0
+    report = compare(actual, expected, policy)
+    assert not report.ok and report.bad_elements == 3
+    assert report.worst_index == (49, 39) and report.worst_actual == 3.0
+    summary = report.summary()
+    assert "MISMATCH" in summary and "3/2000 bad" in summary and "(49, 39)" in summary
+    assert "\n" not in summary
+
+
+def test_compare_boundary_uses_atol_plus_rtol() -> None:
+    expected = torch.tensor([[2.0, 0.0]])  # rms sqrt(2)
+    policy = Tolerance(atol=0.125, rtol=0.25, max_bad_fraction=0.0)
+    limit0 = 0.125 * math.sqrt(2) + 0.5
+    limit1 = 0.125 * math.sqrt(2)
+    assert compare(expected + torch.tensor([[limit0 * 0.99, limit1 * 0.99]]), expected,
+                   policy).ok
+    report = compare(expected + torch.tensor([[0.0, limit1 * 1.01]]), expected, policy)
+    assert not report.ok and report.worst_index == (0, 1)
+    assert report.atol == pytest.approx(limit1) and report.scale == pytest.approx(math.sqrt(2))
+    # an explicit scale replaces the RMS
+    assert compare(expected + 0.1, expected, policy, scale=1.0).ok
+
+
+def test_compare_fp32_has_no_budget() -> None:
+    expected = torch.ones(100, 100)
+    actual = expected.clone()
+    actual[0, 0] = 2.0
+    assert not compare(actual, expected, policy_for(make_case("fp32"))).ok
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_compare_nonfinite_always_fails(value: float) -> None:
+    expected = torch.ones(100, 100)
+    actual = expected.clone()
+    actual[5, 6] = value
+    report = compare(actual, expected, Tolerance(1e-2, 1e-2, 0.5))  # a huge budget
+    assert not report.ok
+    assert report.nonfinite == 1 and report.bad_elements == 1
+    assert report.worst_index == (5, 6) and report.max_abs_err == math.inf
+    assert report.mean_abs_err == 0.0
+
+
+def test_compare_shape_mismatch_and_empty() -> None:
+    with pytest.raises(ValueError, match="shape"):
+        compare(torch.zeros(2, 3), torch.zeros(3, 2), Tolerance(1e-2, 1e-2, 0.0))
+    report = compare(torch.zeros(0, 4), torch.zeros(0, 4), Tolerance(1e-2, 1e-2, 0.0))
+    assert report.ok and report.total == 0 and report.worst_index is None
+    assert "no elements" in report.summary()
+
+
+@pytest.mark.parametrize("out", ["bf16", "fp16"])
+def test_policy_accepts_emulated_kernel_rounding(out: str) -> None:
+    """What a correct kernel produces passes: fp32 rows rounded to the output type, and for
+    finalize each scaled row rounded, then added into D in the output type (red.add)."""
+    out_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[out]
+    for fusion in ("none", "finalize"):
+        case = make_case("fp8_e4m3", rows=[37, 0, 64, 100, 5], n=64, k=512, fusion=fusion,
+                         out=out)
+        inputs = make_inputs(case, 11)
+        expected = reference_output(inputs, case)
+        rows = reference_rows(inputs)
+        if fusion == "none":
+            actual = rows.to(out_dtype).float()
+        else:
+            assert inputs.router_scales is not None and inputs.dest_row is not None
+            scaled = (rows * inputs.router_scales.unsqueeze(1)).to(out_dtype)
+            d = torch.zeros(inputs.out_rows, inputs.n, dtype=out_dtype)
+            for r in torch.randperm(rows.shape[0], generator=torch.Generator().manual_seed(0)):
+                t = int(inputs.dest_row[r])
+                d[t] = (d[t].float() + scaled[r].float()).to(out_dtype)
+            actual = d.float()
+        report = compare(actual, expected, policy_for(case))
+        assert report.ok, report.summary()
+        assert report.bad_elements == 0, report.summary()
+
+
+def test_policy_catches_a_wrong_expert() -> None:
+    case = make_case("bf16", rows=[16, 16], n=32, k=128)
+    inputs = make_inputs(case, 5)
+    expected = reference_output(inputs, case)
+    swapped = GroupedInputs(**{**inputs.__dict__, "b": inputs.b.flip(0)})
+    actual = reference_output(swapped, case).to(torch.bfloat16).float()
+    report = compare(actual, expected, policy_for(case))
+    assert not report.ok and report.bad_elements > 0.5 * report.total
