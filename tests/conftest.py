@@ -1,0 +1,14 @@
+"""Fixtures of the plugin's tests; the fake backend lives in fake_backend.py."""
+
+from __future__ import annotations
+
+import pytest
+from fake_backend import TileRun
+
+
+@pytest.fixture
+def tc(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> TileRun:
+    """A pytester directory with the fake backend's conftest; CI unset so --tile-update may write."""
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return TileRun(pytester)

@@ -1,0 +1,359 @@
+"""The matrix file format: axes, defaults, overrides, dtypes, problems, ids, and validation."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors
+
+PROBLEM = "problems: {experts: 2, rows: 64, n: 256, k: 128}"
+
+
+def test_defaults_apply_to_every_suite(tc: TileRun) -> None:
+    tc.matrix(
+        """\
+        version: 1
+        backend: fake
+        defaults:
+          arch: sm90
+          dtype: bf16
+          cluster: [1x1x1, 2x1x1]
+          problems: {experts: 2, rows: 64, n: 256, k: 128}
+        suites:
+          - tile: 128x64x64
+          - name: swapped
+            swap_ab: true
+            cluster: 1x2x1
+            tile: 64x128x64
+        """
+    )
+    assert tc.collect() == [
+        "m.yaml::sm90-bf16-128x64x64-c1x1x1-none",
+        "m.yaml::sm90-bf16-128x64x64-c2x1x1-none",
+        "m.yaml::sm90-bf16-64x128x64-c1x2x1-none-swapab",
+    ]
+
+
+def test_cartesian_product_in_file_order(tc: TileRun) -> None:
+    tc.matrix(
+        """\
+        version: 1
+        backend: fake
+        suites:
+          - arch: [sm90, sm100]
+            dtype: [bf16, fp16]
+            tile: [128x64x64, 256x128x64]
+            cluster: [1x1x1, 2x1x1]
+            swap_ab: [false, true]
+            fusion: [none, finalize]
+            problems:
+              - {name: small, experts: 4, rows: 16, n: 128, k: 128}
+              - {name: large, experts: 4, rows: 4096, n: 128, k: 128}
+        """
+    )
+    expected = [
+        f"m.yaml::{arch}-{dt}-{tile}-c{cluster}-{fusion}{'-swapab' if swap else ''}-{problem}"
+        for tile in ("128x64x64", "256x128x64")
+        for arch, dt, cluster, swap, fusion, problem in itertools.product(
+            ("sm90", "sm100"),
+            ("bf16", "fp16"),
+            ("1x1x1", "2x1x1"),
+            (False, True),
+            ("none", "finalize"),
+            ("small", "large"),
+        )
+    ]
+    assert len(expected) == 128
+    assert tc.collect() == expected
+
+
+def test_tile_entry_overrides_suite_axes(tc: TileRun) -> None:
+    tc.matrix(
+        """\
+        version: 1
+        backend: fake
+        suites:
+          - arch: sm90
+            dtype: bf16
+            cluster: 1x1x1
+            problems: {experts: 2, rows: 64, n: 256, k: 128}
+            tile:
+              - 128x64x64
+              - {shape: 256x128x64, cluster: [2x1x1]}
+              - shape: 64x64x128
+                arch: [sm100, sm120]
+                dtype: fp16
+                fusion: finalize
+        """
+    )
+    assert tc.collect() == [
+        "m.yaml::sm90-bf16-128x64x64-c1x1x1-none",
+        "m.yaml::sm90-bf16-256x128x64-c2x1x1-none",
+        "m.yaml::sm100-fp16-64x64x128-c1x1x1-finalize",
+        "m.yaml::sm120-fp16-64x64x128-c1x1x1-finalize",
+    ]
+
+
+def test_shapes_as_lists_of_ints(tc: TileRun) -> None:
+    tc.matrix(BASIC.replace("[128x64x64, 128x128x64, 256x128x64]", "[{shape: [128, 64, 64]}]"))
+    assert tc.collect() == [f"m.yaml::{BASIC_IDS[0]}"]
+
+
+def test_dtype_labels(tc: TileRun) -> None:
+    tc.matrix(
+        BASIC.replace(
+            "dtype: bf16",
+            "dtype: [bf16, {act: fp8_e4m3, weight: fp8_e4m3, out: bf16},"
+            " {act: mxfp8, weight: mxfp4, out: bf16}, {act: fp16, weight: fp16, out: fp16}]",
+        ).replace("[128x64x64, 128x128x64, 256x128x64]", "128x64x64")
+    )
+    assert tc.collect() == [
+        "m.yaml::sm90-bf16-128x64x64-c1x1x1-none",
+        "m.yaml::sm90-fp8_e4m3-bf16-128x64x64-c1x1x1-none",
+        "m.yaml::sm90-mxfp8xmxfp4-bf16-128x64x64-c1x1x1-none",
+        "m.yaml::sm90-fp16-128x64x64-c1x1x1-none",
+    ]
+
+
+def test_dtype_aliases(tc: TileRun) -> None:
+    tc.matrix(
+        BASIC.replace(
+            "dtype: bf16",
+            "dtype: [half, {act: fp8, weight: E4M3, out: bf16}, {act: bf16, weight: fp8, out: float}]",
+        ).replace("[128x64x64, 128x128x64, 256x128x64]", "128x64x64")
+    )
+    assert tc.collect() == [
+        "m.yaml::sm90-fp16-128x64x64-c1x1x1-none",
+        "m.yaml::sm90-fp8_e4m3-bf16-128x64x64-c1x1x1-none",
+        "m.yaml::sm90-bf16xfp8_e4m3-fp32-128x64x64-c1x1x1-none",
+    ]
+
+
+def test_case_coordinates_reach_the_backend(tc: TileRun) -> None:
+    tc.matrix(
+        BASIC.replace("dtype: bf16", "dtype: {act: fp8, weight: mxfp4, out: fp16}")
+        .replace("[128x64x64, 128x128x64, 256x128x64]", "128x64x64")
+        .replace(PROBLEM, "problems: {name: odd, rows: [0, 77, 0, 130], n: 384, k: 96}")
+    )
+    tc.run("--tile-report", "r.json").assert_outcomes(passed=1)
+    [entry] = json.loads((tc.path / "r.json").read_text())["cases"]
+    assert entry["id"] == "sm90-fp8_e4m3xmxfp4-fp16-128x64x64-c1x1x1-none-odd"
+    assert entry["case"] == {
+        "arch": "sm90",
+        "act": "fp8_e4m3",
+        "weight": "mxfp4",
+        "out": "fp16",
+        "tile": "128x64x64",
+        "cluster": "1x1x1",
+        "swap_ab": False,
+        "fusion": "none",
+        "problem": {"name": "odd", "rows": [0, 77, 0, 130], "n": 384, "k": 96},
+    }
+
+
+def test_problem_rows_forms(tc: TileRun) -> None:
+    tc.matrix(
+        BASIC.replace("[128x64x64, 128x128x64, 256x128x64]", "128x64x64").replace(
+            PROBLEM,
+            """problems:
+      - {name: empty, rows: [0, 0, 0], n: 64, k: 64}
+      - {name: ragged, rows: [1, 127, 129, 0], n: 64, k: 64}
+      - {name: uniform, experts: 3, rows: 200, n: 64, k: 64}
+      - {name: listed, experts: 2, rows: [5, 6], n: 64, k: 64}
+      - {name: noexperts, experts: 4, rows: 0, n: 64, k: 64}""",
+        )
+    )
+    tc.run("--tile-report", "r.json").assert_outcomes(passed=5)
+    cases = json.loads((tc.path / "r.json").read_text())["cases"]
+    assert [(c["id"], c["case"]["problem"]["rows"]) for c in cases] == [
+        ("sm90-bf16-128x64x64-c1x1x1-none-empty", [0, 0, 0]),
+        ("sm90-bf16-128x64x64-c1x1x1-none-ragged", [1, 127, 129, 0]),
+        ("sm90-bf16-128x64x64-c1x1x1-none-uniform", [200, 200, 200]),
+        ("sm90-bf16-128x64x64-c1x1x1-none-listed", [5, 6]),
+        ("sm90-bf16-128x64x64-c1x1x1-none-noexperts", [0, 0, 0, 0]),
+    ]
+
+
+def test_problem_name_and_swap_in_id(tc: TileRun) -> None:
+    tc.matrix(
+        BASIC.replace("[128x64x64, 128x128x64, 256x128x64]", "128x64x64")
+        .replace(PROBLEM, "problems: {name: decode, experts: 2, rows: 1, n: 64, k: 64}")
+        .replace("    dtype: bf16\n", "    dtype: bf16\n    swap_ab: [false, true]\n    fusion: finalize\n")
+    )
+    assert tc.collect() == [
+        "m.yaml::sm90-bf16-128x64x64-c1x1x1-finalize-decode",
+        "m.yaml::sm90-bf16-128x64x64-c1x1x1-finalize-swapab-decode",
+    ]
+
+
+# --- validation: every problem reported as file:line:col, exit code 4, no traceback ---------
+
+INVALID = {
+    "yaml-syntax": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16: x\n"),
+        ["5:16: invalid YAML: mapping values are not allowed here"],
+    ),
+    "yaml-duplicate-key": (
+        BASIC + "backend: fake\n",
+        [
+            '8:1: invalid YAML: while constructing a mapping found duplicate key "backend" '
+            'with value "fake" (original value: "fake")'
+        ],
+    ),
+    "unknown-key": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    swap: true\n"),
+        ["6:5: unknown key 'swap'"],
+    ),
+    "unknown-key-in-tile-entry": (
+        BASIC.replace("128x128x64,", "{shape: 128x128x64, clusters: 2x1x1},"),
+        ["6:43: unknown key 'clusters'"],
+    ),
+    "unknown-top-level-key": (
+        "# a comment\n" + BASIC + "expectation: {}\n",
+        ["9:1: unknown key 'expectation'"],
+    ),
+    "unknown-dtype-in-mapping": (
+        BASIC.replace("dtype: bf16", "dtype: {act: bf16, weight: int4, out: bf16}"),
+        [
+            "5:24: suites.0.dtype.0.weight: unknown weight dtype 'int4'; expected one of "
+            "bf16, fp16, fp32, fp8_e4m3, nvfp4, mxfp4, mxfp8"
+        ],
+    ),
+    "unknown-output-dtype": (
+        BASIC.replace("dtype: bf16", "dtype: [bf16, {act: bf16, weight: bf16, out: fp8}]"),
+        ["5:45: suites.0.dtype.1.out: unknown output dtype 'fp8'; expected one of bf16, fp16, fp32"],
+    ),
+    "unknown-stage": (
+        BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: compiles}\n",
+        [
+            "9:37: expectations.sm90-bf16-128x64x64-c1x1x1-none.stage: Input should be "
+            "'compile', 'can_implement', 'initialize', 'launch', 'run' or 'numerics'"
+        ],
+    ),
+    "pass-is-not-an-expectation-stage": (
+        BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none:\n    stage: pass\n",
+        [
+            "10:5: expectations.sm90-bf16-128x64x64-c1x1x1-none.stage: Input should be "
+            "'compile', 'can_implement', 'initialize', 'launch', 'run' or 'numerics'"
+        ],
+    ),
+    "tile-two-dims": (
+        BASIC.replace("128x128x64,", "128x128,"),
+        ["6:23: suites.0.tile.1.shape: shape '128x128' is not MxNxK with three positive integers"],
+    ),
+    "tile-zero-dim": (
+        BASIC.replace("128x128x64,", "128x0x64,"),
+        ["6:23: suites.0.tile.1.shape: shape '128x0x64' has a dimension that is not positive"],
+    ),
+    "tile-negative-dim": (
+        BASIC.replace("128x128x64,", "{shape: 128x-1x64},"),
+        ["6:24: suites.0.tile.1.shape: shape '128x-1x64' is not MxNxK with three positive integers"],
+    ),
+    "cluster-not-three-dims": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    cluster: [1x1x1, 2x1]\n"),
+        ["6:22: suites.0.cluster.1: shape '2x1' is not MxNxK with three positive integers"],
+    ),
+    "duplicate-case": (
+        BASIC.replace("256x128x64", "128x64x64"),
+        ["6:35: duplicate case 'sm90-bf16-128x64x64-c1x1x1-none' (first produced at line 6)"],
+    ),
+    "duplicate-case-across-suites": (
+        BASIC + "  - {arch: sm90, dtype: bf16, tile: 256x128x64, " + PROBLEM + "}\n",
+        ["8:31: duplicate case 'sm90-bf16-256x128x64-c1x1x1-none' (first produced at line 6)"],
+    ),
+    "empty-product": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    cluster: []\n"),
+        [
+            "7:12: empty product: cluster lists nothing",
+            "7:23: empty product: cluster lists nothing",
+            "7:35: empty product: cluster lists nothing",
+        ],
+    ),
+    "missing-axes": (
+        "version: 1\nbackend: fake\nsuites:\n  - tile: 128x64x64\n",
+        ["4:5: no arch or dtype or problems given (in the tile entry, the suite or defaults)"],
+    ),
+    "unknown-backend": (
+        BASIC.replace("backend: fake", "backend: cutlass"),
+        ["2:1: unknown backend 'cutlass' (known: fake)"],
+    ),
+    "expectation-for-unknown-case": (
+        BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: run}\n"
+        "  sm90-bf16-64x64x64-c1x1x1-none: {stage: compile}\n",
+        ["10:3: expectation for 'sm90-bf16-64x64x64-c1x1x1-none', which is not a case of this matrix"],
+    ),
+    "wrong-version": (
+        BASIC.replace("version: 1", "version: 2"),
+        ["1:1: unsupported matrix version 2; this plugin reads version 1"],
+    ),
+    "bad-arch": (
+        BASIC.replace("arch: sm90", "arch: [sm90, hopper]"),
+        ["4:18: suites.0.arch.1: arch 'hopper' is not of the form sm<major><minor> (e.g. sm90, sm120)"],
+    ),
+    "bad-fusion": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    fusion: [none, fused]\n"),
+        ["6:20: suites.0.fusion.1: Input should be 'none' or 'finalize'"],
+    ),
+    "rows-count-without-experts": (
+        BASIC.replace(PROBLEM, "problems: [{rows: 64, n: 256, k: 128}]"),
+        ["7:16: suites.0.problems.0: a single 'rows' count needs 'experts'"],
+    ),
+    "experts-disagree-with-rows": (
+        BASIC.replace(PROBLEM, "problems: [{experts: 3, rows: [1, 2], n: 8, k: 8}]"),
+        ["7:16: suites.0.problems.0: experts=3 but rows lists 2 experts"],
+    ),
+    "no-suites": (
+        "version: 1\nbackend: fake\nsuites: []\n",
+        ["3:1: suites: List should have at least 1 item after validation, not 0"],
+    ),
+    "not-a-mapping": ("- version: 1\n", ["1:1: a matrix must be a YAML mapping"]),
+    "several-errors-sorted-by-position": (
+        BASIC.replace("backend: fake", "backend: nope")
+        .replace("arch: sm90", "arch: sm9")
+        .replace("128x128x64,", "128x128x,"),
+        [
+            "2:1: unknown backend 'nope' (known: fake)",
+            "4:5: suites.0.arch.0: arch 'sm9' is not of the form sm<major><minor> (e.g. sm90, sm120)",
+            "6:23: suites.0.tile.1.shape: shape '128x128x' is not MxNxK with three positive integers",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", INVALID)
+def test_invalid_matrix_is_a_usage_error_with_positions(tc: TileRun, name: str) -> None:
+    text, expected = INVALID[name]
+    path = tc.matrix(text)
+    result = tc.run()
+    assert matrix_errors(result, path) == expected
+    result.stderr.fnmatch_lines(["ERROR: invalid tile matrix:"])
+    assert "collected" not in result.stdout.str()
+
+
+def test_unknown_dtype_is_reported_at_the_item(tc: TileRun) -> None:
+    path = tc.matrix(BASIC.replace("dtype: bf16", "dtype: [bf16, bf17]"))
+    errors = matrix_errors(tc.run(), path)
+    assert errors
+    assert {e.split(": ", 1)[0] for e in errors} == {"5:19"}
+    assert (
+        "5:19: suites.0.dtype.1.act: unknown activation dtype 'bf17'; expected one of "
+        "bf16, fp16, fp32, fp8_e4m3, nvfp4, mxfp8"
+    ) in errors
+
+
+def test_errors_of_every_matrix_are_reported(tc: TileRun) -> None:
+    a = tc.matrix(BASIC.replace("version: 1", "version: 0"), "a.yaml")
+    b = tc.matrix(BASIC.replace("bf16", "bf15"), "b.yaml")
+    result = tc.run("--tile-matrix", "b.yaml", matrix="a.yaml")
+    assert matrix_errors(result, a) == ["1:1: unsupported matrix version 0; this plugin reads version 1"]
+    assert [e.split(": ", 1)[0] for e in matrix_errors(result, b)] == ["5:5"] * 3
+
+
+def test_union_branches_do_not_add_spurious_errors(tc: TileRun) -> None:
+    """``rows`` is ``int | list[int]``: a bad list item must not also report 'should be an int'."""
+    path = tc.matrix(BASIC.replace(PROBLEM, "problems: [{rows: [-1], n: 8, k: 8}]"))
+    assert matrix_errors(tc.run(), path) == [
+        "7:23: suites.0.problems.0.rows.0: Input should be greater than or equal to 0"
+    ]

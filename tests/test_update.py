@@ -1,0 +1,245 @@
+"""--tile-update: rewriting a matrix's expectations to the observed verdicts, end to end."""
+
+from __future__ import annotations
+
+import pytest
+from fake_backend import BASIC, BASIC_IDS, TileRun, verbose_outcomes
+
+ORIGINAL = """\
+# Hopper grouped GEMM tiles.\t
+version: 1
+backend:   fake    # the fake backend
+
+suites:
+  # the main suite
+  - arch: sm90
+    dtype: bf16
+    tile: [128x64x64, 128x128x64, 256x128x64, 64x64x64]
+    problems: {experts: 2, rows: 64, n: 256, k: 128}
+
+expectations:
+  # smem limits
+  sm90-bf16-128x128x64-c1x1x1-none: {stage: initialize, reason: "smem"}   # measured on H100
+  sm90-bf16-256x128x64-c1x1x1-none:
+    stage: initialize
+    smem: 300000
+  sm90-bf16-64x64x64-c1x1x1-none: {stage: compile}
+
+# trailing comment
+"""
+
+UPDATED = """\
+# Hopper grouped GEMM tiles.\t
+version: 1
+backend:   fake    # the fake backend
+
+suites:
+  # the main suite
+  - arch: sm90
+    dtype: bf16
+    tile: [128x64x64, 128x128x64, 256x128x64, 64x64x64]
+    problems: {experts: 2, rows: 64, n: 256, k: 128}
+
+expectations:
+  # smem limits
+  sm90-bf16-128x128x64-c1x1x1-none: {stage: initialize, reason: "smem"}   # measured on H100
+  sm90-bf16-64x64x64-c1x1x1-none: {stage: can_implement, status: "kErrorInvalidProblem", source: "fake"}
+  sm90-bf16-128x64x64-c1x1x1-none: {stage: initialize, smem: 240000, limit: 232448, source: "fake", reason: "smem over the opt-in limit"}
+
+# trailing comment
+"""  # noqa: E501
+
+OBSERVED = {
+    "sm90-bf16-128x64x64-c1x1x1-none": {
+        "stage": "initialize",
+        "smem": 240000,
+        "limit": 232448,
+        "detail": "smem over the opt-in limit\nsecond line is dropped",
+    },
+    "sm90-bf16-128x128x64-c1x1x1-none": "initialize",
+    "sm90-bf16-64x64x64-c1x1x1-none": {"stage": "can_implement", "status": "kErrorInvalidProblem"},
+}
+
+
+def test_round_trip_preserves_everything_but_changed_entries(tc: TileRun) -> None:
+    path = tc.matrix(ORIGINAL)
+    tc.verdicts(OBSERVED)
+    result = tc.run("--tile-update")
+    result.assert_outcomes(passed=0, failed=3, xfailed=1)
+    assert path.read_text() == UPDATED
+
+
+def test_update_summary_lists_changes(tc: TileRun) -> None:
+    path = tc.matrix(ORIGINAL)
+    tc.verdicts(OBSERVED)
+    result = tc.run("--tile-update")
+    result.stdout.fnmatch_lines(
+        [
+            "*= tileconform --tile-update =*",
+            f"{path}: 3 expectation(s) updated",
+            "  sm90-bf16-128x64x64-c1x1x1-none: pass -> initialize",
+            "  sm90-bf16-256x128x64-c1x1x1-none: initialize -> pass",
+            "  sm90-bf16-64x64x64-c1x1x1-none: compile -> can_implement",
+        ]
+    )
+
+
+def test_updated_matrix_runs_green(tc: TileRun) -> None:
+    tc.matrix(ORIGINAL)
+    tc.verdicts(OBSERVED)
+    assert tc.run("--tile-update").ret == 1
+    result = tc.run("-v")
+    result.assert_outcomes(passed=1, xfailed=3)
+    assert result.ret == 0
+    assert verbose_outcomes(result)["m.yaml::sm90-bf16-256x128x64-c1x1x1-none"] == "PASSED"
+
+
+def test_second_update_changes_nothing(tc: TileRun) -> None:
+    path = tc.matrix(ORIGINAL)
+    tc.verdicts(OBSERVED)
+    tc.run("--tile-update")
+    result = tc.run("--tile-update")
+    result.assert_outcomes(passed=1, xfailed=3)
+    result.stdout.fnmatch_lines(["no expectation changed: every case that ran agrees with its matrix"])
+    assert path.read_text() == UPDATED
+
+
+def test_without_tile_update_the_file_is_untouched(tc: TileRun) -> None:
+    path = tc.matrix(ORIGINAL)
+    tc.verdicts(OBSERVED)
+    result = tc.run()
+    result.assert_outcomes(failed=3, xfailed=1)
+    assert path.read_text() == ORIGINAL
+    assert "tileconform --tile-update" not in result.stdout.str()
+
+
+def test_expectations_key_absent(tc: TileRun) -> None:
+    path = tc.matrix(BASIC)
+    tc.verdicts({BASIC_IDS[2]: "launch"})
+    tc.run("--tile-update").assert_outcomes(passed=2, failed=1)
+    assert path.read_text() == BASIC + (
+        'expectations:\n  sm90-bf16-256x128x64-c1x1x1-none: {stage: launch, source: "fake"}\n'
+    )
+    tc.run().assert_outcomes(passed=2, xfailed=1)
+
+
+def test_expectations_absent_and_no_trailing_newline(tc: TileRun) -> None:
+    path = tc.matrix(BASIC.rstrip("\n"))
+    tc.verdicts({BASIC_IDS[0]: "compile"})
+    tc.run("--tile-update").assert_outcomes(passed=2, failed=1)
+    assert path.read_text() == BASIC + (
+        'expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: compile, source: "fake"}\n'
+    )
+
+
+@pytest.mark.parametrize("empty", ["expectations:", "expectations: {}", "expectations: null"])
+def test_expectations_key_empty(tc: TileRun, empty: str) -> None:
+    head = "version: 1\nbackend: fake\n"
+    path = tc.matrix(head + empty + "\n" + BASIC.removeprefix(head))
+    tc.verdicts({BASIC_IDS[1]: "numerics", BASIC_IDS[2]: "run"})
+    tc.run("--tile-update").assert_outcomes(passed=1, failed=2)
+    assert path.read_text() == (
+        head
+        + "expectations:\n"
+        + '  sm90-bf16-128x128x64-c1x1x1-none: {stage: numerics, source: "fake"}\n'
+        + '  sm90-bf16-256x128x64-c1x1x1-none: {stage: run, source: "fake"}\n'
+        + BASIC.removeprefix(head)
+    )
+    tc.run().assert_outcomes(passed=1, xfailed=2)
+
+
+def test_removing_the_last_entry_leaves_a_loadable_matrix(tc: TileRun) -> None:
+    path = tc.matrix(BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: run}\n")
+    tc.run("--tile-update").assert_outcomes(passed=2, failed=1)
+    assert path.read_text() == BASIC + "expectations:\n"
+    tc.run().assert_outcomes(passed=3)
+
+
+def test_update_only_touches_cases_that_ran(tc: TileRun) -> None:
+    text = (
+        BASIC.replace("arch: sm90", "arch: [sm90, sm100]")
+        + "expectations:\n"
+        + "  sm100-bf16-128x64x64-c1x1x1-none: {stage: initialize}\n"
+        + "  sm90-bf16-128x128x64-c1x1x1-none: {stage: initialize}\n"
+    )
+    path = tc.matrix(text)
+    tc.verdicts({BASIC_IDS[0]: "compile", BASIC_IDS[2]: "compile"})
+    # deselected (-k) and not-judgeable (sm100) cases keep their expectations
+    result = tc.run("--tile-update", "-k", "not 256x128x64")
+    result.assert_outcomes(failed=2, skipped=2, deselected=2)
+    assert path.read_text() == text.replace(
+        "  sm90-bf16-128x128x64-c1x1x1-none: {stage: initialize}\n",
+        '  sm90-bf16-128x64x64-c1x1x1-none: {stage: compile, source: "fake"}\n',
+    )
+
+
+def test_virtual_verdict_does_not_drop_a_run_expectation(tc: TileRun) -> None:
+    text = BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: run}\n"
+    path = tc.matrix(text)
+    tc.verdicts({BASIC_IDS[0]: {"stage": "pass", "judged_through": "launch"}})
+    result = tc.run("--tile-update")
+    result.assert_outcomes(passed=2, skipped=1)
+    assert path.read_text() == text
+    result.stdout.fnmatch_lines(["no expectation changed: *"])
+
+
+def test_flow_style_expectations_are_not_rewritten(tc: TileRun) -> None:
+    text = BASIC + "expectations: {sm90-bf16-128x64x64-c1x1x1-none: {stage: run}}\n"
+    path = tc.matrix(text)
+    result = tc.run("--tile-update")
+    result.assert_outcomes(passed=2, failed=1)
+    assert path.read_text() == text
+    result.stdout.fnmatch_lines(
+        [
+            f"{path}: not updated: {path}:8:1: --tile-update needs 'expectations' in block "
+            "style, one entry per line"
+        ]
+    )
+
+
+def test_refused_when_ci_is_set(tc: TileRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tc.matrix(BASIC)
+    tc.verdicts({BASIC_IDS[0]: "compile"})
+    monkeypatch.setenv("CI", "true")
+    result = tc.run("--tile-update")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --tile-update refuses to rewrite matrices when CI is set; "
+            "add --tile-update-force to do it anyway"
+        ]
+    )
+    assert path.read_text() == BASIC
+    # without --tile-update, CI changes nothing
+    tc.run().assert_outcomes(passed=2, failed=1)
+
+
+def test_forced_when_ci_is_set(tc: TileRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tc.matrix(BASIC)
+    tc.verdicts({BASIC_IDS[0]: "compile"})
+    monkeypatch.setenv("CI", "1")
+    tc.run("--tile-update", "--tile-update-force").assert_outcomes(passed=2, failed=1)
+    assert path.read_text() == BASIC + (
+        'expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: compile, source: "fake"}\n'
+    )
+
+
+def test_two_matrices_updated_independently(tc: TileRun) -> None:
+    a = tc.matrix(BASIC, "a.yaml")
+    b = tc.matrix(BASIC.replace("bf16", "fp16"), "b.yaml")
+    tc.verdicts({"sm90-fp16-128x64x64-c1x1x1-none": "launch"})
+    tc.run("--tile-update", "--tile-matrix", "b.yaml", matrix="a.yaml").assert_outcomes(passed=5, failed=1)
+    assert a.read_text() == BASIC
+    assert b.read_text() == BASIC.replace("bf16", "fp16") + (
+        'expectations:\n  sm90-fp16-128x64x64-c1x1x1-none: {stage: launch, source: "fake"}\n'
+    )
+
+
+def test_crlf_matrix_keeps_its_line_endings(tc: TileRun) -> None:
+    text = BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: run}  # flaky\n"
+    path = tc.path / "m.yaml"
+    path.write_bytes(text.replace("\n", "\r\n").encode())
+    tc.verdicts({BASIC_IDS[0]: "launch"})
+    tc.run("--tile-update").assert_outcomes(passed=2, failed=1)
+    expected = text.replace("{stage: run}  # flaky", '{stage: launch, source: "fake"}').replace("\n", "\r\n")
+    assert path.read_bytes() == expected.encode()
