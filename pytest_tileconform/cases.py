@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,12 @@ class Case:
     problem: Problem
     expectation: Expectation | None
     suite: str | None
+    id: str = field(init=False, compare=False)
 
-    @property
-    def id(self) -> str:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", self._make_id())
+
+    def _make_id(self) -> str:
         parts = [
             self.arch,
             self.dtype_label,

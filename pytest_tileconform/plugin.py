@@ -64,10 +64,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _matrix_paths(config: pytest.Config) -> list[Path]:
     given = config.getoption("tile_matrix")
-    if given:
-        base = config.invocation_params.dir
-        return [(base / p).resolve() for p in given]
-    return [Path(p).resolve() for p in config.getini("tile_matrix")]
+    base = config.invocation_params.dir
+    paths = [(base / p).resolve() for p in given] or [Path(p).resolve() for p in config.getini("tile_matrix")]
+    return list(dict.fromkeys(paths))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -112,11 +111,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> MatrixFile
     return None
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    session = config.stash.get(SESSION_KEY, None)
-    if session is not None:
-        session.will_run([item.case for item in items if isinstance(item, TileCase)])
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """After every plugin (-k, -m, --lf) has deselected: these are the cases this process runs."""
+    tile_session = session.config.stash.get(SESSION_KEY, None)
+    if tile_session is not None:
+        tile_session.will_run([item.case for item in session.items if isinstance(item, TileCase)])
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from .items import VERDICT_PROPERTY
+from .matrix import MatrixInvalid
 from .report import grid_lines, results_document, write_results
 from .session import TileSession
 from .update import Change, expectation_change, update_matrix
@@ -44,7 +45,7 @@ class Recorder:
             for path, changes in self.changes.items():
                 try:
                     update_matrix(path, changes)
-                except (ValueError, OSError) as exc:
+                except (ValueError, OSError, MatrixInvalid) as exc:
                     self.update_errors.append(f"{path}: not updated: {exc}")
         if self.report_path is not None:
             document = results_document(self.session, self.session.observations, fingerprint={})

@@ -106,32 +106,33 @@ class DTypes(Strict):
 
 
 class Problem(Strict):
-    """One grouped problem: ``rows`` per expert (a list, or one count for every expert)."""
+    """One grouped problem: ``rows`` per expert (a list, or one count with ``experts``)."""
 
     name: str | None = None
     experts: int | None = Field(default=None, gt=0)
-    rows: int | list[Annotated[int, Field(ge=0)]]
+    rows: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
     n: int = Field(gt=0)
     k: int = Field(gt=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_rows(cls, value: Any) -> Any:
+        """``rows: 64`` with ``experts: 8`` means 64 rows for each of the 8 experts."""
+        if isinstance(value, dict) and isinstance(value.get("rows"), int):
+            experts = value.get("experts")
+            if not isinstance(experts, int) or experts <= 0:
+                raise ValueError("a single 'rows' count needs 'experts'")
+            return {**value, "rows": [value["rows"]] * experts}
+        return value
+
     @model_validator(mode="after")
     def _experts_agree(self) -> Problem:
-        if isinstance(self.rows, int):
-            if self.rows < 0:
-                raise ValueError("rows must be >= 0")
-            if self.experts is None:
-                raise ValueError("a single 'rows' count needs 'experts'")
-        elif self.experts is not None and self.experts != len(self.rows):
+        if self.experts is not None and self.experts != len(self.rows):
             raise ValueError(f"experts={self.experts} but rows lists {len(self.rows)} experts")
-        elif not self.rows:
-            raise ValueError("rows is empty")
         return self
 
     @property
     def rows_per_expert(self) -> tuple[int, ...]:
-        if isinstance(self.rows, int):
-            assert self.experts is not None
-            return (self.rows,) * self.experts
         return tuple(self.rows)
 
 

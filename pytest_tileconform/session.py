@@ -32,7 +32,7 @@ class TileSession:
     registry: BackendRegistry
     matrices: list[LoadedMatrix]
     arch_filter: frozenset[str] | None
-    observations: list[Observation] = field(default_factory=list)
+    _observations: dict[str, Observation] = field(default_factory=dict)
     _cases: dict[Path, list[Case]] = field(default_factory=dict)
     _index: dict[tuple[Path, str], Case] = field(default_factory=dict)
     _prepared: set[str] = field(default_factory=set)
@@ -91,17 +91,29 @@ class TileSession:
         self.config.hook.pytest_tileconform_verdict(config=self.config, case=case, verdict=verdict)
         return verdict
 
+    @property
+    def observations(self) -> list[Observation]:
+        return list(self._observations.values())
+
     def observe(self, report: pytest.TestReport, verdict_json: str | None) -> None:
+        """Record a case's report; a later setup/teardown failure marks the case as an error."""
+        known = self._observations.get(report.nodeid)
+        if known is not None:
+            if report.failed and report.when != "call":
+                known.outcome = "error"
+            return
         path_str, _, case_id = report.nodeid.rpartition("::")
         verdict = Verdict.from_json(json.loads(verdict_json)) if verdict_json else None
         outcome: str = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
+        elif report.failed and report.when != "call":
+            outcome = "error"
         skip_reason = ""
         if report.skipped and isinstance(report.longrepr, tuple):
             skip_reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-        self.observations.append(
-            Observation(case_id, self._matrix_for(path_str), outcome, verdict, skip_reason)
+        self._observations[report.nodeid] = Observation(
+            case_id, self._matrix_for(path_str), outcome, verdict, skip_reason
         )
 
     def _matrix_for(self, nodeid_path: str) -> Path:

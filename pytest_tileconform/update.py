@@ -85,15 +85,16 @@ def _entry_spans(lines: list[str], block: CommentedMap, ids: list[str]) -> dict[
 def apply_changes(path: Path, text: str, changes: Mapping[str, Change]) -> str:
     """The matrix text with ``changes`` applied to its ``expectations`` block."""
     document = parse_document(path, text)
+    newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
+        lines[-1] += newline
     block = document.get("expectations")
     entries = block if isinstance(block, CommentedMap) else CommentedMap()
     additions = [c.line for c in changes.values() if c.line is not None and c.case_id not in entries]
     if not entries:
         if additions:
-            new_block = ["expectations:\n", *(f"  {line}\n" for line in additions)]
+            new_block = [f"expectations:{newline}", *(f"  {line}{newline}" for line in additions)]
             if "expectations" in document:
                 at, _ = document.lc.key("expectations")
                 lines[at : at + 1] = new_block
@@ -108,12 +109,12 @@ def apply_changes(path: Path, text: str, changes: Mapping[str, Change]) -> str:
     indent = " " * entries.lc.key(next(iter(entries)))[1]
     spans = _entry_spans(lines, entries, list(entries))
     block_end = max(end for _, end in spans.values())
-    lines[block_end:block_end] = [f"{indent}{line}\n" for line in additions]
+    lines[block_end:block_end] = [f"{indent}{line}{newline}" for line in additions]
     # Edit bottom-up so the spans above an edit keep their line numbers.
     for case_id, (start, end) in sorted(spans.items(), key=lambda item: -item[1][0]):
         change = changes.get(case_id)
         if change is not None:
-            lines[start:end] = [] if change.line is None else [f"{indent}{change.line}\n"]
+            lines[start:end] = [] if change.line is None else [f"{indent}{change.line}{newline}"]
     return "".join(lines)
 
 
@@ -135,7 +136,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 def update_matrix(path: Path, changes: Mapping[str, Change]) -> None:
     """Apply ``changes`` to the matrix at ``path``; the result must load cleanly before it is written."""
-    text = path.read_text(encoding="utf-8")
+    with path.open(encoding="utf-8", newline="") as handle:  # keep CRLF files CRLF
+        text = handle.read()
     new_text = apply_changes(path, text, changes)
     load_matrix(path, text=new_text)
     write_atomic(path, new_text)

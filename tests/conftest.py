@@ -11,4 +11,7 @@ def tc(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> TileRun:
     """A pytester directory with the fake backend's conftest; CI unset so --tile-update may write."""
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # when this suite itself runs under -n, the in-process runs must not look like xdist workers
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     return TileRun(pytester)

@@ -94,7 +94,7 @@ def test_concurrent_builders_never_compile_the_same_entry_twice(
     def worker(order: list[BuildSpec]) -> None:
         results.append(dict(BuildCache(tmp_path / "cache").build(order, jobs=1)))
 
-    threads = [threading.Thread(target=worker, args=(specs,)), threading.Thread(target=worker, args=(specs[::-1],))]
+    threads = [threading.Thread(target=worker, args=(order,)) for order in (specs, specs[::-1])]
     for t in threads:
         t.start()
     for t in threads:

@@ -352,8 +352,10 @@ def test_errors_of_every_matrix_are_reported(tc: TileRun) -> None:
 
 
 def test_union_branches_do_not_add_spurious_errors(tc: TileRun) -> None:
-    """``rows`` is ``int | list[int]``: a bad list item must not also report 'should be an int'."""
+    """``rows`` is a count or a list: a bad list item must not also report 'should be an int'.
+
+    The position is the bad item's own (column 24 is the ``-`` of ``-1``)."""
     path = tc.matrix(BASIC.replace(PROBLEM, "problems: [{rows: [-1], n: 8, k: 8}]"))
     assert matrix_errors(tc.run(), path) == [
-        "7:23: suites.0.problems.0.rows.0: Input should be greater than or equal to 0"
+        "7:24: suites.0.problems.0.rows.0: Input should be greater than or equal to 0"
     ]
