@@ -125,40 +125,49 @@ class BuildCache:
     def build(self, specs: Sequence[BuildSpec], jobs: int) -> dict[str, BuildResult]:
         """Make sure every spec has an entry; return them by key.
 
-        Entries another process is building are waited for, not rebuilt.
+        Missing entries are claimed (locked) ``jobs`` at a time and built, so several
+        processes given the same list share the work; entries another process is building
+        are waited for, not rebuilt.
         """
         results: dict[str, BuildResult] = {}
-        mine: list[tuple[BuildSpec, FileLock]] = []
-        theirs: list[BuildSpec] = []
-        unique = {s.key: s for s in specs}
-        for spec in unique.values():
-            if found := self.lookup(spec):
-                results[spec.key] = found
-                continue
-            lock = self._lock(spec)
+        pending = list({s.key: s for s in specs}.values())
+        while pending:
+            claimed: list[tuple[BuildSpec, FileLock]] = []
+            theirs: list[BuildSpec] = []
+            for spec in pending:
+                if found := self.lookup(spec):
+                    results[spec.key] = found
+                elif len(claimed) < jobs and (lock := self._try_lock(spec)) is not None:
+                    if found := self.lookup(spec):  # published while we were looking
+                        lock.release()
+                        results[spec.key] = found
+                    else:
+                        claimed.append((spec, lock))
+                else:
+                    theirs.append(spec)
+            if not claimed:
+                break
             try:
-                lock.acquire(timeout=0)
-            except Timeout:
-                theirs.append(spec)
-                continue
-            if found := self.lookup(spec):  # published while we were looking
-                lock.release()
-                results[spec.key] = found
-            else:
-                mine.append((spec, lock))
-        try:
-            if mine:
-                results.update(self._compile([s for s, _ in mine], jobs))
-        finally:
-            for _, lock in mine:
-                lock.release()
-        for spec in theirs:
+                results.update(self._compile([s for s, _ in claimed], jobs))
+            finally:
+                for _, lock in claimed:
+                    lock.release()
+            pending = theirs
+        for spec in pending:
             with self._lock(spec):
                 found = self.lookup(spec)
             if found is None:  # the other process died before publishing: build it here
                 found = self.build([spec], jobs)[spec.key]
             results[spec.key] = found
         return results
+
+    def _try_lock(self, spec: BuildSpec) -> FileLock | None:
+        lock = self._lock(spec)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            return None
+        return lock
 
     def _lock(self, spec: BuildSpec) -> FileLock:
         path = self.entry(spec)
