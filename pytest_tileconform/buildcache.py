@@ -188,7 +188,7 @@ class BuildCache:
             for spec in specs:
                 case_dir = workdir / spec.key
                 case_dir.mkdir()
-                src = case_dir / "harness.cu"
+                src = case_dir / "tu.cu"
                 src.write_text(spec.source)
                 out = case_dir / ARTIFACT
                 cmd = " ".join(shlex.quote(part.format(src=src, out=out)) for part in spec.command)

@@ -1,0 +1,314 @@
+"""Architecture profiles of the virtual device: every number the virtual runtime answers with.
+
+Each built-in number names its source. Sources, abbreviated below:
+
+* ``cccl``: NVIDIA CCCL ``cuda/__device/arch_traits.h`` (libcudacxx ``cuda::arch_traits``,
+  CCCL 3.6 as shipped in flashinfer-python 0.7.4), which encodes the CUDA C++ Programming
+  Guide's "Technical Specifications per Compute Capability" table;
+* ``cutlass``: CUTLASS ``include/cutlass/arch/arch.h`` (``sm100_smem_capacity_bytes``,
+  ``sm120_smem_capacity_bytes``);
+* ``h200``: ``cudaGetDeviceProperties`` / ``cudaDeviceGetAttribute`` on an NVIDIA H200
+  (driver 580.159.04, CUDA 13.0);
+* ``product``: NVIDIA's product specifications of the named GPU;
+* ``nominal``: no judged host decision depends on it; a plausible value.
+
+A user adds a profile with :func:`profile_from_mapping` (e.g. from YAML, see
+:func:`load_profiles`): a mapping with the fields of :class:`ArchProfile`, optionally
+``base: <builtin name>`` to start from a built-in one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class ArchProfile:
+    """One virtual GPU. Field names are the keys of the runtime's profile file."""
+
+    name: str
+    cc_major: int
+    cc_minor: int
+    sm_count: int
+    max_smem_per_block_optin: int  # cudaDevAttrMaxSharedMemoryPerBlockOptin
+    max_smem_per_sm: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    max_cluster_size_nonportable: int  # with cudaFuncAttributeNonPortableClusterSizeAllowed
+    total_global_mem: int
+    l2_cache_bytes: int
+    integrated: int = 0
+    max_smem_per_block: int = 48 * KIB  # without opt-in
+    reserved_smem_per_block: int = KIB
+    regs_per_block: int = 64 * KIB
+    regs_per_sm: int = 64 * KIB
+    max_threads_per_block: int = 1024
+    max_block_dim_x: int = 1024
+    max_block_dim_y: int = 1024
+    max_block_dim_z: int = 64
+    max_grid_dim_x: int = 2**31 - 1
+    max_grid_dim_y: int = 65535
+    max_grid_dim_z: int = 65535
+    warp_size: int = 32
+    max_cluster_size_portable: int = 8
+    total_constant_mem: int = 64 * KIB
+    driver_version: int = 13000  # what cudaDriverGetVersion answers
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def sm(self) -> int:
+        """Compute capability as a number: 9.0 -> 90, 12.1 -> 121."""
+        return self.cc_major * 10 + self.cc_minor
+
+    @property
+    def arch(self) -> str:
+        return f"sm{self.sm}"
+
+    def profile_text(self) -> str:
+        """The key=value file the runtime reads (TILECONFORM_VIRTUAL_PROFILE)."""
+        lines = [f"# {self.name} ({self.arch}), written by pytest_tileconform.virtual.profiles"]
+        for f in dataclasses.fields(self):
+            if f.name != "sources":
+                lines.append(f"{f.name}={getattr(self, f.name)}")
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: Path) -> Path:
+        path.write_text(self.profile_text())
+        return path
+
+
+class ProfileError(ValueError):
+    """A profile mapping is not a valid ArchProfile (the message says which field and why)."""
+
+
+_COMMON = {
+    "max_smem_per_block": "cccl (48 KiB for every arch)",
+    "reserved_smem_per_block": "cccl (1 KiB from cc 8.0); h200",
+    "regs_per_block": "cccl; h200",
+    "regs_per_sm": "cccl; h200",
+    "max_threads_per_block": "cccl; h200",
+    "max_block_dim_x": "cccl",
+    "max_block_dim_y": "cccl",
+    "max_block_dim_z": "cccl; h200",
+    "max_grid_dim_x": "cccl; h200",
+    "max_grid_dim_y": "cccl; h200",
+    "max_grid_dim_z": "cccl",
+    "warp_size": "cccl; h200",
+    "max_cluster_size_portable": "CUDA C++ Programming Guide, Thread Block Clusters (8 is portable)",
+    "total_constant_mem": "cccl; h200",
+    "driver_version": "nominal: a CUDA 13.0 driver",
+}
+
+BUILTIN: dict[str, ArchProfile] = {
+    "sm90": ArchProfile(
+        name="NVIDIA H200",
+        cc_major=9,
+        cc_minor=0,
+        sm_count=132,
+        max_smem_per_block_optin=232_448,
+        max_smem_per_sm=228 * KIB,
+        max_threads_per_sm=2048,
+        max_blocks_per_sm=32,
+        max_cluster_size_nonportable=16,
+        total_global_mem=150_109_880_320,
+        l2_cache_bytes=60 * KIB * KIB,
+        sources={
+            **_COMMON,
+            "sm_count": "h200; product (H100 SXM and H200: 132 SMs)",
+            "max_smem_per_block_optin": "cccl (228 KiB - 1 KiB reserved); h200",
+            "max_smem_per_sm": "cccl; h200",
+            "max_threads_per_sm": "cccl; h200",
+            "max_blocks_per_sm": "cccl; h200",
+            "max_cluster_size_nonportable": "h200 (16 launches, 32 is refused)",
+            "total_global_mem": "h200",
+            "l2_cache_bytes": "h200",
+        },
+    ),
+    "sm100": ArchProfile(
+        name="NVIDIA B200",
+        cc_major=10,
+        cc_minor=0,
+        sm_count=148,
+        max_smem_per_block_optin=232_448,
+        max_smem_per_sm=228 * KIB,
+        max_threads_per_sm=2048,
+        max_blocks_per_sm=32,
+        max_cluster_size_nonportable=16,
+        total_global_mem=180 * 10**9,
+        l2_cache_bytes=126 * KIB * KIB,
+        sources={
+            **_COMMON,
+            "sm_count": "product (B200: 148 SMs)",
+            "max_smem_per_block_optin": "cutlass sm100_smem_capacity_bytes; cccl",
+            "max_smem_per_sm": "cccl",
+            "max_threads_per_sm": "cccl",
+            "max_blocks_per_sm": "cccl",
+            "max_cluster_size_nonportable": "CUTLASS SM100 kernels launch up to 16-CTA clusters",
+            "total_global_mem": "nominal (B200 180 GB)",
+            "l2_cache_bytes": "nominal",
+        },
+    ),
+    "sm103": ArchProfile(
+        name="NVIDIA B300",
+        cc_major=10,
+        cc_minor=3,
+        sm_count=148,
+        max_smem_per_block_optin=232_448,
+        max_smem_per_sm=228 * KIB,
+        max_threads_per_sm=2048,
+        max_blocks_per_sm=32,
+        max_cluster_size_nonportable=16,
+        total_global_mem=270 * 10**9,
+        l2_cache_bytes=126 * KIB * KIB,
+        sources={
+            **_COMMON,
+            "sm_count": "product (B300 as B200: 148 SMs; not verified on hardware)",
+            "max_smem_per_block_optin": "cccl (sm_103 = sm_100 traits)",
+            "max_smem_per_sm": "cccl",
+            "max_threads_per_sm": "cccl",
+            "max_blocks_per_sm": "cccl",
+            "max_cluster_size_nonportable": "as sm100 (not verified on hardware)",
+            "total_global_mem": "nominal (B300 288 GB class)",
+            "l2_cache_bytes": "nominal",
+        },
+    ),
+    "sm120": ArchProfile(
+        name="NVIDIA RTX PRO 6000 Blackwell",
+        cc_major=12,
+        cc_minor=0,
+        sm_count=188,
+        max_smem_per_block_optin=101_376,
+        max_smem_per_sm=100 * KIB,
+        max_threads_per_sm=1536,
+        max_blocks_per_sm=24,
+        max_cluster_size_nonportable=8,
+        total_global_mem=96 * 10**9,
+        l2_cache_bytes=128 * KIB * KIB,
+        sources={
+            **_COMMON,
+            "sm_count": "product (RTX PRO 6000 Blackwell: 188 SMs)",
+            "max_smem_per_block_optin": "cutlass sm120_smem_capacity_bytes; cccl (100 KiB - 1 KiB)",
+            "max_smem_per_sm": "cccl",
+            "max_threads_per_sm": "cccl",
+            "max_blocks_per_sm": "cccl",
+            "max_cluster_size_nonportable": "not published: assumed portable only (8)",
+            "total_global_mem": "nominal (96 GB)",
+            "l2_cache_bytes": "product (128 MB)",
+        },
+    ),
+    "sm121": ArchProfile(
+        name="NVIDIA GB10 (DGX Spark)",
+        cc_major=12,
+        cc_minor=1,
+        sm_count=48,
+        max_smem_per_block_optin=101_376,
+        max_smem_per_sm=100 * KIB,
+        max_threads_per_sm=1536,
+        max_blocks_per_sm=24,
+        max_cluster_size_nonportable=8,
+        total_global_mem=128 * 10**9,
+        l2_cache_bytes=24 * KIB * KIB,
+        integrated=1,
+        sources={
+            **_COMMON,
+            "sm_count": "product (GB10: 48 SMs)",
+            "max_smem_per_block_optin": "cccl (sm_121 = sm_120 traits); cutlass sm120",
+            "max_smem_per_sm": "cccl",
+            "max_threads_per_sm": "cccl",
+            "max_blocks_per_sm": "cccl",
+            "max_cluster_size_nonportable": "not published: assumed portable only (8)",
+            "total_global_mem": "nominal (128 GB unified memory)",
+            "l2_cache_bytes": "nominal",
+            "integrated": "product (unified CPU/GPU memory)",
+        },
+    ),
+}
+
+
+def builtin(arch: str) -> ArchProfile:
+    """The built-in profile for ``sm90``, ``sm100``, ``sm103``, ``sm120`` or ``sm121``."""
+    try:
+        return BUILTIN[arch]
+    except KeyError:
+        raise ProfileError(f"no built-in profile {arch!r}; known: {', '.join(BUILTIN)}") from None
+
+
+def _check(profile: ArchProfile) -> ArchProfile:
+    may_be_zero = ("cc_minor", "integrated")
+    positive = [f.name for f in dataclasses.fields(profile) if f.type == "int" and f.name not in may_be_zero]
+    for name in positive:
+        if getattr(profile, name) <= 0:
+            raise ProfileError(f"{profile.name}: {name} must be positive, got {getattr(profile, name)}")
+    if profile.max_smem_per_block_optin + profile.reserved_smem_per_block > profile.max_smem_per_sm:
+        raise ProfileError(
+            f"{profile.name}: max_smem_per_block_optin ({profile.max_smem_per_block_optin}) + "
+            f"reserved_smem_per_block ({profile.reserved_smem_per_block}) exceed max_smem_per_sm "
+            f"({profile.max_smem_per_sm})"
+        )
+    if profile.max_cluster_size_nonportable < profile.max_cluster_size_portable:
+        raise ProfileError(f"{profile.name}: max_cluster_size_nonportable < max_cluster_size_portable")
+    if profile.integrated not in (0, 1):
+        raise ProfileError(f"{profile.name}: integrated must be 0 or 1")
+    return profile
+
+
+def profile_from_mapping(data: Mapping[str, Any]) -> ArchProfile:
+    """An ArchProfile from a plain mapping (parsed YAML/JSON), validated.
+
+    ``base: sm120`` starts from that built-in profile; every other key is a field of
+    :class:`ArchProfile` and must be an int (``name`` a string). ``sources`` may map field names
+    to where their numbers come from.
+    """
+    fields = {f.name: f for f in dataclasses.fields(ArchProfile)}
+    values = dict(data)
+    base_name = values.pop("base", None)
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ProfileError(f"unknown profile key(s) {', '.join(unknown)}; known: {', '.join(fields)}")
+    for key, value in values.items():
+        want = str if key == "name" else dict if key == "sources" else int
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            raise ProfileError(f"profile key {key!r} must be {want.__name__}, got {value!r}")
+    if base_name is not None:
+        base = builtin(str(base_name))
+        sources = {**base.sources, **values.pop("sources", {})}
+        return _check(dataclasses.replace(base, **values, sources=sources))
+    required = [
+        name
+        for name, f in fields.items()
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [name for name in required if name not in values]
+    if missing:
+        raise ProfileError(f"profile lacks {', '.join(missing)} (or give 'base: <builtin>')")
+    return _check(ArchProfile(**values))
+
+
+def load_profiles(path: Path) -> dict[str, ArchProfile]:
+    """Profiles from a YAML file mapping a profile name to its fields, e.g.::
+
+    rtx5090:
+      base: sm120
+      name: NVIDIA GeForce RTX 5090
+      sm_count: 170
+    """
+    from ruamel.yaml import YAML
+
+    data = YAML(typ="safe").load(path.read_text())
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping of profile name to fields")
+    profiles = {}
+    for key, value in data.items():
+        if not isinstance(value, dict):
+            raise ProfileError(f"{path}: profile {key!r} must be a mapping")
+        try:
+            profiles[str(key)] = profile_from_mapping(value)
+        except ProfileError as exc:
+            raise ProfileError(f"{path}: profile {key!r}: {exc}") from None
+    return profiles
