@@ -110,7 +110,7 @@ class Problem(Strict):
 
     name: str | None = None
     experts: int | None = Field(default=None, gt=0)
-    rows: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    rows: tuple[Annotated[int, Field(ge=0)], ...] = Field(min_length=1)
     n: int = Field(gt=0)
     k: int = Field(gt=0)
 

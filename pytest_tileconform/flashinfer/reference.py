@@ -297,9 +297,19 @@ def make_inputs(case: Case, seed: int) -> GroupedInputs:
     if case.fusion == "finalize":
         dest, router, out_rows = simulate_routing(rows, gen)
     return GroupedInputs(
-        act=case.act, weight=case.weight, out=case.out, fusion=case.fusion,
-        rows_per_expert=rows, n=n, k=k, a=a, b=b, alpha=alpha,
-        router_scales=router, dest_row=dest, out_rows=out_rows,
+        act=case.act,
+        weight=case.weight,
+        out=case.out,
+        fusion=case.fusion,
+        rows_per_expert=rows,
+        n=n,
+        k=k,
+        a=a,
+        b=b,
+        alpha=alpha,
+        router_scales=router,
+        dest_row=dest,
+        out_rows=out_rows,
     )
 
 
@@ -367,9 +377,7 @@ def write_inputs(
     if inputs.fusion == "finalize":
         if inputs.router_scales is None or inputs.dest_row is None:
             raise ValueError("finalize inputs need router_scales and dest_row")
-        (run_dir / "router_scales.bin").write_bytes(
-            _le_bytes(inputs.router_scales.to(torch.float32))
-        )
+        (run_dir / "router_scales.bin").write_bytes(_le_bytes(inputs.router_scales.to(torch.float32)))
         (run_dir / "dest_row.bin").write_bytes(_le_bytes(inputs.dest_row.to(torch.int32)))
 
 
@@ -402,9 +410,7 @@ def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tenso
 def dequantize(t: torch.Tensor, dtype_name: str) -> torch.Tensor:
     """A stored operand as float32 (uniform types only; block-scaled ones take scales)."""
     if spec(dtype_name).block_scaled:
-        raise NotImplementedError(
-            f"{dtype_name} needs its scale factors: use dequantize_nvfp4/mxfp4/mxfp8"
-        )
+        raise NotImplementedError(f"{dtype_name} needs its scale factors: use dequantize_nvfp4/mxfp4/mxfp8")
     return t.to(torch.float32)
 
 

@@ -115,8 +115,7 @@ class NumericsReport:
         """One line for failure messages and reports."""
         verdict = "ok" if self.ok else "MISMATCH"
         where = (
-            f"worst at {self.worst_index}: got {self.worst_actual:.6g}, "
-            f"expected {self.worst_expected:.6g}"
+            f"worst at {self.worst_index}: got {self.worst_actual:.6g}, expected {self.worst_expected:.6g}"
             if self.worst_index is not None
             else "no elements"
         )
@@ -140,9 +139,7 @@ def compare(
     ``scale`` defaults to the RMS of ``expected`` (1 if that is 0); atol is multiplied by it.
     """
     if actual.shape != expected.shape:
-        raise ValueError(
-            f"shape mismatch: actual {tuple(actual.shape)}, expected {tuple(expected.shape)}"
-        )
+        raise ValueError(f"shape mismatch: actual {tuple(actual.shape)}, expected {tuple(expected.shape)}")
     act = actual.detach().to(device="cpu", dtype=torch.float64)
     exp = expected.detach().to(device="cpu", dtype=torch.float64)
     total = exp.numel()
@@ -152,8 +149,9 @@ def compare(
     atol = policy.atol * scale
     allowed = policy.allowed_bad(total)
     if total == 0:
-        return NumericsReport(True, 0.0, 0.0, 0, 0, 0, allowed, None, math.nan, math.nan,
-                              atol, policy.rtol, scale, policy)
+        return NumericsReport(
+            True, 0.0, 0.0, 0, 0, 0, allowed, None, math.nan, math.nan, atol, policy.rtol, scale, policy
+        )
     finite = torch.isfinite(act)
     err = torch.where(finite, (act - exp).abs(), torch.full_like(act, math.inf))
     limit = atol + policy.rtol * exp.abs()

@@ -1,0 +1,325 @@
+"""The FlashInfer CUTLASS MoE grouped-GEMM backend: build one harness per case, run it, check D.
+
+Every case is its own executable (see ``codegen``), run in its own process: a kernel that
+traps or leaves a sticky CUDA error takes down only that process, and a timeout bounds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..buildcache import BuildCache, BuildResult, BuildSpec, parallel_jobs
+from ..cases import Case
+from ..devices import Gpu, current_gpu
+from ..verdict import NotJudgeable, Stage, Verdict
+from ..virtual.build import build_runtime
+from ..virtual.profiles import ArchProfile, builtin
+from ..virtual.run import run_virtual, verdict_of
+from .codegen import KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
+from .sources import FlashInferSources, find_cuda_home, find_sources
+
+NAME = "flashinfer-cutlass-moe"
+#: Peak RAM of one compile, measured: SM90 3.7-4.6 GB here; SM120 NVFP4 about 6.6 GB.
+RAM_PER_COMPILE = {90: 4_700_000_000}
+RAM_PER_COMPILE_DEFAULT = 7_000_000_000
+DEVICES = ("auto", "hardware", "virtual", "compile")
+#: The harness's stages that are verdicts on the case. "launcher" is a TensorRT-LLM check in
+#: the launcher itself (before CUTLASS): it refuses the arguments, as can_implement does.
+HARNESS_STAGES = {
+    "can_implement": Stage.CAN_IMPLEMENT,
+    "launcher": Stage.CAN_IMPLEMENT,
+    "initialize": Stage.INITIALIZE,
+    "launch": Stage.LAUNCH,
+    "run": Stage.RUN,
+}
+VIRTUAL_SUFFIX = "-virtual"
+
+
+@dataclass(frozen=True)
+class Settings:
+    device: str  # auto | hardware | compile | virtual | virtual:<arch>
+    cache_dir: Path
+    sources: Path | None
+    jobs: int | None
+    timeout: float
+    seed: int
+    keep_runs: bool
+    worker_count: int
+    worker_index: int
+
+
+def kernel_config(case: Case) -> KernelConfig:
+    return KernelConfig(
+        arch=case.sm,
+        act=case.act,
+        weight=case.weight,
+        out=case.out,
+        tile=case.tile,
+        cluster=case.cluster,
+        swap_ab=case.swap_ab,
+        fusion=case.fusion,
+    )
+
+
+def _nvcc_version(cuda_home: Path) -> str:
+    try:
+        out = subprocess.run(
+            [str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise NotJudgeable(f"nvcc is not usable at {cuda_home}: {exc}") from None
+    return out.strip().splitlines()[-1]
+
+
+def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
+    """One build, two programs: compile the unit once to objects, then link the hardware
+    harness (static cudart) and the virtual one (the project's runtime) from the same objects.
+
+    ``hardware_command`` is :func:`codegen.nvcc_command` (``... --cudart=static SRC COMMON...
+    -o OUT``); ``--no-compress`` keeps the cubins readable for the virtual device's resource
+    table and changes no code.
+    """
+    cudart = hardware_command.index("--cudart=static")
+    nvcc, flags = hardware_command[0], hardware_command[1:cudart]
+    sources = hardware_command[cudart + 1 : hardware_command.index("-o")]
+    objdir = "{out}.o.d"
+    q = shlex.quote
+    compile_cmd = shlex.join([nvcc, *flags, "--no-compress", "-c", *sources]).replace(q("{src}"), "{src}")
+    return (
+        "sh",
+        "-c",
+        f"set -e; mkdir -p {objdir}; {compile_cmd} -odir {objdir}; "
+        f"{q(nvcc)} --cudart=static {objdir}/*.o -o {{out}}; "
+        f"{q(nvcc)} --cudart=none {objdir}/*.o {q(str(runtime))} -o {{out}}{VIRTUAL_SUFFIX}; "
+        f"rm -rf {objdir}",
+    )
+
+
+class FlashInferBackend:
+    name = NAME
+
+    def __init__(self, settings: Settings, progress: Callable[[str], None]) -> None:
+        self.settings = settings
+        self.cache = BuildCache(settings.cache_dir, progress)
+        self._builds: dict[Case, BuildResult | Verdict] = {}
+        self._sources: FlashInferSources | None = None
+        self._toolchain: tuple[Path, str, Path] | None = None
+        self._gpu: Gpu | bool | None = False  # False: not looked up yet
+
+    # -- what is here -------------------------------------------------------------------
+    @property
+    def sources(self) -> FlashInferSources:
+        if self._sources is None:
+            self._sources = find_sources(self.settings.sources)
+        return self._sources
+
+    @property
+    def toolchain(self) -> tuple[Path, str, Path]:
+        """CUDA home, the cache salt (nvcc, FlashInfer version and sources) and the virtual runtime."""
+        if self._toolchain is None:
+            home = find_cuda_home()
+            salt = f"{_nvcc_version(home)}|flashinfer {self.sources.version}|{self.sources.fingerprint}"
+            self._toolchain = (home, salt, build_runtime(self.settings.cache_dir, home))
+        return self._toolchain
+
+    @property
+    def gpu(self) -> Gpu | None:
+        if self._gpu is False:
+            self._gpu = current_gpu() if self.settings.device in ("auto", "hardware") else None
+        return self._gpu  # type: ignore[return-value]
+
+    def _profile(self, case: Case) -> ArchProfile:
+        _, _, arch = self.settings.device.partition(":")
+        try:
+            return builtin(arch or case.arch)
+        except KeyError:
+            raise NotJudgeable(f"no virtual profile for {arch or case.arch}") from None
+
+    def _judgeable(self, case: Case) -> None:
+        """Raise NotJudgeable unless this case can be judged here with the chosen device."""
+        if self.settings.device == "compile":
+            return
+        if self.settings.device.startswith("virtual"):
+            self._profile(case)
+            return
+        gpu = self.gpu
+        if gpu is None:
+            raise NotJudgeable(
+                f"{case.arch} is not present (found no GPU); --tile-device virtual judges it "
+                "on a virtual device, --tile-device compile only compiles it"
+            )
+        if gpu.sm != case.sm:
+            raise NotJudgeable(f"{case.arch} is not present (found {gpu.arch}: {gpu.describe()})")
+
+    # -- building ----------------------------------------------------------------------
+    def _spec(self, case: Case) -> BuildSpec:
+        home, salt, runtime = self.toolchain
+        config = kernel_config(case)
+        command = nvcc_command(config, self.sources, Path("{src}"), Path("{out}"), home)
+        return BuildSpec(
+            source=generate_translation_unit(config, self.sources.version),
+            command=build_script(command, runtime),
+            salt=salt,
+            ram_bytes=RAM_PER_COMPILE.get(case.sm, RAM_PER_COMPILE_DEFAULT),
+            label=case.id,
+        )
+
+    def prepare(self, cases: Sequence[Case]) -> None:
+        """Build every judgeable case of this worker before the first one runs, in parallel."""
+        specs: dict[Case, BuildSpec] = {}
+        for case in cases:
+            try:
+                self._judgeable(case)
+                specs[case] = self._spec(case)
+            except NotJudgeable:
+                continue
+            except UnsupportedConfig as exc:
+                self._builds[case] = self._unsupported(exc)
+        if not specs:
+            return
+        ordered = list(specs.values())
+        # xdist workers share one build queue through the cache's locks; starting at
+        # different places lets each claim its own part first
+        start = self.settings.worker_index * len(ordered) // max(1, self.settings.worker_count)
+        ordered = ordered[start:] + ordered[:start]
+        jobs = self.settings.jobs or parallel_jobs(ordered, share=self.settings.worker_count)
+        built = self.cache.build(ordered, jobs)
+        for case, spec in specs.items():
+            self._builds[case] = built[spec.key]
+
+    def _unsupported(self, exc: UnsupportedConfig) -> Verdict:
+        return Verdict(
+            Stage.COMPILE,
+            Stage.COMPILE,
+            source=f"codegen (flashinfer {self.sources.version})",
+            status="not instantiable",
+            detail=str(exc),
+        )
+
+    def _build(self, case: Case) -> BuildResult | Verdict:
+        if case not in self._builds:
+            try:
+                spec = self._spec(case)
+            except UnsupportedConfig as exc:
+                return self._unsupported(exc)
+            jobs = self.settings.jobs or parallel_jobs([spec])
+            self._builds[case] = self.cache.build([spec], jobs)[spec.key]
+        return self._builds[case]
+
+    # -- judging -----------------------------------------------------------------------
+    def judge(self, case: Case) -> Verdict:
+        self._judgeable(case)
+        build = self._build(case)
+        if isinstance(build, Verdict):
+            return build
+        base = {"flashinfer": self.sources.version, "build": str(build.path)}
+        if not build.ok:
+            return Verdict(
+                Stage.COMPILE,
+                Stage.COMPILE,
+                source=f"nvcc (flashinfer {self.sources.version})",
+                status="compile error",
+                detail=build.first_error,
+                extra=base,
+            )
+        if self.settings.device == "compile":
+            return Verdict(None, Stage.COMPILE, source="compile only", extra=base)
+        if self.settings.device.startswith("virtual"):
+            return self._run_virtual(case, build, base)
+        return self._run(case, build, base)
+
+    def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
+        from .reference import make_inputs, write_inputs
+
+        profile = self._profile(case)
+        with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
+            run_dir = Path(tmp)
+            write_inputs(make_inputs(case, self.settings.seed), run_dir)
+            executable = build.path / (build.artifact.name + VIRTUAL_SUFFIX)
+            run = run_virtual(executable, [str(run_dir)], run_dir, profile, self.settings.timeout)
+            verdict = verdict_of(run, f"virtual ({profile.arch} profile)")
+        verdict.extra.update(base)
+        return verdict
+
+    def _run(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
+        # torch is imported here, not at plugin load: most pytest runs never judge on hardware
+        from .reference import make_inputs, read_output, reference_output, write_inputs
+        from .tolerance import compare, policy_for
+
+        gpu = self.gpu
+        assert gpu is not None  # _judgeable made sure
+        source = f"hardware ({gpu.describe()})"
+        run_dir = Path(tempfile.mkdtemp(prefix="tileconform-run-"))
+        try:
+            inputs = make_inputs(case, self.settings.seed)
+            write_inputs(inputs, run_dir)
+            if os.environ.get("TILECONFORM_INJECT_FAULT") == case.id:  # test-only switch
+                with (run_dir / "problem.txt").open("a") as handle:
+                    handle.write("inject_fault trap\n")
+            report, failure = self._execute(build.artifact, run_dir)
+            extra: dict[str, Any] = {**base}
+            extra.update({k: report[k] for k in ("kernel_ms", "device", "cuda_error") if k in report})
+            common: dict[str, Any] = {
+                "judged_through": Stage.NUMERICS,
+                "source": source,
+                "smem_requested": report.get("smem_requested"),
+                "smem_limit": report.get("smem_limit"),
+                "workspace_bytes": report.get("workspace_bytes"),
+            }
+            if failure is not None:
+                return Verdict(Stage.RUN, status=failure, detail=failure, extra=extra, **common)
+            stage = report.get("stage", "run")
+            if stage == "setup":  # the harness never reached the launcher: our fault, not a verdict
+                raise RuntimeError(f"harness setup failed: {report.get('status')}: {report.get('message')}")
+            if stage != "pass":
+                return Verdict(
+                    HARNESS_STAGES.get(stage, Stage.RUN),
+                    status=report.get("status", ""),
+                    detail=report.get("message", ""),
+                    extra=extra,
+                    **common,
+                )
+            actual = read_output(run_dir, case, inputs)
+            expected = reference_output(inputs, case)
+            numerics = compare(actual, expected, policy_for(case))
+            extra["numerics"] = numerics.summary()
+            if not numerics.ok:
+                return Verdict(
+                    Stage.NUMERICS, status="mismatch", detail=numerics.summary(), extra=extra, **common
+                )
+            return Verdict(None, extra=extra, **common)
+        finally:
+            if not self.settings.keep_runs:
+                shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _execute(self, artifact: Path, run_dir: Path) -> tuple[dict[str, Any], str | None]:
+        """Run the harness; return its verdict.json and, if the process itself failed, why."""
+        try:
+            proc = subprocess.run(
+                [str(artifact), str(run_dir)], capture_output=True, text=True, timeout=self.settings.timeout
+            )
+            failure = None
+            if proc.returncode < 0:
+                failure = f"harness killed by {signal.Signals(-proc.returncode).name}"
+            elif proc.returncode not in (0, 1):  # 0: pass, 1: any other verdict
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+                failure = f"harness exited with status {proc.returncode}: {tail[0]}"
+        except subprocess.TimeoutExpired:
+            failure = f"timeout after {self.settings.timeout:.0f}s"
+        try:
+            report = json.loads((run_dir / "verdict.json").read_text())
+        except (OSError, ValueError):
+            report = {}
+        if failure is not None and report.get("stage") not in (None, "run", "pass"):
+            failure = None  # the harness reached its own verdict before the process failed
+        return report, failure

@@ -1,0 +1,408 @@
+"""Translation unit and nvcc command for one FlashInfer MoE grouped-GEMM configuration.
+
+The generated ``.cu`` file is laid out like the ``*.generated.cu`` files of FlashInfer's
+``generate_kernels.py`` (flashinfer/jit/gemm/cutlass/generate_kernels.py): it includes the
+TensorRT-LLM launcher ``moe_gemm_tma_ws_launcher.inl`` and expands
+``INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM`` with the arguments that generator writes for the
+configuration. It then includes ``harness/harness.cu``, whose ``main()`` runs that one
+instantiation and writes a verdict.
+
+Harness protocol (``harness RUN_DIR``)
+--------------------------------------
+``RUN_DIR/problem.txt`` holds whitespace separated ``key value...`` pairs:
+``experts E``, ``rows r0 .. r(E-1)`` (rows per expert, may be 0), ``n N``, ``k K``,
+``out_rows T`` (finalize only), ``timing_iters I`` (0: no timing), optionally
+``enable_pdl 0|1`` (programmatic dependent launch, as FlashInfer's ``enable_pdl``; default 0) and
+``inject_fault trap`` (test only: a kernel executing ``__trap()`` runs after the GEMM).
+
+Inputs are raw little-endian files: ``a.bin`` (sum(rows) x K activations, row major, expert 0's
+rows first), ``b.bin`` (E x N x K weights, each expert N x K row major), ``alpha.bin`` (optional,
+E float32: per-expert scale; without it alpha is 1), and for finalize ``router_scales.bin``
+(sum(rows) float32, one per permuted row) and ``dest_row.bin`` (sum(rows) int32, the output row
+each permuted row is added to; values in [0, T)).
+
+Outputs: ``d.bin`` and ``verdict.json``. Without fusion D is sum(rows) x N with
+``D[r] = alpha_e * A[r] @ B_e^T``; rows the kernel does not write stay NaN (D is pre-filled with
+0xFF bytes). With finalize D is T x N, zero-initialised, and
+``D[t] = sum_{r: dest_row[r] == t} router_scales[r] * alpha_e(r) * A[r] @ B_e(r)^T``. This is
+TensorRT-LLM's finalize epilogue: per expert its ``ptr_source_token_index`` points at
+``dest_row + rows before e`` (the epilogue scatters to ``index % T``) and ``ptr_router_scales``
+at ``router_scales + rows before e``; red.add is used (``use_reduction``) iff two permuted rows
+share an output row, as TensorRT-LLM uses it iff top_k > 1. No bias.
+
+swap_ab is fixed by the instantiation; the inputs do not change. With swap_ab the harness gives
+the weights as CUTLASS operand A and the activations as operand B, problem shapes (N, M, K) and
+a column-major (transposed) D / final-output stride, exactly as TensorRT-LLM's
+``computeStridesTmaWarpSpecializedKernel`` does; the bytes of ``d.bin`` mean the same either way.
+
+verdict.json (written atomically; a preliminary one with ``"final": false, "stage": "run",
+"status": "incomplete"`` is written just before the launcher's real run, so a process that
+crashes or is killed during the kernel leaves stage "run" behind)::
+
+    schema            "tileconform.flashinfer.verdict/1"
+    final             false only in the preliminary verdict
+    stage             "pass" | "setup" | "launcher" | "can_implement" | "initialize" | "launch" | "run"
+    status            CUTLASS status string ("Error Internal", ...) for can_implement / initialize /
+                      launch; CUDA error name for "run" and for CUDA failures in "setup"; "Success"
+                      for pass; "bad_input" / "arch_mismatch" ("setup"), "exception" ("launcher")
+    message           full exception text (TensorRT-LLM's includes file:line and a backtrace)
+    cuda_error        null or {"call", "name", "string"}: the first failing cudaFuncSetAttribute /
+                      cudaLaunchKernelEx[C] / cudaGetLastError inside the launcher (CUTLASS folds
+                      these into "Error Internal")
+    workspace_bytes   CUTLASS workspace from the launcher's workspace query (null before)
+    smem_requested    dynamic shared memory CUTLASS requested for the kernel: the value it passed
+                      to cudaFuncSetAttribute(MaxDynamicSharedMemorySize), i.e. the GemmKernel's
+                      SharedStorageSize, or to an extended (cluster/PDL) launch; null if neither
+                      happened (e.g. can_implement failed first)
+    smem_limit        cudaDevAttrMaxSharedMemoryPerBlockOptin of the device (null without one)
+    kernel_ms         mean time of ``timing_iters`` back-to-back launcher calls (CUDA events), null
+                      without timing; each call re-runs can_implement/initialize, as in FlashInfer
+    device            null or {"name", "cc": [major, minor], "sm_count", "max_smem_per_block_optin"}
+    problem           null or {"experts", "total_rows", "n", "k", "out_rows", "timing_iters",
+                      "enable_pdl", "use_reduction"}
+    config            KernelConfig.as_dict() plus "flashinfer_version"
+
+Stages beyond the launcher's own: "setup" means the launcher was never called (bad input files,
+no CUDA device, device arch differs from the kernel's, allocation failure); "launcher" is any
+other exception the launcher throws (a TLLM_CHECK, e.g. workspace or swap_ab mismatch); "run"
+is an error from cudaStreamSynchronize / cudaGetLastError after the launcher returned.
+The exit status is 0 for "pass", 1 for any other verdict written, 2 for a usage error.
+
+NOTES: CUDA runtime symbols
+---------------------------
+A harness links against these cudart entry points (``nm --undefined-only`` of the objects of
+the SM90 bf16 builds, none and finalize alike; ``--cudart=static`` then pulls all of
+libcudart_static.a in):
+
+- ``<<<>>>`` and fatbinary registration: ``__cudaRegisterFatBinary``,
+  ``__cudaRegisterFatBinaryEnd``, ``__cudaUnregisterFatBinary``, ``__cudaRegisterFunction``,
+  ``__cudaRegisterVar``, ``__cudaPushCallConfiguration``, ``__cudaPopCallConfiguration``,
+  ``__cudaLaunchKernel``, ``__cudaGetKernel``.
+- called by the harness: cudaGetDeviceCount, cudaGetDeviceProperties, cudaDeviceGetAttribute,
+  cudaMalloc, cudaFree, cudaMemcpy, cudaStreamCreate, cudaStreamDestroy, cudaStreamSynchronize,
+  cudaGetLastError, cudaGetErrorName, cudaGetErrorString, cudaEventCreate, cudaEventRecord,
+  cudaEventSynchronize, cudaEventElapsedTime, cudaEventDestroy.
+- called by CUTLASS in the launcher: cudaFuncSetAttribute (initialize), cudaLaunchKernelExC
+  (cluster or PDL launches; static 1x1x1 clusters without PDL use ``<<<>>>``), cudaGetLastError,
+  cudaGetDriverEntryPointByVersion and cudaDriverGetVersion (host-side TMA descriptors through
+  cuTensorMapEncodeTiled; a failure there is only printed to stderr by CuTe and asserted, and
+  the assert is compiled out with ``-DNDEBUG``).
+- referenced by TensorRT-LLM / CUTLASS helpers but not called on the paths the harness takes
+  with ``-DNDEBUG`` (as far as the sources show): cudaDeviceSynchronize, cudaGetDevice,
+  cudaPointerGetAttributes, cudaStreamIsCapturing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .sources import LAUNCHER_INL, FlashInferSources, cuda_version, find_cublas_include, find_cuda_home
+
+HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+
+
+class UnsupportedConfig(ValueError):
+    """The launcher cannot express this configuration (the message says why)."""
+
+
+@dataclass(frozen=True)
+class DType:
+    cuda_type: str  # C++ type FlashInfer instantiates with (generate_kernels.py CudaTypeName)
+    bits: int  # storage bits per element
+    guard: str  # preprocessor guard generate_kernels.py puts around the instantiation
+    mx: bool = False  # MX block scaled (generate_kernels.py is_mx_fpx)
+
+
+DTYPES: dict[str, DType] = {
+    "bf16": DType("__nv_bfloat16", 16, "defined(ENABLE_BF16)"),
+    "fp16": DType("half", 16, "1"),
+    "fp32": DType("float", 32, "1"),
+    "fp8_e4m3": DType("__nv_fp8_e4m3", 8, "defined(ENABLE_FP8)"),
+    "nvfp4": DType("SafeFP4", 4, "defined(ENABLE_FP4)"),
+    "mxfp8": DType("__nv_fp8_e4m3", 8, "defined(ENABLE_FP8)", mx=True),
+    "mxfp4": DType("SafeFP4", 4, "defined(ENABLE_FP4)", mx=True),
+}
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """One launcher instantiation. ``tile`` is CTA (M, N, K) with K in elements of ``act``."""
+
+    arch: int
+    act: str
+    weight: str
+    out: str
+    tile: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+    swap_ab: bool
+    fusion: str  # "none" | "finalize"
+
+    @property
+    def name(self) -> str:
+        """Identifier usable as a file name, e.g. ``sm90_bf16_bf16_bf16_128x128x64_1x1x1_none``."""
+        tile = "x".join(map(str, self.tile))
+        cluster = "x".join(map(str, self.cluster))
+        swap = "_swap_ab" if self.swap_ab else ""
+        return f"sm{self.arch}_{self.act}_{self.weight}_{self.out}_{tile}_{cluster}_{self.fusion}{swap}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "tile": list(self.tile), "cluster": list(self.cluster)}
+
+
+def _dtype(name: str, role: str) -> DType:
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise UnsupportedConfig(f"unknown {role} dtype {name!r}; known: {', '.join(DTYPES)}") from None
+
+
+def tile_k_bytes(config: KernelConfig) -> int:
+    """CTA K in bytes of the activation type: the K of TensorRT-LLM's tile enum names
+    (``CutlassTileConfigSM90::CtaShape128x128x128B`` is 128x128x64 elements for bf16)."""
+    bits = config.tile[2] * _dtype(config.act, "activation").bits
+    if bits % 8:
+        raise UnsupportedConfig(f"CTA K={config.tile[2]} of {config.act} is not a whole number of bytes")
+    return bits // 8
+
+
+def tile_k_elements(k_bytes: int, act: str) -> int:
+    """Inverse of :func:`tile_k_bytes`, as TensorRT-LLM's SHAPE_CASE in
+    moe_gemm_template_dispatch_tma_ws.h: ``K_bytes * 8 / sizeof_bits(act)``."""
+    return k_bytes * 8 // _dtype(act, "activation").bits
+
+
+def _check_shapes(config: KernelConfig) -> None:
+    for label, shape in (("tile", config.tile), ("cluster", config.cluster)):
+        if len(shape) != 3 or any(not isinstance(v, int) or v <= 0 for v in shape):
+            raise UnsupportedConfig(f"{label} {shape!r} must be three positive integers")
+    if config.cluster[2] != 1:
+        raise UnsupportedConfig(
+            f"cluster {config.cluster}: the MoE launcher only has clusters of depth 1 (M x N x 1)"
+        )
+    if config.fusion not in ("none", "finalize"):
+        raise UnsupportedConfig(f"fusion {config.fusion!r} is not one of 'none', 'finalize'")
+
+
+def _check_sm90(config: KernelConfig) -> None:
+    # TensorRT-LLM's MoE runner on Hopper instantiates this launcher only for uniform
+    # act == weight dtypes (mixed inputs go to the separate mixed-input launcher, FP4/MX block
+    # scaling is Blackwell only: static_asserts in the .inl) and writes D in the activation
+    # type, or bf16/fp16 for fp8 (generate_sm90_grouped_gemm_operations).
+    uniform = ("bf16", "fp16", "fp32", "fp8_e4m3")
+    if config.act not in uniform or config.weight != config.act:
+        raise UnsupportedConfig(
+            f"SM90 TMA warp-specialized MoE GEMM needs equal activation and weight dtypes from "
+            f"{', '.join(uniform)}; got act={config.act}, weight={config.weight} (mixed and "
+            f"block-scaled inputs use other launchers on Hopper)"
+        )
+    outs = ("bf16", "fp16") if config.act == "fp8_e4m3" else (config.act,)
+    if config.out not in outs:
+        raise UnsupportedConfig(f"SM90 {config.act} MoE GEMM writes {' or '.join(outs)}, not {config.out}")
+
+
+def _check(config: KernelConfig) -> None:
+    for name, role in ((config.act, "activation"), (config.weight, "weight"), (config.out, "output")):
+        _dtype(name, role)
+    _check_shapes(config)
+    tile_k_bytes(config)
+    if config.arch == 90:
+        _check_sm90(config)
+    elif config.arch in (100, 103, 110, 120, 121):
+        raise UnsupportedConfig(f"SM{config.arch} is not implemented in the tileconform harness yet")
+    else:
+        raise UnsupportedConfig(f"the TMA warp-specialized MoE launcher has no SM{config.arch} path")
+
+
+def _macro_fusion(config: KernelConfig) -> str:
+    return "FINALIZE" if config.fusion == "finalize" else "NONE"
+
+
+# SM90 (and SM120) hard-code their epilogue schedule in the launcher; generate_kernels.py passes
+# epi_schedule=None for them, which it spells "void".
+_EPILOGUE_SCHEDULE_SM90 = "void"
+
+
+def instantiation(config: KernelConfig) -> str:
+    """The ``INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM`` block, formatted exactly as
+    ``instantiate_operation_tma_warp_specialized`` in generate_kernels.py formats it."""
+    _check(config)
+    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+    m, n, k = config.tile
+    cm, cn, ck = config.cluster
+    return f"""
+#if {act.guard} && {weight.guard}
+        INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm{config.arch}, {act.cuda_type}, {weight.cuda_type}, {out.cuda_type},
+        {_EPILOGUE_SCHEDULE_SM90}, EpilogueOpDefault, {_macro_fusion(config)},
+        {m}, {n}, {k}, {cm}, {cn}, {ck},
+        {str(act.mx or weight.mx).lower()}, false, false, {str(config.swap_ab).lower()});
+#endif"""  # noqa: E501  (kept byte-identical to FlashInfer's template)
+
+
+def launcher_template_args(config: KernelConfig) -> str:
+    """Template arguments of the instantiated ``tma_warp_specialized_generic_moe_gemm_kernelLauncher``."""
+    _check(config)
+    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+    fusion = (
+        "tensorrt_llm::kernels::cutlass_kernels::TmaWarpSpecializedGroupedGemmInput::"
+        f"EpilogueFusion::{_macro_fusion(config)}"
+    )
+    tile = ", ".join(f"cute::Int<{v}>" for v in config.tile)
+    cluster = ", ".join(f"cute::Int<{v}>" for v in config.cluster)
+    return ", ".join(
+        [
+            f"cutlass::arch::Sm{config.arch}",
+            act.cuda_type,
+            weight.cuda_type,
+            out.cuda_type,
+            _EPILOGUE_SCHEDULE_SM90,
+            "tensorrt_llm::cutlass_extensions::EpilogueOpDefault",
+            fusion,
+            f"cute::Shape<{tile}>",
+            f"cute::Shape<{cluster}>",
+            str(act.mx or weight.mx).lower(),
+            "false",  # DYNAMIC_CGA
+            "false",  # BIAS
+            str(config.swap_ab).lower(),
+        ]
+    )
+
+
+@cache
+def harness_fingerprint() -> str:
+    """SHA-256 of the harness sources; part of every generated TU, so cached builds of an older
+    harness are never reused."""
+    digest = hashlib.sha256()
+    for path in sorted(HARNESS_DIR.iterdir()):
+        if path.suffix in (".cu", ".h"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def generate_translation_unit(config: KernelConfig, flashinfer_version: str = "unknown") -> str:
+    """The complete ``.cu`` file: launcher include + one instantiation + harness.
+
+    ``flashinfer_version`` is only echoed into verdict.json's ``config``.
+    """
+    inst = instantiation(config)
+    config_json = json.dumps({**config.as_dict(), "flashinfer_version": flashinfer_version})
+    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+    return f"""// Generated by pytest_tileconform.flashinfer.codegen for {config.name}. Do not edit.
+// harness sources sha256 {harness_fingerprint()}
+#include "cudart_probe.h"
+#include "{LAUNCHER_INL}"
+namespace tensorrt_llm
+{{
+namespace kernels
+{{
+namespace cutlass_kernels_oss
+{{
+{inst}
+
+}} // namespace cutlass_kernels_oss
+}} // namespace kernels
+}} // namespace tensorrt_llm
+
+#define TILECONFORM_LAUNCHER_ARGS {launcher_template_args(config)}
+#define TILECONFORM_ARCH {config.arch}
+#define TILECONFORM_ACT_BITS {act.bits}
+#define TILECONFORM_WEIGHT_BITS {weight.bits}
+#define TILECONFORM_OUT_BITS {out.bits}
+#define TILECONFORM_SWAP_AB {int(config.swap_ab)}
+#define TILECONFORM_FINALIZE {int(config.fusion == "finalize")}
+#define TILECONFORM_CONFIG_JSON R"tileconform({config_json})tileconform"
+#include "harness.cu"
+"""
+
+
+# Flags of FlashInfer's JIT build for the SM90 fused-MoE module, grouped by where they come from.
+# gen_jit_spec (flashinfer/jit/core.py), non-debug build, default FLASHINFER_NVCC_THREADS=1:
+_JIT_SPEC_CUDA_FLAGS = [
+    "-std=c++17",
+    "--threads=1",
+    "-use_fast_math",
+    "-Xfatbin=-compress-all",
+    "--compress-mode=size",
+    "-DFLASHINFER_ENABLE_F16",
+    "-DFLASHINFER_ENABLE_BF16",
+    "-DFLASHINFER_ENABLE_FP8_E4M3",
+    "-DFLASHINFER_ENABLE_FP8_E5M2",
+    "-DNDEBUG",
+    "-O3",
+]
+# build_cuda_cflags (flashinfer/jit/cpp_ext.py); the stub flag is added for CUDA >= 12.8:
+_BUILD_CUDA_FLAGS = ["--compiler-options=-fPIC", "--expt-relaxed-constexpr"]
+_STATIC_TEMPLATE_STUB_FLAG = "-static-global-template-stub=false"
+# CompilationContext.COMMON_NVCC_FLAGS (flashinfer/compilation_context.py), the non-gencode
+# global flags build_cuda_cflags keeps when a module brings its own -gencode, and
+# common_nvcc_flags (flashinfer/jit/core.py):
+COMMON_NVCC_FLAGS = ["-DFLASHINFER_ENABLE_FP8_E8M0", "-DFLASHINFER_ENABLE_FP4_E2M1"]
+# sm90a_nvcc_flags (flashinfer/jit/core.py):
+SM90A_NVCC_FLAGS = [
+    "-gencode=arch=compute_90a,code=sm_90a",
+    "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED",
+    *COMMON_NVCC_FLAGS,
+]
+
+
+def sm90_fused_moe_flags(cuda: tuple[int, int]) -> list[str]:
+    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm90_module`` (flashinfer/jit/fused_moe.py).
+
+    Left out: ``-DFLASHINFER_SM90_MOE_PREBUILT_D_DESCRIPTOR=1``, which FlashInfer adds only on
+    H20 (78 SMs) and which only the mixed-input launcher reads.
+    """
+    return [
+        *SM90A_NVCC_FLAGS,
+        "-DCOMPILE_HOPPER_TMA_GEMMS",
+        "-DCOMPILE_HOPPER_TMA_GROUPED_GEMMS",
+        "-DENABLE_BF16",
+        "-DENABLE_FP8",
+        *(["-DENABLE_FP8_BLOCK_SCALE"] if cuda >= (12, 8) else []),
+        "-DENABLE_FP4",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+        "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",
+        "-DCUTLASS_MIXED_GEMM_FP4_FP8_PREPROCESSED_SIGNS=1",
+    ]
+
+
+def nvcc_command(
+    config: KernelConfig,
+    sources: FlashInferSources,
+    src: Path,
+    out_exe: Path,
+    cuda_home: Path | None = None,
+) -> list[str]:
+    """Full nvcc command line that compiles ``src`` (from :func:`generate_translation_unit`)
+    and TensorRT-LLM's host support files into the harness executable ``out_exe``.
+
+    Compile flags are FlashInfer's for the arch's fused-MoE module (see the flag lists above);
+    left out are only those for its Python bindings (``-DPy_LIMITED_API``,
+    ``-D_GLIBCXX_USE_CXX11_ABI`` taken from torch, Python / TVM-FFI include dirs). The runtime
+    is linked statically (nvcc's default, spelled out); the CUDA driver is reached through
+    ``cudaGetDriverEntryPointByVersion`` (cuTensorMapEncodeTiled), so no ``-lcuda``.
+    """
+    _check(config)
+    home = cuda_home if cuda_home is not None else find_cuda_home()
+    cuda = cuda_version(home)
+    arch_flags = sm90_fused_moe_flags(cuda)  # _check() admits only SM90 for now
+    includes = [f"-I{d}" for d in (HARNESS_DIR, *sources.include_dirs)]
+    system = [home / "include", *sources.system_include_dirs, find_cublas_include(home)]
+    return [
+        str(home / "bin" / "nvcc"),
+        *_JIT_SPEC_CUDA_FLAGS,
+        *includes,
+        *(arg for d in system for arg in ("-isystem", str(d))),
+        *_BUILD_CUDA_FLAGS,
+        *([_STATIC_TEMPLATE_STUB_FLAG] if cuda >= (12, 8) else []),
+        *COMMON_NVCC_FLAGS,
+        *arch_flags,
+        "--cudart=static",
+        str(src),
+        *(str(p) for p in sources.common_sources),
+        "-o",
+        str(out_exe),
+    ]

@@ -1,0 +1,649 @@
+// Conformance harness for ONE instantiation of TensorRT-LLM's (FlashInfer's) MoE grouped GEMM
+// launcher `tma_warp_specialized_generic_moe_gemm_kernelLauncher`.
+//
+// This file is not compiled on its own: codegen.py emits a translation unit that includes
+// cudart_probe.h and the launcher .inl, instantiates exactly one configuration with
+// INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM (as FlashInfer's generate_kernels.py does), defines
+// the TILECONFORM_* macros below and then includes this file.
+//
+//   TILECONFORM_LAUNCHER_ARGS  template arguments of the instantiated launcher
+//   TILECONFORM_ARCH           SM version the kernel was compiled for (90, 100, 120, ...)
+//   TILECONFORM_ACT_BITS, TILECONFORM_WEIGHT_BITS, TILECONFORM_OUT_BITS
+//                              storage bits per element of A, B and D
+//   TILECONFORM_SWAP_AB        0/1, must match the instantiation
+//   TILECONFORM_FINALIZE       0/1, EpilogueFusion::FINALIZE instantiated
+//   TILECONFORM_CONFIG_JSON    the KernelConfig as a JSON object (echoed into verdict.json)
+//
+// Usage: harness RUN_DIR. Inputs and outputs are described in codegen.py (module docstring).
+//
+// CUDA runtime entry points this file calls itself (keep this list short, a fake runtime must
+// provide them): cudaGetDeviceCount, cudaGetDeviceProperties, cudaDeviceGetAttribute,
+// cudaMalloc, cudaFree, cudaMemcpy, cudaStreamCreate, cudaStreamDestroy, cudaStreamSynchronize,
+// cudaGetLastError, cudaGetErrorName, cudaGetErrorString, cudaEventCreate, cudaEventRecord,
+// cudaEventSynchronize, cudaEventElapsedTime, cudaEventDestroy, plus a <<<>>> launch of
+// the fault-injection kernel. The full list of cudart symbols in a linked harness (including
+// those used by CUTLASS) is in codegen.py's NOTES.
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cutlass/util/packed_stride.hpp"
+
+// From here on the harness talks to the CUDA runtime directly (see cudart_probe.h).
+#undef cudaFuncSetAttribute
+#undef cudaLaunchKernelExC
+#undef cudaLaunchKernelEx
+#undef cudaGetLastError
+
+namespace tileconform {
+
+using tensorrt_llm::kernels::cutlass_kernels::TmaWarpSpecializedGroupedGemmInput;
+using GemmInput = TmaWarpSpecializedGroupedGemmInput;
+
+namespace oss = tensorrt_llm::kernels::cutlass_kernels_oss;
+constexpr auto* kLauncher =
+    &oss::tma_warp_specialized_generic_moe_gemm_kernelLauncher<TILECONFORM_LAUNCHER_ARGS>;
+constexpr bool kSwapAB = TILECONFORM_SWAP_AB != 0;
+constexpr bool kFinalize = TILECONFORM_FINALIZE != 0;
+
+// ------------------------------------------------------------------------------------------
+// verdict.json
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+struct DeviceInfo {
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  int max_smem_optin = 0;
+};
+
+struct ProblemInfo {
+  int experts = 0;
+  std::vector<int64_t> rows;
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t out_rows = 0;
+  int timing_iters = 0;
+  bool inject_trap = false;
+  bool enable_pdl = false;
+  bool use_reduction = false;  // finalize: several permuted rows share an output row
+
+  int64_t total_rows() const { return std::accumulate(rows.begin(), rows.end(), int64_t{0}); }
+};
+
+struct Verdict {
+  bool final_ = false;
+  std::string stage = "setup";
+  std::string status;
+  std::string message;
+  long long workspace_bytes = -1;
+  double kernel_ms = -1.0;
+  bool have_device = false;
+  DeviceInfo device;
+  bool have_problem = false;
+  ProblemInfo problem;
+
+  std::string to_json() const {
+    const auto& probe = tileconform_cudart_probe();
+    std::ostringstream j;
+    j << "{\n";
+    j << "  \"schema\": \"tileconform.flashinfer.verdict/1\",\n";
+    j << "  \"final\": " << (final_ ? "true" : "false") << ",\n";
+    j << "  \"stage\": " << json_string(stage) << ",\n";
+    j << "  \"status\": " << json_string(status) << ",\n";
+    j << "  \"message\": " << json_string(message) << ",\n";
+    if (probe.first_error != cudaSuccess) {
+      j << "  \"cuda_error\": {\"call\": " << json_string(probe.first_error_call)
+        << ", \"name\": " << json_string(cudaGetErrorName(probe.first_error))
+        << ", \"string\": " << json_string(cudaGetErrorString(probe.first_error)) << "},\n";
+    } else {
+      j << "  \"cuda_error\": null,\n";
+    }
+    auto number_or_null = [](long long v) {
+      return v < 0 ? std::string("null") : std::to_string(v);
+    };
+    j << "  \"workspace_bytes\": " << number_or_null(workspace_bytes) << ",\n";
+    j << "  \"smem_requested\": " << number_or_null(probe.smem_requested) << ",\n";
+    j << "  \"smem_limit\": " << number_or_null(have_device ? device.max_smem_optin : -1) << ",\n";
+    if (kernel_ms >= 0.0) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.6f", kernel_ms);
+      j << "  \"kernel_ms\": " << buf << ",\n";
+    } else {
+      j << "  \"kernel_ms\": null,\n";
+    }
+    if (have_device) {
+      j << "  \"device\": {\"name\": " << json_string(device.name) << ", \"cc\": ["
+        << device.cc_major << ", " << device.cc_minor << "], \"sm_count\": " << device.sm_count
+        << ", \"max_smem_per_block_optin\": " << device.max_smem_optin << "},\n";
+    } else {
+      j << "  \"device\": null,\n";
+    }
+    if (have_problem) {
+      j << "  \"problem\": {\"experts\": " << problem.experts
+        << ", \"total_rows\": " << problem.total_rows() << ", \"n\": " << problem.n
+        << ", \"k\": " << problem.k << ", \"out_rows\": " << problem.out_rows
+        << ", \"timing_iters\": " << problem.timing_iters
+        << ", \"enable_pdl\": " << (problem.enable_pdl ? "true" : "false")
+        << ", \"use_reduction\": " << (problem.use_reduction ? "true" : "false") << "},\n";
+    } else {
+      j << "  \"problem\": null,\n";
+    }
+    j << "  \"config\": " << TILECONFORM_CONFIG_JSON << "\n";
+    j << "}\n";
+    return j.str();
+  }
+};
+
+// Atomic: write RUN_DIR/verdict.json.tmp, then rename it over verdict.json.
+void write_verdict(const std::string& run_dir, const Verdict& verdict) {
+  const std::string path = run_dir + "/verdict.json";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << verdict.to_json();
+    out.flush();
+    if (!out) {
+      std::fprintf(stderr, "tileconform harness: cannot write %s\n", tmp.c_str());
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::fprintf(stderr, "tileconform harness: cannot rename %s\n", tmp.c_str());
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Errors raised by the harness itself (before the launcher is reached, or after it returned).
+
+struct StageError : std::runtime_error {
+  std::string stage;
+  std::string status;
+  StageError(std::string stage_, std::string status_, const std::string& message)
+      : std::runtime_error(message), stage(std::move(stage_)), status(std::move(status_)) {}
+};
+
+void check_cuda(cudaError_t err, const char* what, const char* stage = "setup") {
+  if (err != cudaSuccess) {
+    throw StageError(stage, cudaGetErrorName(err),
+                     std::string(what) + ": " + cudaGetErrorString(err));
+  }
+}
+
+[[noreturn]] void bad_input(const std::string& message) {
+  throw StageError("setup", "bad_input", message);
+}
+
+// ------------------------------------------------------------------------------------------
+// Inputs
+
+ProblemInfo read_problem(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad_input("cannot open " + path);
+  std::vector<std::string> tokens{std::istream_iterator<std::string>(in),
+                                  std::istream_iterator<std::string>()};
+  auto to_int = [&](size_t i, const std::string& key) -> int64_t {
+    if (i >= tokens.size()) bad_input("problem.txt: missing value for '" + key + "'");
+    try {
+      size_t used = 0;
+      int64_t v = std::stoll(tokens[i], &used);
+      if (used != tokens[i].size()) throw std::invalid_argument(tokens[i]);
+      return v;
+    } catch (const std::exception&) {
+      bad_input("problem.txt: '" + key + "' expects an integer, got '" + tokens[i] + "'");
+    }
+  };
+  ProblemInfo p;
+  bool have_n = false, have_k = false, have_rows = false;
+  for (size_t i = 0; i < tokens.size();) {
+    const std::string key = tokens[i++];
+    if (key == "experts") {
+      p.experts = static_cast<int>(to_int(i++, key));
+    } else if (key == "rows") {
+      have_rows = true;
+      while (i < tokens.size() && tokens[i].find_first_not_of("0123456789") == std::string::npos) {
+        p.rows.push_back(to_int(i++, key));
+      }
+    } else if (key == "n") {
+      p.n = to_int(i++, key);
+      have_n = true;
+    } else if (key == "k") {
+      p.k = to_int(i++, key);
+      have_k = true;
+    } else if (key == "out_rows") {
+      p.out_rows = to_int(i++, key);
+    } else if (key == "timing_iters") {
+      p.timing_iters = static_cast<int>(to_int(i++, key));
+    } else if (key == "enable_pdl") {
+      p.enable_pdl = to_int(i++, key) != 0;
+    } else if (key == "inject_fault") {
+      if (i >= tokens.size() || tokens[i] != "trap") bad_input("problem.txt: inject_fault trap");
+      p.inject_trap = true;
+      ++i;
+    } else {
+      bad_input("problem.txt: unknown key '" + key + "'");
+    }
+  }
+  if (p.experts <= 0) bad_input("problem.txt: 'experts' must be positive");
+  if (!have_rows || static_cast<int>(p.rows.size()) != p.experts) {
+    bad_input("problem.txt: 'rows' must list one count per expert");
+  }
+  if (!have_n || !have_k || p.n <= 0 || p.k <= 0) {
+    bad_input("problem.txt: 'n' and 'k' must be positive");
+  }
+  if (p.timing_iters < 0) bad_input("problem.txt: 'timing_iters' must be >= 0");
+  if (kFinalize && p.out_rows <= 0) bad_input("problem.txt: finalize needs 'out_rows' > 0");
+  return p;
+}
+
+std::vector<char> read_file(const std::string& path, size_t expected_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad_input("cannot open " + path);
+  std::vector<char> data{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (data.size() != expected_bytes) {
+    bad_input(path + " has " + std::to_string(data.size()) + " bytes, expected " +
+              std::to_string(expected_bytes));
+  }
+  return data;
+}
+
+bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
+
+size_t storage_bytes(int64_t elements, int bits) {
+  return static_cast<size_t>((elements * bits + 7) / 8);
+}
+
+// ------------------------------------------------------------------------------------------
+// Device memory
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0) check_cuda(cudaMalloc(&ptr_, bytes_), "cudaMalloc");
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    std::swap(ptr_, other.ptr_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+  void upload(const void* host, size_t bytes) {
+    if (bytes > 0) {
+      check_cuda(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    }
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+template <class T>
+DeviceBuffer upload_vector(const std::vector<T>& host) {
+  DeviceBuffer buffer(host.size() * sizeof(T));
+  buffer.upload(host.data(), buffer.bytes());
+  return buffer;
+}
+
+// ------------------------------------------------------------------------------------------
+// Launcher call and classification of its exceptions
+
+// TensorRT-LLM reports CUTLASS failures as TllmException with a fixed message per stage
+// (moe_gemm_tma_ws_launcher.inl): "<prefix>. Error: <cutlassGetStatusString>".
+void classify_launcher_exception(const std::string& what, Verdict& verdict) {
+  struct Marker {
+    const char* text;
+    const char* stage;
+  };
+  static const Marker markers[] = {
+      {"Grouped GEMM kernel will fail for params", "can_implement"},
+      {"Failed to initialize cutlass TMA WS grouped gemm", "initialize"},
+      {"Failed to run cutlass TMA WS grouped gemm", "launch"},
+  };
+  verdict.message = what;
+  for (const auto& m : markers) {
+    const auto pos = what.find(m.text);
+    if (pos == std::string::npos) continue;
+    verdict.stage = m.stage;
+    const std::string error_tag = "Error: ";
+    auto begin = what.find(error_tag, pos);
+    if (begin == std::string::npos) {
+      verdict.status = "unknown";
+      return;
+    }
+    begin += error_tag.size();
+    // TllmException appends " (file:line)\n<backtrace>" to the message.
+    const auto end = what.find_first_of("(\n", begin);
+    std::string status =
+        what.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    while (!status.empty() && status.back() == ' ') status.pop_back();
+    verdict.status = status;
+    return;
+  }
+  // sync_check_cuda_error() inside the launcher (only active without NDEBUG).
+  if (what.find("CUDA runtime error in") != std::string::npos) {
+    verdict.stage = "run";
+    verdict.status = "cuda_error";
+    return;
+  }
+  // Any other TLLM_CHECK/TLLM_THROW (workspace too small, swap_ab mismatch, ...).
+  verdict.stage = "launcher";
+  verdict.status = "exception";
+}
+
+__global__ void trap_kernel() { __trap(); }
+
+struct GemmSetup {
+  GemmInput input{};
+  std::vector<DeviceBuffer> buffers;  // keeps every array referenced by `input` alive
+};
+
+template <class T>
+T* keep(GemmSetup& setup, const std::vector<T>& host) {
+  setup.buffers.push_back(upload_vector(host));
+  return setup.buffers.back().as<T>();
+}
+
+// Host equivalent of TensorRT-LLM's computeStridesTmaWarpSpecializedKernel +
+// computeTmaWarpSpecializedInputPointers + setFinalizeFusionParams (cutlass_fused_moe_kernels.cuh,
+// moe_gemm_tma_warp_specialized_input.cu) for a single GEMM.
+GemmSetup make_gemm_input(const ProblemInfo& p, const DeviceBuffer& a, const DeviceBuffer& b,
+                          const DeviceBuffer& d, const DeviceBuffer& alpha,
+                          const DeviceBuffer& router_scales, const DeviceBuffer& dest_row) {
+  const int E = p.experts;
+  GemmSetup setup;
+  GemmInput& in = setup.input;
+  in.swap_ab = kSwapAB;
+  in.fusion = kFinalize ? GemmInput::EpilogueFusion::FINALIZE : GemmInput::EpilogueFusion::NONE;
+  in.fpX_block_scaling_type = GemmInput::FpXBlockScalingType::NONE;
+  in.enable_pdl = p.enable_pdl;
+
+  std::vector<GemmInput::ProblemShape::UnderlyingProblemShape> shapes;
+  std::vector<GemmInput::StrideA> stride_a;  // act (no swap) / weight (swap)
+  std::vector<GemmInput::StrideB> stride_b;  // weight (no swap) / act (swap)
+  std::vector<GemmInput::StrideD> stride_d;
+  std::vector<GemmInput::StrideD_T> stride_d_t;
+  std::vector<const void*> ptr_act, ptr_weight;
+  std::vector<void*> ptr_d;
+  std::vector<const float*> ptr_alpha, ptr_router;
+  std::vector<const int*> ptr_index;
+
+  int64_t offset = 0;  // rows of all previous experts
+  for (int e = 0; e < E; ++e) {
+    const int m = static_cast<int>(p.rows[e]);
+    const int n = static_cast<int>(p.n);
+    const int k = static_cast<int>(p.k);
+    using cute::make_shape;
+    using cutlass::make_cute_packed_stride;
+    if (kSwapAB) {
+      // The weight is operand A (N x K, row major), the activation operand B; D is N x M
+      // column major, i.e. the same M x N row-major memory as without swap.
+      shapes.emplace_back(int64_t{n}, int64_t{m}, int64_t{k});
+      stride_a.push_back(make_cute_packed_stride(GemmInput::StrideA{}, make_shape(n, k, 1)));
+      stride_b.push_back(make_cute_packed_stride(GemmInput::StrideB{}, make_shape(m, k, 1)));
+      stride_d_t.push_back(make_cute_packed_stride(GemmInput::StrideD_T{}, make_shape(n, m, 1)));
+    } else {
+      shapes.emplace_back(int64_t{m}, int64_t{n}, int64_t{k});
+      stride_a.push_back(make_cute_packed_stride(GemmInput::StrideA{}, make_shape(m, k, 1)));
+      stride_b.push_back(make_cute_packed_stride(GemmInput::StrideB{}, make_shape(n, k, 1)));
+      stride_d.push_back(make_cute_packed_stride(GemmInput::StrideD{}, make_shape(m, n, 1)));
+    }
+    ptr_act.push_back(a.as<char>() + storage_bytes(offset * p.k, TILECONFORM_ACT_BITS));
+    ptr_weight.push_back(b.as<char>() +
+                         storage_bytes(int64_t{e} * p.n * p.k, TILECONFORM_WEIGHT_BITS));
+    if (alpha.bytes() > 0) ptr_alpha.push_back(alpha.as<float>() + e);
+    if (kFinalize) {
+      ptr_router.push_back(router_scales.as<float>() + offset);
+      ptr_index.push_back(dest_row.as<int>() + offset);
+    } else {
+      ptr_d.push_back(d.as<char>() + storage_bytes(offset * p.n, TILECONFORM_OUT_BITS));
+    }
+    offset += p.rows[e];
+  }
+
+  in.shape_info.num_groups = E;
+  in.shape_info.problem_shapes = keep(setup, shapes);
+  in.shape_info.host_problem_shapes = nullptr;  // as TensorRT-LLM's configureWorkspace()
+  if (kSwapAB) {
+    in.stride_weight = keep(setup, stride_a);
+    in.stride_act = keep(setup, stride_b);
+  } else {
+    in.stride_act = keep(setup, stride_a);
+    in.stride_weight = keep(setup, stride_b);
+  }
+  in.ptr_act = keep(setup, ptr_act);
+  in.ptr_weight = keep(setup, ptr_weight);
+  in.ptr_c = nullptr;
+  in.stride_c = nullptr;
+  in.alpha_scale_ptr_array = ptr_alpha.empty() ? nullptr : keep(setup, ptr_alpha);
+
+  if (kFinalize) {
+    auto& fin = in.fused_finalize_epilogue;
+    const int out_rows = static_cast<int>(p.out_rows);
+    const int n = static_cast<int>(p.n);
+    fin.ptr_final_output = d.as<void>();
+    fin.stride_final_output = cutlass::make_cute_packed_stride(
+        GemmInput::FusedFinalizeEpilogue::StrideFinalOutput{}, cute::make_shape(out_rows, n, 1));
+    fin.stride_final_output_transposed = cutlass::make_cute_packed_stride(
+        GemmInput::FusedFinalizeEpilogue::StrideFinalOutput_T{}, cute::make_shape(n, out_rows, 1));
+    fin.num_rows_in_final_output = out_rows;  // the scatter index is taken modulo this
+    fin.shape_override = n;
+    fin.use_reduction = p.use_reduction;
+    fin.ptr_bias = nullptr;
+    fin.ptr_router_scales = keep(setup, ptr_router);
+    fin.ptr_source_token_index = keep(setup, ptr_index);
+  } else {
+    in.ptr_d = keep(setup, ptr_d);
+    in.stride_d = kSwapAB ? static_cast<void*>(keep(setup, stride_d_t))
+                          : static_cast<void*>(keep(setup, stride_d));
+  }
+  return setup;
+}
+
+void call_launcher(const GemmInput& input, int experts, int sm_count, cudaStream_t stream,
+                   size_t* workspace_size) {
+  kLauncher(input, experts, sm_count, stream, /*kernel_occupancy=*/nullptr, workspace_size,
+            /*dynamic_cluster_shape=*/{}, /*fallback_cluster_shape=*/{});
+}
+
+// ------------------------------------------------------------------------------------------
+
+DeviceInfo query_device() {
+  int count = 0;
+  check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (count == 0) throw StageError("setup", "cudaErrorNoDevice", "no CUDA device visible");
+  DeviceInfo info;
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  info.name = prop.name;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  check_cuda(cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, 0),
+             "cudaDeviceGetAttribute(MultiProcessorCount)");
+  check_cuda(
+      cudaDeviceGetAttribute(&info.max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0),
+      "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+  return info;
+}
+
+void run(const std::string& run_dir, Verdict& verdict) {
+  ProblemInfo& p = verdict.problem;
+  p = read_problem(run_dir + "/problem.txt");
+  const int64_t total = p.total_rows();
+
+  auto a_host = read_file(run_dir + "/a.bin", storage_bytes(total * p.k, TILECONFORM_ACT_BITS));
+  auto b_host = read_file(run_dir + "/b.bin",
+                          storage_bytes(int64_t{p.experts} * p.n * p.k, TILECONFORM_WEIGHT_BITS));
+  std::vector<char> alpha_host;
+  if (file_exists(run_dir + "/alpha.bin")) {
+    alpha_host = read_file(run_dir + "/alpha.bin", sizeof(float) * p.experts);
+  }
+  std::vector<char> router_host, dest_host;
+  if (kFinalize) {
+    router_host = read_file(run_dir + "/router_scales.bin", sizeof(float) * total);
+    dest_host = read_file(run_dir + "/dest_row.bin", sizeof(int32_t) * total);
+    std::vector<int> hits(p.out_rows, 0);
+    for (int64_t r = 0; r < total; ++r) {
+      int32_t t;
+      std::memcpy(&t, dest_host.data() + r * sizeof(int32_t), sizeof(t));
+      if (t < 0 || t >= p.out_rows) {
+        bad_input("dest_row.bin: row " + std::to_string(r) + " targets " + std::to_string(t) +
+                  ", outside [0, out_rows)");
+      }
+      if (++hits[t] > 1) p.use_reduction = true;
+    }
+  }
+  verdict.have_problem = true;
+
+  verdict.device = query_device();
+  verdict.have_device = true;
+  const int device_sm = verdict.device.cc_major * 10 + verdict.device.cc_minor;
+  if (device_sm != TILECONFORM_ARCH) {
+    throw StageError("setup", "arch_mismatch",
+                     "kernel compiled for sm_" + std::to_string(TILECONFORM_ARCH) +
+                         ", device is sm_" + std::to_string(device_sm));
+  }
+
+  const int64_t d_rows = kFinalize ? p.out_rows : total;
+  const size_t d_bytes = storage_bytes(d_rows * p.n, TILECONFORM_OUT_BITS);
+  DeviceBuffer a(a_host.size()), b(b_host.size()), d(d_bytes), alpha(alpha_host.size());
+  DeviceBuffer router_scales(router_host.size()), dest_row(dest_host.size());
+  a.upload(a_host.data(), a_host.size());
+  b.upload(b_host.data(), b_host.size());
+  alpha.upload(alpha_host.data(), alpha_host.size());
+  router_scales.upload(router_host.data(), router_host.size());
+  dest_row.upload(dest_host.data(), dest_host.size());
+  // Finalize accumulates into D (red.add), so D starts at zero, as TensorRT-LLM memsets it.
+  // Without fusion D starts as all-ones bytes (NaN in every float format): elements the
+  // kernel never writes cannot pass for results.
+  const std::vector<unsigned char> d_init(d_bytes, kFinalize ? 0x00 : 0xFF);
+  d.upload(d_init.data(), d_bytes);
+
+  GemmSetup setup = make_gemm_input(p, a, b, d, alpha, router_scales, dest_row);
+
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } stream_guard{stream};
+
+  const int sm = verdict.device.sm_count;
+  size_t workspace_bytes = 0;
+  call_launcher(setup.input, p.experts, sm, stream, &workspace_bytes);
+  verdict.workspace_bytes = static_cast<long long>(workspace_bytes);
+  DeviceBuffer workspace(workspace_bytes);
+  setup.input.gemm_workspace = workspace.as<uint8_t>();
+  setup.input.gemm_workspace_size = workspace_bytes;
+
+  // If the process dies from here on (crash, hang + kill), Python sees this verdict.
+  verdict.stage = "run";
+  verdict.status = "incomplete";
+  verdict.message = "the harness process ended while the launcher or the kernel was running";
+  write_verdict(run_dir, verdict);
+
+  call_launcher(setup.input, p.experts, sm, stream, nullptr);
+  if (p.inject_trap) {
+    trap_kernel<<<1, 1, 0, stream>>>();
+  }
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize", "run");
+  check_cuda(cudaGetLastError(), "cudaGetLastError", "run");
+
+  std::vector<char> d_host(d_bytes);
+  check_cuda(cudaMemcpy(d_host.data(), d.as<void>(), d_bytes, cudaMemcpyDeviceToHost),
+             "cudaMemcpy D2H", "run");
+  {
+    std::ofstream out(run_dir + "/d.bin", std::ios::binary | std::ios::trunc);
+    out.write(d_host.data(), static_cast<std::streamsize>(d_host.size()));
+    if (!out) throw StageError("run", "io_error", "cannot write d.bin");
+  }
+
+  if (p.timing_iters > 0) {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    check_cuda(cudaEventCreate(&start), "cudaEventCreate", "run");
+    check_cuda(cudaEventCreate(&stop), "cudaEventCreate", "run");
+    check_cuda(cudaEventRecord(start, stream), "cudaEventRecord", "run");
+    for (int i = 0; i < p.timing_iters; ++i) {
+      call_launcher(setup.input, p.experts, sm, stream, nullptr);
+    }
+    check_cuda(cudaEventRecord(stop, stream), "cudaEventRecord", "run");
+    check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize", "run");
+    float total_ms = 0.f;
+    check_cuda(cudaEventElapsedTime(&total_ms, start, stop), "cudaEventElapsedTime", "run");
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    verdict.kernel_ms = static_cast<double>(total_ms) / p.timing_iters;
+  }
+
+  verdict.stage = "pass";
+  verdict.status = "Success";
+  verdict.message.clear();
+}
+
+}  // namespace tileconform
+
+int main(int argc, char** argv) {
+  using namespace tileconform;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s RUN_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string run_dir = argv[1];
+  Verdict verdict;
+  try {
+    run(run_dir, verdict);
+  } catch (const StageError& e) {
+    verdict.stage = e.stage;
+    verdict.status = e.status;
+    verdict.message = e.what();
+  } catch (const std::exception& e) {
+    classify_launcher_exception(e.what(), verdict);
+  }
+  verdict.final_ = true;
+  write_verdict(run_dir, verdict);
+  return verdict.stage == "pass" ? 0 : 1;
+}

@@ -1,0 +1,83 @@
+"""pytest plugin registering the FlashInfer CUTLASS MoE backend and its options."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ..buildcache import default_cache_dir
+
+if TYPE_CHECKING:
+    from .backend import FlashInferBackend
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tileconform")
+    group.addoption(
+        "--tile-flashinfer-sources",
+        default=None,
+        metavar="DIR",
+        help="FlashInfer kernel sources laid out like flashinfer/data "
+        "(default: the installed flashinfer-python; env TILECONFORM_FLASHINFER_SOURCES)",
+    )
+    group.addoption(
+        "--tile-cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where compiled harnesses are cached (default: $TILECONFORM_CACHE_DIR "
+        "or ~/.cache/pytest-tileconform)",
+    )
+    group.addoption(
+        "--tile-build-jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="parallel compiles (default: bounded by cores and free memory)",
+    )
+    group.addoption(
+        "--tile-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="per-case limit for running a harness (default 120)",
+    )
+    group.addoption("--tile-seed", type=int, default=0, metavar="N", help="input seed (default 0)")
+    group.addoption(
+        "--tile-keep-runs",
+        action="store_true",
+        default=False,
+        help="keep each case's run directory (inputs, D, verdict.json) for inspection",
+    )
+
+
+def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInferBackend]:
+    from .backend import DEVICES, FlashInferBackend, Settings
+
+    device = config.getoption("tile_device")
+    if device.partition(":")[0] not in DEVICES:
+        raise pytest.UsageError(
+            f"--tile-device {device!r}: the {FlashInferBackend.name} backend knows {', '.join(DEVICES)}"
+        )
+    workerinput = getattr(config, "workerinput", None)
+    cache_dir = config.getoption("tile_cache_dir")
+    sources = config.getoption("tile_flashinfer_sources")
+    settings = Settings(
+        device=device,
+        cache_dir=Path(cache_dir) if cache_dir else default_cache_dir(),
+        sources=Path(sources) if sources else None,
+        jobs=config.getoption("tile_build_jobs"),
+        timeout=config.getoption("tile_timeout"),
+        seed=config.getoption("tile_seed"),
+        keep_runs=config.getoption("tile_keep_runs"),
+        worker_count=int(workerinput["workercount"]) if workerinput else 1,
+        worker_index=int(workerinput["workerid"].removeprefix("gw")) if workerinput else 0,
+    )
+    worker = workerinput["workerid"] if workerinput else ""
+
+    def progress(message: str) -> None:
+        print(f"\ntileconform{'[' + worker + ']' if worker else ''}: {message}", file=sys.stderr, flush=True)
+
+    return [FlashInferBackend(settings, progress)]

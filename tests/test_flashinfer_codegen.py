@@ -1,0 +1,275 @@
+"""CPU-only checks that our FlashInfer code generation matches FlashInfer's own generator.
+
+FlashInfer's ``generate_kernels.py`` is loaded from the installed package on its own (with its
+sibling ``cutlass_library.py``), without importing ``flashinfer``, and asked to write the SM90
+instantiation files. Every MoE launcher instantiation in them must be reproduced byte for byte
+by :func:`instantiation` for the KernelConfig it describes.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from pytest_tileconform.flashinfer.codegen import (
+    HARNESS_DIR,
+    KernelConfig,
+    UnsupportedConfig,
+    generate_translation_unit,
+    instantiation,
+    nvcc_command,
+    sm90_fused_moe_flags,
+    tile_k_bytes,
+    tile_k_elements,
+)
+from pytest_tileconform.flashinfer.sources import (
+    ENV_SOURCES,
+    LAUNCHER_INL,
+    FlashInferSources,
+    FlashInferSourcesError,
+    find_cuda_home,
+    find_sources,
+)
+
+CUDA_TYPES = {"__nv_bfloat16": "bf16", "half": "fp16", "float": "fp32", "__nv_fp8_e4m3": "fp8_e4m3"}
+
+INSTANTIATION_RE = re.compile(
+    r"\n#if [^\n]*\n\s*INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM\((?P<args>[^;]*)\);\n#endif"
+)
+
+
+@pytest.fixture(scope="module")
+def sources() -> FlashInferSources:
+    try:
+        return find_sources()
+    except FlashInferSourcesError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def generator(sources: FlashInferSources) -> ModuleType:
+    """flashinfer/jit/gemm/cutlass/generate_kernels.py, loaded as a private package."""
+    script = sources.generate_kernels_py
+    if script is None:
+        pytest.skip("FlashInfer sources come without jit/gemm/cutlass/generate_kernels.py")
+    package = "_tileconform_flashinfer_cutlass_gen"
+    init = importlib.util.spec_from_file_location(
+        package, script.parent / "__init__.py", submodule_search_locations=[str(script.parent)]
+    )
+    assert init is not None and init.loader is not None
+    sys.modules[package] = importlib.util.module_from_spec(init)
+    init.loader.exec_module(sys.modules[package])
+    module = None
+    for name in ("cutlass_library", "generate_kernels"):
+        spec = importlib.util.spec_from_file_location(f"{package}.{name}", script.parent / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    assert module is not None
+    return module
+
+
+@pytest.fixture(scope="module")
+def sm90_generated(generator: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The ``*.generated.cu`` files FlashInfer writes for SM90 that use our launcher."""
+    out = tmp_path_factory.mktemp("flashinfer_generated")
+    generator.generate_gemm_operations(str(out), "90;90-real")
+    texts = [p.read_text() for p in sorted(out.rglob("*.generated.cu"))]
+    return [t for t in texts if f'#include "{LAUNCHER_INL}"' in t]
+
+
+def config_from_macro_args(args: str) -> KernelConfig:
+    (arch, act, weight, out, epi_sched, epi_tag, fusion, m, n, k, cm, cn, ck, mx, dyn, bias, swap) = (
+        a.strip() for a in args.split(",")
+    )
+    assert (epi_sched, epi_tag, mx, dyn, bias) == ("void", "EpilogueOpDefault", "false", "false", "false")
+    return KernelConfig(
+        arch=int(arch.removeprefix("Sm")),
+        act=CUDA_TYPES[act],
+        weight=CUDA_TYPES[weight],
+        out=CUDA_TYPES[out],
+        tile=(int(m), int(n), int(k)),
+        cluster=(int(cm), int(cn), int(ck)),
+        swap_ab=swap == "true",
+        fusion="finalize" if fusion == "FINALIZE" else "none",
+    )
+
+
+def test_every_sm90_instantiation_matches_flashinfer(sm90_generated: list[str]) -> None:
+    assert sm90_generated, "FlashInfer generated no SM90 file including the MoE launcher"
+    configs = []
+    for text in sm90_generated:
+        blocks = list(INSTANTIATION_RE.finditer(text))
+        assert blocks and text.count("INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(") == len(blocks)
+        for block in blocks:
+            config = config_from_macro_args(block.group("args"))
+            assert instantiation(config) == block.group(0)
+            configs.append(config)
+    # The set covers what the tests below rely on.
+    assert {c.act for c in configs} == {"bf16", "fp16", "fp32", "fp8_e4m3"}
+    assert {c.out for c in configs if c.act == "fp8_e4m3"} == {"bf16", "fp16"}
+    assert {c.fusion for c in configs} == {"none", "finalize"}
+    assert {c.swap_ab for c in configs} == {False, True}
+    # FlashInfer's SM90 tiles are all 128 bytes deep (CtaShape...x128B).
+    assert {tile_k_bytes(c) for c in configs} == {128}
+
+
+def test_generator_operation_list_matches_files(generator: ModuleType) -> None:
+    ops = generator.generate_sm90_grouped_gemm_operations(True)
+    names = {getattr(generator.DataType, n): v for n, v in
+             (("bf16", "bf16"), ("f16", "fp16"), ("f32", "fp32"), ("e4m3", "fp8_e4m3"))}
+    fusions = {generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
+               generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize"}
+    for op in ops:
+        config = KernelConfig(
+            arch=op.arch,
+            act=names[op.act_type],
+            weight=names[op.weight_type],
+            out=names[op.output_type],
+            tile=tuple(op.cta_shape),
+            cluster=tuple(op.cga_shape),
+            swap_ab=op.swap_ab,
+            fusion=fusions[op.epi_fusion],
+        )
+        assert instantiation(config) == generator.instantiate_operation(op)
+
+
+@pytest.mark.parametrize(
+    ("act", "k_elements", "k_bytes"),
+    [("bf16", 64, 128), ("fp16", 64, 128), ("fp32", 32, 128), ("fp8_e4m3", 128, 128),
+     ("bf16", 128, 256), ("fp8_e4m3", 64, 64), ("nvfp4", 256, 128)],
+)
+def test_k_conversion(act: str, k_elements: int, k_bytes: int) -> None:
+    config = KernelConfig(90, act, act, "bf16", (128, 128, k_elements), (1, 1, 1), False, "none")
+    assert tile_k_bytes(config) == k_bytes
+    assert tile_k_elements(k_bytes, act) == k_elements
+
+
+def test_macro_k_is_in_elements() -> None:
+    # The macro's CTA_K_ becomes cute::Int<CTA_K_> of the MMA tile: elements, not bytes.
+    config = KernelConfig(90, "fp32", "fp32", "fp32", (128, 64, 32), (2, 1, 1), True, "finalize")
+    assert "128, 64, 32, 2, 1, 1," in instantiation(config)
+
+
+def base(**changes: object) -> KernelConfig:
+    fields: dict[str, object] = dict(
+        arch=90, act="bf16", weight="bf16", out="bf16", tile=(128, 128, 64), cluster=(1, 1, 1),
+        swap_ab=False, fusion="none",
+    )
+    fields.update(changes)
+    return KernelConfig(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"weight": "fp8_e4m3"}, "equal activation and weight"),
+        ({"act": "nvfp4", "weight": "nvfp4"}, "equal activation and weight"),
+        ({"act": "fp8_e4m3", "weight": "fp8_e4m3", "out": "fp32"}, "writes bf16 or fp16"),
+        ({"out": "fp16"}, "writes bf16"),
+        ({"act": "int8"}, "unknown activation dtype"),
+        ({"cluster": (1, 1, 2)}, "depth 1"),
+        ({"tile": (128, 0, 64)}, "positive"),
+        ({"fusion": "activation"}, "fusion"),
+        ({"arch": 80}, "no SM80 path"),
+        ({"arch": 100}, "not implemented"),
+        ({"act": "nvfp4", "weight": "nvfp4", "tile": (128, 128, 3)}, "whole number of bytes"),
+    ],
+)
+def test_unsupported(changes: dict[str, object], reason: str) -> None:
+    with pytest.raises(UnsupportedConfig, match=reason):
+        generate_translation_unit(base(**changes))
+
+
+def test_translation_unit_layout() -> None:
+    config = base(fusion="finalize", swap_ab=True, cluster=(2, 1, 1))
+    tu = generate_translation_unit(config, "9.9.9")
+    probe = tu.index('#include "cudart_probe.h"')
+    launcher = tu.index(f'#include "{LAUNCHER_INL}"')
+    inst = tu.index(instantiation(config))
+    harness = tu.index('#include "harness.cu"')
+    assert probe < launcher < inst < harness
+    assert "#define TILECONFORM_FINALIZE 1" in tu
+    assert "#define TILECONFORM_SWAP_AB 1" in tu
+    assert "EpilogueFusion::FINALIZE, cute::Shape<cute::Int<128>, cute::Int<128>, cute::Int<64>>" in tu
+    assert '"flashinfer_version": "9.9.9"' in tu
+    assert (HARNESS_DIR / "harness.cu").is_file() and (HARNESS_DIR / "cudart_probe.h").is_file()
+
+
+def _list_value(node: ast.expr, names: dict[str, list[str]]) -> list[str]:
+    """Evaluate a flag list expression of FlashInfer's build code (CUDA >= 12.8 assumed)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _list_value(node.left, names) + _list_value(node.right, names)
+    if isinstance(node, ast.Name):
+        return names[node.id]
+    assert isinstance(node, ast.List), ast.dump(node)
+    values = []
+    for element in node.elts:
+        if isinstance(element, ast.IfExp):
+            element = element.body
+        value = ast.literal_eval(element)
+        if value:
+            values.append(value)
+    return values
+
+
+def test_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:
+    package = sources.root.parent
+    names: dict[str, list[str]] = {}
+    for statement in ast.parse((package / "jit" / "core.py").read_text()).body:
+        if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name):
+            target = statement.targets[0].id
+            if target in ("common_nvcc_flags", "sm90a_nvcc_flags"):
+                names[target] = _list_value(statement.value, names)
+    fused_moe = ast.parse((package / "jit" / "fused_moe.py").read_text())
+    function = next(
+        node for node in ast.walk(fused_moe)
+        if isinstance(node, ast.FunctionDef) and node.name == "gen_cutlass_fused_moe_sm90_module"
+    )
+    assignment = next(
+        node for node in ast.walk(function)
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "nvcc_flags"
+    )
+    assert sm90_fused_moe_flags((13, 0)) == _list_value(assignment.value, names)
+
+
+def test_nvcc_command(sources: FlashInferSources, tmp_path: Path) -> None:
+    try:
+        cuda_home = find_cuda_home()
+    except FlashInferSourcesError as exc:
+        pytest.skip(str(exc))
+    src, exe = tmp_path / "tu.cu", tmp_path / "harness"
+    cmd = nvcc_command(base(), sources, src, exe, cuda_home)
+    assert cmd[0] == str(cuda_home / "bin" / "nvcc")
+    assert "-gencode=arch=compute_90a,code=sm_90a" in cmd
+    assert "-DCOMPILE_HOPPER_TMA_GROUPED_GEMMS" in cmd and "-DNDEBUG" in cmd
+    assert f"-I{HARNESS_DIR}" in cmd and f"-I{sources.nv_internal}" in cmd
+    assert "--cudart=static" in cmd
+    assert cmd[-2:] == ["-o", str(exe)] and str(src) in cmd
+    assert all(str(p) in cmd for p in sources.common_sources)
+
+
+def test_sources_override(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sources: FlashInferSources
+) -> None:
+    for name in ("csrc", "cutlass", "cccl", "include", "spdlog"):
+        (tmp_path / name).symlink_to(sources.root / name)
+    (tmp_path / "VERSION").write_text("1.2.3\n")
+    monkeypatch.setenv(ENV_SOURCES, str(tmp_path))
+    found = find_sources()
+    assert (found.root, found.version) == (tmp_path.resolve(), "1.2.3")
+    assert found.generate_kernels_py is None
+    # The argument wins over the environment.
+    assert find_sources(sources.root).root == sources.root
+    with pytest.raises(FlashInferSourcesError, match="incomplete"):
+        find_sources(tmp_path / "csrc")
+    monkeypatch.setenv(ENV_SOURCES, str(tmp_path / "missing"))
+    with pytest.raises(FlashInferSourcesError, match="does not exist"):
+        find_sources()
