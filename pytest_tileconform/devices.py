@@ -25,8 +25,19 @@ def visible_gpus(environ: dict[str, str] | None = None, proc: Path = NVIDIA_PROC
     try:
         count = sum(1 for _ in proc.iterdir())
     except OSError:
-        return []
+        count = _nvidia_smi_count()
     return [str(i) for i in range(count)]
+
+
+def _nvidia_smi_count() -> int:
+    """GPUs listed by ``nvidia-smi -L`` (for hosts without the driver's /proc entries)."""
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 def gpu_for_worker(worker_id: str, gpus: list[str]) -> str | None:

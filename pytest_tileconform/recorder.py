@@ -3,6 +3,7 @@ end of the session writes matrix updates and the results file once, then prints 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,16 @@ class Recorder:
         self.update = update
         self.report_path = report_path
         self.changes: dict[Path, dict[str, Change]] = {}
+        self.started = time.monotonic()
         self.update_errors: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.skipped or report.failed):
             return
         verdict = dict(report.user_properties).get(VERDICT_PROPERTY)
-        self.session.observe(report, verdict if isinstance(verdict, str) else None)
+        self.session.observe(
+            report, verdict if isinstance(verdict, str) else None, time.monotonic() - self.started
+        )
 
     def _collect_changes(self) -> None:
         for obs in self.session.observations:

@@ -67,6 +67,8 @@ def results_document(
             "expected": case.expected if case else None,
             "case": case.describe() if case else None,
             "verdict": obs.verdict.to_json() if obs.verdict else None,
+            "duration_s": round(obs.duration, 3),
+            "finished_at_s": round(obs.at, 3),
         }
         if obs.skip_reason:
             entry["skip_reason"] = obs.skip_reason

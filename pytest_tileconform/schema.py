@@ -110,7 +110,7 @@ class Problem(Strict):
 
     name: str | None = None
     experts: int | None = Field(default=None, gt=0)
-    rows: tuple[Annotated[int, Field(ge=0)], ...] = Field(min_length=1)
+    rows: tuple[Annotated[int, Field(ge=0)], ...]
     n: int = Field(gt=0)
     k: int = Field(gt=0)
 
@@ -127,6 +127,8 @@ class Problem(Strict):
 
     @model_validator(mode="after")
     def _experts_agree(self) -> Problem:
+        if not self.rows:
+            raise ValueError("rows is empty")
         if self.experts is not None and self.experts != len(self.rows):
             raise ValueError(f"experts={self.experts} but rows lists {len(self.rows)} experts")
         return self

@@ -24,6 +24,8 @@ class Observation:
     outcome: str  # pytest's: passed, failed, skipped, xfailed
     verdict: Verdict | None
     skip_reason: str = ""
+    duration: float = 0.0  # seconds the case's call phase took
+    at: float = 0.0  # seconds from the start of the session to this report
 
 
 @dataclass
@@ -95,7 +97,7 @@ class TileSession:
     def observations(self) -> list[Observation]:
         return list(self._observations.values())
 
-    def observe(self, report: pytest.TestReport, verdict_json: str | None) -> None:
+    def observe(self, report: pytest.TestReport, verdict_json: str | None, at: float = 0.0) -> None:
         """Record a case's report; a later setup/teardown failure marks the case as an error."""
         known = self._observations.get(report.nodeid)
         if known is not None:
@@ -113,7 +115,7 @@ class TileSession:
         if report.skipped and isinstance(report.longrepr, tuple):
             skip_reason = str(report.longrepr[2]).removeprefix("Skipped: ")
         self._observations[report.nodeid] = Observation(
-            case_id, self._matrix_for(path_str), outcome, verdict, skip_reason
+            case_id, self._matrix_for(path_str), outcome, verdict, skip_reason, report.duration, at
         )
 
     def _matrix_for(self, nodeid_path: str) -> Path:

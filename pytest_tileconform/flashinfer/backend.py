@@ -192,7 +192,9 @@ class FlashInferBackend:
         # different places lets each claim its own part first
         start = self.settings.worker_index * len(ordered) // max(1, self.settings.worker_count)
         ordered = ordered[start:] + ordered[:start]
-        jobs = self.settings.jobs or parallel_jobs(ordered, share=self.settings.worker_count)
+        share = max(1, self.settings.worker_count)
+        # --tile-build-jobs is the total for the host, shared by the xdist workers
+        jobs = -(-self.settings.jobs // share) if self.settings.jobs else parallel_jobs(ordered, share=share)
         built = self.cache.build(ordered, jobs)
         for case, spec in specs.items():
             self._builds[case] = built[spec.key]
