@@ -6,11 +6,16 @@
 # .carry/flashinfer-data.tar.xz (FlashInfer's kernel sources: data/{csrc/nv_internal,
 # cutlass, cccl, spdlog, include} and a VERSION file).
 #
-#   scripts/gpu-record.sh MATRIX KEYWORD NAME     (writes into $OUT, default ./gpu-out)
+#   scripts/gpu-record.sh MATRIX KEYWORD NAME
+#
+# Everything goes to $OUT/NAME.tgz (default ./gpu-out), re-packed after every step so a run
+# cut short still brings back what it did.
 set -uo pipefail
 matrix=$1 keyword=$2 name=$3
 out=${OUT:-$PWD/gpu-out}
-mkdir -p "$out"
+work=/tmp/gpu-work/$name
+mkdir -p "$out" "$work"
+pack() { tar -czf "$out/$name.tgz" -C "$work" .; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -18,26 +23,26 @@ if [ ! -d /tmp/fi/data ]; then mkdir -p /tmp/fi && tar -xJf .carry/flashinfer-da
 export TILECONFORM_FLASHINFER_SOURCES=/tmp/fi/data TILECONFORM_CACHE_DIR=/tmp/tccache
 pytest=(python3 -m pytest -p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin
         -p no:cacheprovider -q --tile-matrix "$matrix" -k "$keyword")
-nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader > "$out/$name-device.txt"
-nvcc --version | tail -1 >> "$out/$name-device.txt"
+nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader > "$work/$name-device.txt"
+nvcc --version | tail -1 >> "$work/$name-device.txt"
 
 start=$(date +%s)
 "${pytest[@]}" -n 4 --tile-device hardware --tile-build-jobs 16 --tile-update \
-  --tile-report "$out/$name-hardware.json" > "$out/$name-hardware.log" 2>&1
-echo "hardware cold: exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/$name-times.txt"
-cp "$matrix" "$out/$(basename "$matrix")"
+  --tile-report "$work/$name-hardware.json" > "$work/$name-hardware.log" 2>&1
+echo "hardware cold: exit $? in $(( $(date +%s) - start )) s" | tee -a "$work/$name-times.txt"; pack
+cp "$matrix" "$work/$(basename "$matrix")"; pack
 
 start=$(date +%s)
-"${pytest[@]}" -n 8 --tile-device virtual --tile-report "$out/$name-virtual.json" \
-  > "$out/$name-virtual.log" 2>&1
-echo "virtual (warm builds): exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/$name-times.txt"
+"${pytest[@]}" -n 8 --tile-device virtual --tile-report "$work/$name-virtual.json" \
+  > "$work/$name-virtual.log" 2>&1
+echo "virtual (warm builds): exit $? in $(( $(date +%s) - start )) s" | tee -a "$work/$name-times.txt"; pack
 
 start=$(date +%s)
-"${pytest[@]}" -n 4 --tile-device hardware --tile-report "$out/$name-hardware-warm.json" \
-  > "$out/$name-hardware-warm.log" 2>&1
-echo "hardware warm: exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/$name-times.txt"
+"${pytest[@]}" -n 4 --tile-device hardware --tile-report "$work/$name-hardware-warm.json" \
+  > "$work/$name-hardware-warm.log" 2>&1
+echo "hardware warm: exit $? in $(( $(date +%s) - start )) s" | tee -a "$work/$name-times.txt"; pack
 
-python3 -m pytest_tileconform.fidelity "$out/$name-hardware.json" "$out/$name-virtual.json" \
-  > "$out/$name-fidelity.txt" 2>&1
-tail -1 "$out/$name-fidelity.txt"
-tail -3 "$out/$name-hardware.log"
+python3 -m pytest_tileconform.fidelity "$work/$name-hardware.json" "$work/$name-virtual.json" \
+  > "$work/$name-fidelity.txt" 2>&1
+pack; tail -1 "$work/$name-fidelity.txt"
+tail -3 "$work/$name-hardware.log"
