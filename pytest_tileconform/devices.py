@@ -52,6 +52,8 @@ def gpu_for_worker(worker_id: str, gpus: list[str]) -> str | None:
 class Gpu:
     """The GPU this process would use, as the driver describes it."""
 
+    index: str  # nvidia-smi's index, the id CUDA_VISIBLE_DEVICES pins a worker to
+    uuid: str
     name: str
     sm: int  # compute capability as a number: 9.0 -> 90, 12.0 -> 120
     driver: str
@@ -75,7 +77,7 @@ def current_gpu() -> Gpu | None:
                 "nvidia-smi",
                 "-i",
                 gpus[0],
-                "--query-gpu=name,compute_cap,driver_version",
+                "--query-gpu=index,uuid,name,compute_cap,driver_version",
                 "--format=csv,noheader",
             ],
             capture_output=True,
@@ -85,6 +87,6 @@ def current_gpu() -> Gpu | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    name, cc, driver = (field.strip() for field in out.splitlines()[0].split(","))
+    index, uuid, name, cc, driver = (field.strip() for field in out.splitlines()[0].split(","))
     major, minor = cc.split(".")
-    return Gpu(name, int(major) * 10 + int(minor), driver)
+    return Gpu(index, uuid, name, int(major) * 10 + int(minor), driver)

@@ -83,6 +83,7 @@ class TileCase(pytest.Item):
                 ),
                 ("smem_limit", "" if verdict.smem_limit is None else str(verdict.smem_limit)),
                 ("source", verdict.source),
+                ("gpu", str(verdict.extra.get("gpu", ""))),
                 (VERDICT_PROPERTY, json.dumps(verdict.to_json())),
             ]
         )

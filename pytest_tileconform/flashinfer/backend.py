@@ -269,7 +269,7 @@ class FlashInferBackend:
                 with (run_dir / "problem.txt").open("a") as handle:
                     handle.write("inject_fault trap\n")
             report, failure = self._execute(build.artifact, run_dir)
-            extra: dict[str, Any] = {**base}
+            extra: dict[str, Any] = {**base, "gpu": f"{gpu.index} ({gpu.uuid})"}
             extra.update({k: report[k] for k in ("kernel_ms", "device", "cuda_error") if k in report})
             common: dict[str, Any] = {
                 "judged_through": Stage.NUMERICS,
