@@ -118,9 +118,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         tile_session.will_run([item.case for item in session.items if isinstance(item, TileCase)])
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` with a tile matrix: one worker per visible GPU."""
+    """``-n auto`` with a tile matrix: one worker per visible GPU.
+
+    tryfirst: xdist's own implementation (CPU count) is a plain hookimpl, so without it the
+    answer depends on which plugin was registered last (seen on an H200x2 host with ``-p``).
+    """
     if not _matrix_paths(config):
         return None
     return len(visible_gpus()) or None

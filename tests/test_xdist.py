@@ -73,3 +73,25 @@ def test_auto_workers_one_per_gpu_and_pinned(tc: TileRun, monkeypatch: pytest.Mo
     cases = json.loads((tc.path / "r.json").read_text())["cases"]
     pinned = {(c["verdict"]["extra"]["worker"], c["verdict"]["extra"]["cuda_visible_devices"]) for c in cases}
     assert pinned == {("gw0", "3"), ("gw1", "5")}
+
+
+def test_auto_workers_follow_gpus_whatever_the_plugin_order(
+    tc: TileRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU runner without the package installed, ``-p`` registers the plugin before xdist's
+    entry point; xdist's CPU-count answer must still not win (seen on an H200x2 host)."""
+    tc.matrix(
+        """\
+        version: 1
+        backend: fake
+        suites:
+          - {arch: sm90, dtype: bf16, tile: [64x64x64], problems: {experts: 1, rows: 8, n: 64, k: 64}}
+        """
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "7")  # what xdist alone would answer
+    result = tc.run_subprocess(
+        "-p", "pytest_tileconform.plugin", "-p", "xdist.plugin", "-p", "xdist.looponfail", "-n", "auto"
+    )
+    result.stdout.fnmatch_lines(["created: 3/3 workers"])
