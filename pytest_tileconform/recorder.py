@@ -11,7 +11,7 @@ import pytest
 
 from .items import VERDICT_PROPERTY
 from .matrix import MatrixInvalid
-from .report import grid_lines, results_document, write_results
+from .report import grid_lines, results_document, source_lines, write_results
 from .session import TileSession
 from .update import Change, expectation_change, update_matrix
 
@@ -56,10 +56,11 @@ class Recorder:
             write_results(self.report_path, document)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        lines = grid_lines(self.session, self.session.observations)
+        observations = self.session.observations
+        lines = grid_lines(self.session, observations)
         if lines:
             terminalreporter.section("tileconform verdicts (tiles: CTA MxNxK, K in elements)")
-            for line in lines:
+            for line in [*lines, *source_lines(observations)]:
                 terminalreporter.write_line(line)
         if self.update:
             terminalreporter.section("tileconform --tile-update")

@@ -54,6 +54,24 @@ def grid_lines(session: TileSession, observations: Sequence[Observation]) -> lis
     return [fmt.format(*header), *(fmt.format(*row) for row in table), "", LEGEND]
 
 
+def source_lines(observations: Sequence[Observation]) -> list[str]:
+    """Where the verdicts came from, and what each source could not judge."""
+    judged: Counter[tuple[str, str]] = Counter()
+    skipped = 0
+    for obs in observations:
+        if obs.verdict is not None:
+            judged[obs.verdict.source, obs.verdict.judged_through.value] += 1
+        elif obs.outcome == "skipped":
+            skipped += 1
+    lines = []
+    for (source, through), count in sorted(judged.items()):
+        limit = "" if through == "numerics" else f"; stages after {through} were NOT judged"
+        lines.append(f"{count} case(s) judged by {source}, through {through}{limit}")
+    if skipped:
+        lines.append(f"{skipped} case(s) skipped without a verdict (-rs shows why)")
+    return lines
+
+
 def results_document(
     session: TileSession, observations: Sequence[Observation], *, fingerprint: dict[str, Any]
 ) -> dict[str, Any]:

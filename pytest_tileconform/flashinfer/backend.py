@@ -23,7 +23,7 @@ from ..cases import Case
 from ..devices import Gpu, current_gpu
 from ..verdict import NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime
-from ..virtual.profiles import ArchProfile, builtin
+from ..virtual.profiles import BUILTIN, ArchProfile, builtin
 from ..virtual.run import run_virtual, verdict_of
 from .codegen import KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
 from .sources import FlashInferSources, find_cuda_home, find_sources
@@ -145,21 +145,28 @@ class FlashInferBackend:
         except KeyError:
             raise NotJudgeable(f"no virtual profile for {arch or case.arch}") from None
 
-    def _judgeable(self, case: Case) -> None:
-        """Raise NotJudgeable unless this case can be judged here with the chosen device."""
-        if self.settings.device == "compile":
-            return
-        if self.settings.device.startswith("virtual"):
+    def _mode(self, case: Case) -> str:
+        """How this case is judged here: ``hardware``, ``virtual`` or ``compile``.
+
+        ``auto`` takes the GPU when it is the case's arch, else the case's virtual profile;
+        a case neither can judge raises NotJudgeable (it is skipped, saying what was found).
+        """
+        device = self.settings.device
+        if device == "compile":
+            return "compile"
+        if device.startswith("virtual"):
             self._profile(case)
-            return
+            return "virtual"
         gpu = self.gpu
-        if gpu is None:
-            raise NotJudgeable(
-                f"{case.arch} is not present (found no GPU); --tile-device virtual judges it "
-                "on a virtual device, --tile-device compile only compiles it"
-            )
-        if gpu.sm != case.sm:
-            raise NotJudgeable(f"{case.arch} is not present (found {gpu.arch}: {gpu.describe()})")
+        if gpu is not None and gpu.sm == case.sm:
+            return "hardware"
+        found = f"found {gpu.arch}: {gpu.describe()}" if gpu else "found no GPU"
+        if device == "auto" and case.arch in BUILTIN:
+            return "virtual"
+        raise NotJudgeable(
+            f"{case.arch} is not present ({found}); --tile-device virtual judges it on a "
+            "virtual device, --tile-device compile only compiles it"
+        )
 
     # -- building ----------------------------------------------------------------------
     def _spec(self, case: Case) -> BuildSpec:
@@ -179,7 +186,7 @@ class FlashInferBackend:
         specs: dict[Case, BuildSpec] = {}
         for case in cases:
             try:
-                self._judgeable(case)
+                self._mode(case)
                 specs[case] = self._spec(case)
             except NotJudgeable:
                 continue
@@ -220,7 +227,7 @@ class FlashInferBackend:
 
     # -- judging -----------------------------------------------------------------------
     def judge(self, case: Case) -> Verdict:
-        self._judgeable(case)
+        mode = self._mode(case)
         build = self._build(case)
         if isinstance(build, Verdict):
             return build
@@ -234,9 +241,9 @@ class FlashInferBackend:
                 detail=build.first_error,
                 extra=base,
             )
-        if self.settings.device == "compile":
+        if mode == "compile":
             return Verdict(None, Stage.COMPILE, source="compile only", extra=base)
-        if self.settings.device.startswith("virtual"):
+        if mode == "virtual":
             return self._run_virtual(case, build, base)
         return self._run(case, build, base)
 
@@ -259,7 +266,7 @@ class FlashInferBackend:
         from .tolerance import compare, policy_for
 
         gpu = self.gpu
-        assert gpu is not None  # _judgeable made sure
+        assert gpu is not None  # _mode made sure
         source = f"hardware ({gpu.describe()})"
         run_dir = Path(tempfile.mkdtemp(prefix="tileconform-run-"))
         try:
