@@ -77,7 +77,15 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
     )
     worker = workerinput["workerid"] if workerinput else ""
 
+    capture = config.pluginmanager.getplugin("capturemanager")
+
     def progress(message: str) -> None:
-        print(f"\ntileconform{'[' + worker + ']' if worker else ''}: {message}", file=sys.stderr, flush=True)
+        """Compile progress goes to the terminal live, past pytest's output capture."""
+        line = f"\ntileconform{'[' + worker + ']' if worker else ''}: {message}"
+        if capture is None:
+            print(line, file=sys.stderr, flush=True)
+            return
+        with capture.global_and_fixture_disabled():
+            print(line, file=sys.stderr, flush=True)
 
     return [FlashInferBackend(settings, progress)]
