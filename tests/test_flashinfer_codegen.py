@@ -19,12 +19,17 @@ import pytest
 
 from pytest_tileconform.flashinfer.codegen import (
     HARNESS_DIR,
+    SM120_INPUTS,
+    SM120_MIXED_TILES,
+    SM120_TILES,
     KernelConfig,
     UnsupportedConfig,
     generate_translation_unit,
     instantiation,
     nvcc_command,
     sm90_fused_moe_flags,
+    sm120_fused_moe_flags,
+    sm120_gencode,
     tile_k_bytes,
     tile_k_elements,
 )
@@ -180,6 +185,10 @@ def base(**changes: object) -> KernelConfig:
         ({"fusion": "activation"}, "fusion"),
         ({"arch": 80}, "no SM80 path"),
         ({"arch": 100}, "not implemented"),
+        ({"arch": 120}, "takes nvfp4 x nvfp4, mxfp8 x mxfp4"),
+        ({"arch": 121, "act": "fp8_e4m3", "weight": "mxfp4"}, "takes nvfp4 x nvfp4"),
+        ({"arch": 120, "act": "nvfp4", "weight": "nvfp4", "out": "fp32"}, "writes bf16 or fp16"),
+        ({"arch": 120, "act": "nvfp4", "weight": "nvfp4", "cluster": (2, 1, 1)}, "1x1x1 only"),
         ({"act": "nvfp4", "weight": "nvfp4", "tile": (128, 128, 3)}, "whole number of bytes"),
     ],
 )
@@ -254,6 +263,130 @@ def test_nvcc_command(sources: FlashInferSources, tmp_path: Path) -> None:
     assert "--cudart=static" in cmd
     assert cmd[-2:] == ["-o", str(exe)] and str(src) in cmd
     assert all(str(p) in cmd for p in sources.common_sources)
+
+
+# ------------------------------------------------------------------------------------------
+# SM120 / SM121 (FlashInfer's gen_cutlass_fused_moe_sm120_module)
+
+
+@pytest.fixture(scope="module")
+def sm120_generated(generator: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The ``*.generated.cu`` files FlashInfer writes for its SM120 module that use our launcher."""
+    out = tmp_path_factory.mktemp("flashinfer_generated_sm120")
+    generator.generate_gemm_operations(str(out), "120;120-real")
+    texts = [p.read_text() for p in sorted(out.rglob("*.generated.cu"))]
+    return [t for t in texts if f'#include "{LAUNCHER_INL}"' in t]
+
+
+def sm120_config_from_macro_args(args: str, arch: int = 120) -> KernelConfig:
+    (tag, act, weight, out, epi_sched, epi_tag, fusion, m, n, k, cm, cn, ck, mx, dyn, bias, swap) = (
+        a.strip() for a in args.split(",")
+    )
+    assert (tag, epi_sched, epi_tag, dyn, bias) == ("Sm120", "void", "EpilogueOpDefault", "false", "false")
+    inputs = {("SafeFP4", "SafeFP4", "false"): ("nvfp4", "nvfp4"),
+              ("__nv_fp8_e4m3", "SafeFP4", "true"): ("mxfp8", "mxfp4")}[(act, weight, mx)]
+    return KernelConfig(
+        arch=arch,
+        act=inputs[0],
+        weight=inputs[1],
+        out=CUDA_TYPES[out],
+        tile=(int(m), int(n), int(k)),
+        cluster=(int(cm), int(cn), int(ck)),
+        swap_ab=swap == "true",
+        fusion="finalize" if fusion == "FINALIZE" else "none",
+    )
+
+
+def test_every_sm120_instantiation_matches_flashinfer(sm120_generated: list[str]) -> None:
+    assert sm120_generated, "FlashInfer generated no SM120 file including the MoE launcher"
+    configs = []
+    for text in sm120_generated:
+        blocks = list(INSTANTIATION_RE.finditer(text))
+        assert blocks and text.count("INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(") == len(blocks)
+        for block in blocks:
+            config = sm120_config_from_macro_args(block.group("args"))
+            assert instantiation(config) == block.group(0)
+            # SM121 devices run the same Sm120 instantiation (compiled for sm_121a)
+            assert instantiation(KernelConfig(**{**config.__dict__, "arch": 121})) == block.group(0)
+            configs.append(config)
+    # Exactly the sets codegen documents (and matrices/sm120.yaml covers).
+    assert {(c.act, c.weight) for c in configs} == set(SM120_INPUTS)
+    assert {c.out for c in configs} == {"bf16", "fp16"}
+    assert {c.fusion for c in configs} == {"none", "finalize"}
+    assert {c.swap_ab for c in configs} == {False, True}
+    assert {c.cluster for c in configs} == {(1, 1, 1)}
+    assert {c.tile for c in configs if c.act == "nvfp4"} == set(SM120_TILES)
+    assert {c.tile for c in configs if c.act == "mxfp8"} == set(SM120_MIXED_TILES)
+    assert len(configs) == len(set(configs)) == (8 + 3) * 2 * 2 * 2
+    # K in elements of the activation: fp4 128 elements are 64 bytes (CtaShape...x64B).
+    assert {tile_k_bytes(c) for c in configs if c.act == "nvfp4"} == {64, 128}
+    assert {tile_k_bytes(c) for c in configs if c.act == "mxfp8"} == {128}
+
+
+def test_sm120_generator_operation_list_matches(generator: ModuleType) -> None:
+    ops = generator.generate_sm120_grouped_gemm_operations(True)
+    e2m1, dt = generator.e2m1, generator.DataType
+    outs = {dt.bf16: "bf16", dt.f16: "fp16"}
+    fusions = {generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
+               generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize"}
+    assert ops
+    for op in ops:
+        act, weight = ("nvfp4", "nvfp4") if op.act_type == e2m1 else ("mxfp8", "mxfp4")
+        assert (op.act_type == e2m1) or (op.act_type == dt.e4m3 and op.weight_type == e2m1 and op.is_mx_fpx)
+        config = KernelConfig(
+            arch=op.arch, act=act, weight=weight, out=outs[op.output_type], tile=tuple(op.cta_shape),
+            cluster=tuple(op.cga_shape), swap_ab=op.swap_ab, fusion=fusions[op.epi_fusion],
+        )
+        assert instantiation(config) == generator.instantiate_operation(op)
+
+
+def test_sm121_translation_unit() -> None:
+    config = KernelConfig(121, "nvfp4", "nvfp4", "fp16", (128, 256, 128), (1, 1, 1), True, "finalize")
+    tu = generate_translation_unit(config)
+    assert "INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm120, SafeFP4, SafeFP4, half," in tu
+    assert "cutlass::arch::Sm120, tensorrt_llm::kernels::cutlass_kernels_oss::SafeFP4," in tu
+    assert "#define TILECONFORM_ARCH 121" in tu  # the harness wants an sm_121 device
+    assert "#define TILECONFORM_BLOCK_SCALE 1" in tu
+    mixed = KernelConfig(120, "mxfp8", "mxfp4", "bf16", (128, 64, 128), (1, 1, 1), False, "none")
+    assert "#define TILECONFORM_BLOCK_SCALE 2" in generate_translation_unit(mixed)
+
+
+def test_sm120_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:
+    package = sources.root.parent
+    fused_moe = ast.parse((package / "jit" / "fused_moe.py").read_text())
+    function = next(
+        node for node in ast.walk(fused_moe)
+        if isinstance(node, ast.FunctionDef) and node.name == "gen_cutlass_fused_moe_sm120_module"
+    )
+    assignment = next(
+        node for node in ast.walk(function)
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "nvcc_flags"
+    )
+    module_flags = _list_value(assignment.value, {})
+    flags = sm120_fused_moe_flags(120, (13, 0))
+    assert flags[: len(module_flags)] == module_flags
+    # then current_compilation_context.get_nvcc_flags_list([12]) for one sm_120 device
+    assert flags[len(module_flags):] == [
+        "-gencode=arch=compute_120f,code=sm_120f",
+        "-DFLASHINFER_ENABLE_FP8_E8M0",
+        "-DFLASHINFER_ENABLE_FP4_E2M1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arch", "cuda", "gencode"),
+    [(120, (13, 0), "120f"), (120, (12, 9), "120f"), (120, (12, 8), "120a"), (121, (13, 0), "121a")],
+)
+def test_sm120_gencode(arch: int, cuda: tuple[int, int], gencode: str) -> None:
+    # CompilationContext._normalize_cuda_arch (flashinfer/compilation_context.py)
+    assert sm120_gencode(arch, cuda) == f"-gencode=arch=compute_{gencode},code=sm_{gencode}"
+
+
+def test_sm120_gencode_needs_cuda_12_8() -> None:
+    with pytest.raises(UnsupportedConfig, match=r"12\.8"):
+        sm120_gencode(120, (12, 6))
+    with pytest.raises(UnsupportedConfig, match=r"12\.9"):
+        sm120_gencode(121, (12, 8))
 
 
 def test_sources_override(

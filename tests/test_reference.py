@@ -14,6 +14,7 @@ from pytest_tileconform.flashinfer.reference import (
     SIMULATED_TOP_K,
     GroupedInputs,
     OutputFileError,
+    act_sf_offset,
     decode_ue8m0,
     dequantize_mxfp4,
     dequantize_mxfp8,
@@ -24,7 +25,9 @@ from pytest_tileconform.flashinfer.reference import (
     reference_output,
     reference_rows,
     simulate_routing,
+    swizzle_block_scales,
     unpack_e2m1,
+    weight_sf_offset,
     write_inputs,
 )
 from pytest_tileconform.flashinfer.tolerance import Tolerance, compare, policy_for
@@ -319,11 +322,65 @@ def test_routing_has_collisions() -> None:
     assert inputs.out_rows == 128 + 8
 
 
-def test_make_inputs_rejects_block_scaled_and_mixed() -> None:
-    with pytest.raises(NotImplementedError, match="nvfp4"):
-        make_inputs(make_case("nvfp4", out="bf16"), 0)
+def test_make_inputs_rejects_unsupported_block_scaled_and_mixed() -> None:
+    with pytest.raises(NotImplementedError, match="mxfp4"):
+        make_inputs(make_case("mxfp4", out="bf16"), 0)
     with pytest.raises(NotImplementedError, match="mixed"):
         make_inputs(make_case("fp8_e4m3", weight="mxfp4", out="bf16"), 0)
+    with pytest.raises(ValueError, match="scale block 16"):
+        make_inputs(make_case("nvfp4", out="bf16", k=40), 0)
+
+
+# ------------------------------------------------------------------------------------------
+# Block-scaled inputs (SM120 NVFP4 and MXFP8 x MXFP4)
+
+
+def test_swizzle_block_scales_layout() -> None:
+    # 130 rows x 5 scales: padded to 256 x 8, two row tiles of two 512-byte atoms each
+    linear = torch.arange(130 * 5, dtype=torch.int64).remainder(251).add(1).to(torch.uint8).reshape(130, 5)
+    flat = swizzle_block_scales(linear)
+    assert flat.numel() == 256 * 8
+    for m, j in [(0, 0), (1, 0), (31, 3), (32, 0), (100, 2), (127, 3), (128, 4), (129, 1)]:
+        index = ((m // 128) * 2 + j // 4) * 512 + (m % 32) * 16 + ((m // 32) % 4) * 4 + j % 4
+        assert int(flat[index]) == int(linear[m, j]), (m, j)
+    assert int(flat.count_nonzero()) == 130 * 5  # the padding is zero
+
+
+@pytest.mark.parametrize(("act", "weight", "block"), [("nvfp4", "nvfp4", 16), ("mxfp8", "mxfp4", 32)])
+def test_block_scaled_inputs_and_reference(act: str, weight: str, block: int) -> None:
+    case = make_case(act, weight=weight, out="bf16", rows=[3, 0, 5], n=16, k=64)
+    inputs = make_inputs(case, 0)
+    assert inputs.a_sf is not None and inputs.b_sf is not None
+    assert inputs.a_sf.shape == (8, 64 // block) and inputs.b_sf.shape == (3, 16, 64 // block)
+    assert inputs.b.dtype == torch.uint8 and inputs.b.shape == (3, 16, 32)  # packed e2m1
+    assert (inputs.alpha is not None) == (act == "nvfp4")
+    # The reference is A_deq @ B_deq^T with the linear scales applied per block of K.
+    if act == "nvfp4":
+        a = dequantize_nvfp4(inputs.a, inputs.a_sf, 1.0)
+        b2 = dequantize_nvfp4(inputs.b[2], inputs.b_sf[2], 1.0)
+    else:
+        a = dequantize_mxfp8(inputs.a, inputs.a_sf)
+        b2 = dequantize_mxfp4(inputs.b[2], inputs.b_sf[2])
+    expected = a[3:] @ b2.T * (1.0 if inputs.alpha is None else float(inputs.alpha[2]))
+    assert torch.equal(reference_rows(inputs)[3:], expected)
+
+
+def test_write_inputs_nvfp4_scale_files(tmp_path: Path) -> None:
+    inputs = make_inputs(make_case("nvfp4", out="bf16", rows=[3, 0, 200], n=16, k=64, fusion="finalize"), 0)
+    write_inputs(inputs, tmp_path)
+    assert inputs.a_sf is not None and inputs.b_sf is not None
+    a_sf = (tmp_path / "a_sf.bin").read_bytes()
+    b_sf = (tmp_path / "b_sf.bin").read_bytes()
+    # getOffsetActivationSF(E=3, 203 rows, K=64): pad(203 + 3 * 127, 128) rows x 4 scales
+    assert len(a_sf) == act_sf_offset(3, 203, 64, 16) == 640 * 4
+    assert len(b_sf) == weight_sf_offset(3, 16, 64, 16) == 3 * 128 * 4
+    # expert 2 (rows 3..202) starts at pad(3 + 2 * 127, 128) = 384 rows; its row 130, scale 1
+    start = act_sf_offset(2, 3, 64, 16)
+    assert start == 384 * 4
+    assert a_sf[start + 512 + (130 % 32) * 16 + ((130 // 32) % 4) * 4 + 1] == int(inputs.a_sf[3 + 130, 1])
+    assert a_sf[(1 % 32) * 16 + 2] == int(inputs.a_sf[1, 2])  # expert 0 at offset 0
+    assert b_sf[weight_sf_offset(1, 16, 64, 16) + 5 * 16 + 3] == int(inputs.b_sf[1, 5, 3])
+    assert (tmp_path / "a.bin").stat().st_size == 203 * 32 and (tmp_path / "alpha.bin").is_file()
 
 
 # ------------------------------------------------------------------------------------------

@@ -21,6 +21,20 @@ E float32: per-expert scale; without it alpha is 1), and for finalize ``router_s
 (sum(rows) float32, one per permuted row) and ``dest_row.bin`` (sum(rows) int32, the output row
 each permuted row is added to; values in [0, T)).
 
+Block-scaled instantiations (SM120: NVFP4 x NVFP4, MXFP8 x MXFP4; ``TILECONFORM_BLOCK_SCALE``)
+store fp4 operands as packed e2m1, two per byte (element 2i in the low nibble), and need two
+more files: ``a_sf.bin`` and ``b_sf.bin``, the activation and weight scale factors (uint8: e4m3
+per 16 elements for NVFP4, ue8m0 per 32 for MX) exactly as TensorRT-LLM's flat SF buffers hold
+them: each expert's scales in CUTLASS's ``Sm1xxBlockScaledConfig`` layout (128-row x 4-scale
+atoms of 512 bytes, K atoms first), expert e's activation scales at
+``getOffsetActivationSF(e, rows before e, K)`` (a 128-row boundary), its weight scales at
+``getOffsetWeightSF(e, N, K)``; sizes ``getOffsetActivationSF(E, sum(rows), K)`` and
+``getOffsetWeightSF(E, N, K)`` bytes, padding zero. K must be a multiple of the block size.
+The harness then fills ``fpX_block_scaling_factors_{act,weight}`` (per-expert pointers at those
+offsets) and ``fpX_block_scaling_factors_stride_{act,weight}`` (per-expert ``LayoutSF`` from
+``tile_atom_to_shape_SFA/SFB``, swapped with swap_ab) as ``setupFP4BlockScalingFactors`` does.
+For NVFP4, alpha.bin carries the per-expert product of the two global (decode) scales.
+
 Outputs: ``d.bin`` and ``verdict.json``. Without fusion D is sum(rows) x N with
 ``D[r] = alpha_e * A[r] @ B_e^T``; rows the kernel does not write stay NaN (D is pre-filled with
 0xFF bytes). With finalize D is T x N, zero-initialised, and
@@ -205,6 +219,45 @@ def _check_sm90(config: KernelConfig) -> None:
         raise UnsupportedConfig(f"SM90 {config.act} MoE GEMM writes {' or '.join(outs)}, not {config.out}")
 
 
+#: SM120/SM121 input pairs (act, weight) of ``generate_sm120_grouped_gemm_operations``:
+#: NVFP4 x NVFP4 (e2m1, e4m3 scale per 16) and FP8 e4m3 x FP4 with ``is_mx_fpx=True``, which
+#: the launcher builds as ``mx_float8_t`` x ``mx_float4_t`` (ue8m0 scales per 32 on both).
+SM120_INPUTS = (("nvfp4", "nvfp4"), ("mxfp8", "mxfp4"))
+#: CTA shapes (K in elements of the activation) FlashInfer emits for SM120; the mixed
+#: MXFP8 x MXFP4 pair only gets the 128xNx128 ones ("Minimal filter" in the generator).
+SM120_TILES: tuple[tuple[int, int, int], ...] = (
+    (128, 32, 128),
+    (128, 32, 256),
+    (128, 64, 128),
+    (128, 64, 256),
+    (128, 128, 128),
+    (128, 128, 256),
+    (256, 128, 128),
+    (128, 256, 128),
+)
+SM120_MIXED_TILES: tuple[tuple[int, int, int], ...] = ((128, 32, 128), (128, 64, 128), (128, 128, 128))
+
+
+def _check_sm120(config: KernelConfig) -> None:
+    # isValidSM120MOESpecialisation (moe_tma_warp_specialized_traits.h) admits FP4 x FP4 and
+    # FP8 x FP4 only; generate_sm120_grouped_gemm_operations writes D as fp16 or bf16, and the
+    # dispatch (are_tile_shapes_supported_sm120) has no cluster other than 1x1x1.
+    if (config.act, config.weight) not in SM120_INPUTS:
+        pairs = ", ".join(f"{a} x {w}" for a, w in SM120_INPUTS)
+        raise UnsupportedConfig(
+            f"SM{config.arch} MoE GEMM takes {pairs} (act x weight); got {config.act} x {config.weight}"
+        )
+    if config.out not in ("bf16", "fp16"):
+        raise UnsupportedConfig(
+            f"SM{config.arch} block-scaled MoE GEMM writes bf16 or fp16, not {config.out}"
+        )
+    if config.cluster != (1, 1, 1):
+        raise UnsupportedConfig(
+            f"cluster {config.cluster}: SM{config.arch} MoE GEMMs are 1x1x1 only "
+            "(are_tile_shapes_supported_sm120)"
+        )
+
+
 def _check(config: KernelConfig) -> None:
     for name, role in ((config.act, "activation"), (config.weight, "weight"), (config.out, "output")):
         _dtype(name, role)
@@ -212,17 +265,26 @@ def _check(config: KernelConfig) -> None:
     tile_k_bytes(config)
     if config.arch == 90:
         _check_sm90(config)
-    elif config.arch in (100, 103, 110, 120, 121):
+    elif config.arch in (120, 121):
+        _check_sm120(config)
+    elif config.arch in (100, 103, 110):
         raise UnsupportedConfig(f"SM{config.arch} is not implemented in the tileconform harness yet")
     else:
         raise UnsupportedConfig(f"the TMA warp-specialized MoE launcher has no SM{config.arch} path")
+
+
+def arch_tag(config: KernelConfig) -> int:
+    """The ``cutlass::arch::SmXX`` the launcher is instantiated with: FlashInfer generates one
+    SM120 kernel set (``generate_sm120_operations(has_arch(120) or has_arch(121))``, arch 120)
+    and compiles it for whichever of sm_120 / sm_121 the device is; CUTLASS has no Sm121 tag."""
+    return 120 if config.arch == 121 else config.arch
 
 
 def _macro_fusion(config: KernelConfig) -> str:
     return "FINALIZE" if config.fusion == "finalize" else "NONE"
 
 
-# SM90 (and SM120) hard-code their epilogue schedule in the launcher; generate_kernels.py passes
+# SM90 and SM120 hard-code their epilogue schedule in the launcher; generate_kernels.py passes
 # epi_schedule=None for them, which it spells "void".
 _EPILOGUE_SCHEDULE_SM90 = "void"
 
@@ -236,11 +298,17 @@ def instantiation(config: KernelConfig) -> str:
     cm, cn, ck = config.cluster
     return f"""
 #if {act.guard} && {weight.guard}
-        INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm{config.arch}, {act.cuda_type}, {weight.cuda_type}, {out.cuda_type},
+        INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm{arch_tag(config)}, {act.cuda_type}, {weight.cuda_type}, {out.cuda_type},
         {_EPILOGUE_SCHEDULE_SM90}, EpilogueOpDefault, {_macro_fusion(config)},
         {m}, {n}, {k}, {cm}, {cn}, {ck},
         {str(act.mx or weight.mx).lower()}, false, false, {str(config.swap_ab).lower()});
 #endif"""  # noqa: E501  (kept byte-identical to FlashInfer's template)
+
+
+def _qualified(cuda_type: str) -> str:
+    """``SafeFP4`` is an alias the launcher .inl declares in ``cutlass_kernels_oss``; the
+    harness names it from outside that namespace."""
+    return f"tensorrt_llm::kernels::cutlass_kernels_oss::{cuda_type}" if cuda_type == "SafeFP4" else cuda_type
 
 
 def launcher_template_args(config: KernelConfig) -> str:
@@ -255,10 +323,10 @@ def launcher_template_args(config: KernelConfig) -> str:
     cluster = ", ".join(f"cute::Int<{v}>" for v in config.cluster)
     return ", ".join(
         [
-            f"cutlass::arch::Sm{config.arch}",
-            act.cuda_type,
-            weight.cuda_type,
-            out.cuda_type,
+            f"cutlass::arch::Sm{arch_tag(config)}",
+            _qualified(act.cuda_type),
+            _qualified(weight.cuda_type),
+            _qualified(out.cuda_type),
             _EPILOGUE_SCHEDULE_SM90,
             "tensorrt_llm::cutlass_extensions::EpilogueOpDefault",
             fusion,
@@ -281,6 +349,15 @@ def harness_fingerprint() -> str:
         if path.suffix in (".cu", ".h"):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def _block_scale_macro(config: KernelConfig) -> int:
+    """TILECONFORM_BLOCK_SCALE: 0 none, 1 NVFP4 (e4m3 per 16), 2 MXFPX (ue8m0 per 32); the
+    launcher's IsBlockScaled (FP4 act, FP8 x FP4 or is_mx_fpx)."""
+    act, weight = DTYPES[config.act], DTYPES[config.weight]
+    if act.mx or weight.mx:
+        return 2
+    return 1 if config.act == "nvfp4" else 0
 
 
 def generate_translation_unit(config: KernelConfig, flashinfer_version: str = "unknown") -> str:
@@ -312,6 +389,7 @@ namespace cutlass_kernels_oss
 #define TILECONFORM_ACT_BITS {act.bits}
 #define TILECONFORM_WEIGHT_BITS {weight.bits}
 #define TILECONFORM_OUT_BITS {out.bits}
+#define TILECONFORM_BLOCK_SCALE {_block_scale_macro(config)}
 #define TILECONFORM_SWAP_AB {int(config.swap_ab)}
 #define TILECONFORM_FINALIZE {int(config.fusion == "finalize")}
 #define TILECONFORM_CONFIG_JSON R"tileconform({config_json})tileconform"
@@ -369,6 +447,49 @@ def sm90_fused_moe_flags(cuda: tuple[int, int]) -> list[str]:
     ]
 
 
+def sm120_gencode(arch: int, cuda: tuple[int, int]) -> str:
+    """The ``-gencode`` FlashInfer's ``current_compilation_context`` gives a device of ``arch``
+    (``CompilationContext._normalize_cuda_arch``): ``compute_120f`` from CUDA 12.9 on, ``120a`` with
+    CUDA 12.8; SM121 keeps its own ``121a`` (CUDA >= 12.9)."""
+    if arch == 120:
+        if cuda < (12, 8):
+            raise UnsupportedConfig("SM120 requires CUDA >= 12.8")
+        suffix = "120f" if cuda >= (12, 9) else "120a"
+    elif arch == 121:
+        if cuda < (12, 9):
+            raise UnsupportedConfig("SM121 requires CUDA >= 12.9")
+        suffix = "121a"
+    else:
+        raise ValueError(f"sm{arch} is not an SM12x arch")
+    return f"-gencode=arch=compute_{suffix},code=sm_{suffix}"
+
+
+def sm120_fused_moe_flags(arch: int, cuda: tuple[int, int]) -> list[str]:
+    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm120_module`` (flashinfer/jit/fused_moe.py),
+    followed by ``current_compilation_context.get_nvcc_flags_list([12])`` for one device of
+    ``arch`` (its gencode, then CompilationContext.COMMON_NVCC_FLAGS)."""
+    return [
+        "-DCOMPILE_BLACKWELL_TMA_GEMMS",
+        "-DCOMPILE_BLACKWELL_SM120_TMA_GROUPED_GEMMS",
+        "-DENABLE_BF16",
+        "-DENABLE_FP8",
+        "-DENABLE_FP4",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+        "-DCUTLASS_ENABLE_GDC_FOR_SM100=1",
+        sm120_gencode(arch, cuda),
+        *COMMON_NVCC_FLAGS,
+    ]
+
+
+def arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int]) -> list[str]:
+    """The arch-specific flags of FlashInfer's fused-MoE module for ``config.arch``."""
+    if config.arch == 90:
+        return sm90_fused_moe_flags(cuda)
+    if config.arch in (120, 121):
+        return sm120_fused_moe_flags(config.arch, cuda)
+    raise UnsupportedConfig(f"no FlashInfer fused-MoE flags for SM{config.arch}")
+
+
 def nvcc_command(
     config: KernelConfig,
     sources: FlashInferSources,
@@ -388,7 +509,7 @@ def nvcc_command(
     _check(config)
     home = cuda_home if cuda_home is not None else find_cuda_home()
     cuda = cuda_version(home)
-    arch_flags = sm90_fused_moe_flags(cuda)  # _check() admits only SM90 for now
+    arch_flags = arch_nvcc_flags(config, cuda)
     includes = [f"-I{d}" for d in (HARNESS_DIR, *sources.include_dirs)]
     system = [home / "include", *sources.system_include_dirs, find_cublas_include(home)]
     return [

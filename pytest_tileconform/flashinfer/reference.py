@@ -15,8 +15,13 @@ representable in fp32, fp16, bf16, fp8 e4m3 and fp4 e2m1. Every product is a mul
 holds for ``K`` up to ~460k. The kernel's only rounding is then the alpha/router scaling and
 the conversion to the output type, and the fp32 reference here is exact for the GEMM part.
 
-Block-scaled types (nvfp4, mxfp8, mxfp4) have their dequantization here (linear, not
-swizzled, scale-factor layout); generating and writing them is not implemented yet.
+Block-scaled pairs (``nvfp4 x nvfp4``, ``mxfp8 x mxfp4``: the SM120 kernels) are generated
+with the same value grid (e2m1 holds it) and power-of-two block scales (nvfp4: e4m3 0.5, 1, 2;
+mx: ue8m0 2**-1 .. 2**1), so the reference stays exact. ``GroupedInputs`` keeps their scales
+in a linear layout (one per block along K); :func:`write_inputs` writes them in the swizzled
+layout and at the per-expert offsets TensorRT-LLM gives the kernel (``a_sf.bin``, ``b_sf.bin``;
+see :func:`swizzle_block_scales`). UNVERIFIED on hardware: no SM100/SM120 GPU has run these
+files yet; the layout follows the sources (Sm1xxBlockScaledConfig, getOffsetActivationSF).
 """
 
 from __future__ import annotations
@@ -67,8 +72,14 @@ OUTPUT_DTYPES: dict[str, torch.dtype] = {
 }
 #: Input types make_inputs can generate now (act == weight).
 GENERATED_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3")
-#: Types whose GEMM takes a per-expert alpha (per-tensor dequantization scale).
-ALPHA_DTYPES = ("fp8_e4m3",)
+#: Block-scaled (act, weight) pairs make_inputs can generate (the SM120 MoE kernels' inputs).
+GENERATED_BLOCK_SCALED = (("nvfp4", "nvfp4"), ("mxfp8", "mxfp4"))
+#: Types whose GEMM takes a per-expert alpha (per-tensor dequantization scale); for nvfp4
+#: this is TensorRT-LLM's product of the two global (decode) scales.
+ALPHA_DTYPES = ("fp8_e4m3", "nvfp4")
+#: The scale-factor atom of Sm1xxBlockScaledConfig: 128 rows x 4 scales, 512 bytes.
+SF_ATOM_ROWS = 128
+SF_ATOM_COLS = 4
 
 #: The value grid of generated A and B elements: integers -3..3 times GRID_STEP.
 GRID_HALF_WIDTH = 3
@@ -140,6 +151,42 @@ def decode_ue8m0(scales: torch.Tensor) -> torch.Tensor:
     return bits.view(torch.float32)
 
 
+def pad_to(value: int, multiple: int) -> int:
+    """``value`` rounded up to a multiple of ``multiple``."""
+    return -(-value // multiple) * multiple
+
+
+def swizzle_block_scales(linear: torch.Tensor) -> torch.Tensor:
+    """Linear scales ``[rows, K/block]`` (uint8) in CUTLASS's Sm1xxBlockScaledConfig layout
+    (``tile_atom_to_shape_SFA/SFB``), flat uint8 of ``pad(rows, 128) * pad(K/block, 4)``.
+
+    The atom is 128 rows x 4 scales (512 bytes): row ``m``, scale ``j`` at
+    ``(m % 32) * 16 + ((m // 32) % 4) * 4 + j % 4``; atoms run along K first, then rows.
+    Padding is zero.
+    """
+    if linear.dtype != torch.uint8 or linear.dim() != 2:
+        raise TypeError("block scales must be a 2-D uint8 tensor")
+    rows, cols = linear.shape
+    padded = torch.zeros(pad_to(rows, SF_ATOM_ROWS), pad_to(cols, SF_ATOM_COLS), dtype=torch.uint8)
+    padded[:rows, :cols] = linear
+    r_tiles, c_tiles = padded.shape[0] // SF_ATOM_ROWS, padded.shape[1] // SF_ATOM_COLS
+    # [r_tile, m4 (m // 32 % 4), m32 (m % 32), c_tile, j] -> [r_tile, c_tile, m32, m4, j]
+    t = padded.reshape(r_tiles, 4, 32, c_tiles, SF_ATOM_COLS)
+    return t.permute(0, 3, 2, 1, 4).reshape(-1).contiguous()
+
+
+def act_sf_offset(expert: int, rows_before: int, k: int, block: int) -> int:
+    """Byte offset of expert ``expert``'s activation scales in the flat buffer: TensorRT-LLM's
+    ``getOffsetActivationSF`` (every expert starts on a 128-row boundary)."""
+    start = pad_to(rows_before + expert * (SF_ATOM_ROWS - 1), SF_ATOM_ROWS)
+    return start * pad_to(k, block * SF_ATOM_COLS) // block
+
+
+def weight_sf_offset(expert: int, n: int, k: int, block: int) -> int:
+    """Byte offset of expert ``expert``'s weight scales: TensorRT-LLM's ``getOffsetWeightSF``."""
+    return expert * pad_to(n, SF_ATOM_ROWS) * pad_to(k, block * SF_ATOM_COLS) // block
+
+
 def _apply_block_scales(values: torch.Tensor, scales: torch.Tensor, block: int) -> torch.Tensor:
     k = values.shape[-1]
     if k % block:
@@ -199,10 +246,14 @@ class GroupedInputs:
     k: int
     a: torch.Tensor  #: sum(rows) x K, act storage dtype, expert 0's rows first
     b: torch.Tensor  #: E x N x K, weight storage dtype (out = A @ B_e^T)
-    alpha: torch.Tensor | None  #: E float32 per-expert dequant scale (fp8), else None
+    alpha: torch.Tensor | None  #: E float32 per-expert dequant scale (fp8, nvfp4), else None
     router_scales: torch.Tensor | None  #: sum(rows) float32 (finalize), else None
     dest_row: torch.Tensor | None  #: sum(rows) int32 output row per permuted row (finalize)
     out_rows: int  #: rows of D: T for finalize, sum(rows) otherwise
+    #: block-scaled only: A's scales, uint8 bits, ``sum(rows) x K/block`` (linear layout)
+    a_sf: torch.Tensor | None = None
+    #: block-scaled only: B's scales, uint8 bits, ``E x N x K/block`` (linear layout)
+    b_sf: torch.Tensor | None = None
 
     @property
     def experts(self) -> int:
@@ -223,6 +274,15 @@ class GroupedInputs:
 
 
 def _check_generatable(case: Case) -> None:
+    if (case.act, case.weight) in GENERATED_BLOCK_SCALED:
+        block = spec(case.weight).block_size
+        assert block is not None
+        if case.problem.k % block:
+            raise ValueError(f"K={case.problem.k} is not a multiple of the scale block {block}")
+        output_dtype(case.out)
+        if case.fusion not in ("none", "finalize"):
+            raise ValueError(f"unknown fusion {case.fusion!r}")
+        return
     if case.act != case.weight:
         raise NotImplementedError(
             f"mixed act/weight dtypes ({case.act} x {case.weight}) are not generated yet"
@@ -230,7 +290,7 @@ def _check_generatable(case: Case) -> None:
     if case.act not in GENERATED_DTYPES:
         raise NotImplementedError(
             f"inputs of dtype {case.act} are not generated yet (only {', '.join(GENERATED_DTYPES)}"
-            "; block-scaled types need the kernels' scale-factor layout)"
+            f" and the block-scaled pairs {GENERATED_BLOCK_SCALED})"
         )
     output_dtype(case.out)
     if case.fusion not in ("none", "finalize"):
@@ -283,8 +343,10 @@ def make_inputs(case: Case, seed: int) -> GroupedInputs:
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
     total = sum(rows)
     act, weight = spec(case.act), spec(case.weight)
-    a = _grid_values((total, k), gen).to(act.storage)
-    b = _grid_values((len(rows), n, k), gen).to(weight.storage)
+    a = _encode(_grid_values((total, k), gen), act)
+    b = _encode(_grid_values((len(rows), n, k), gen), weight)
+    a_sf = _block_scales((total, k), act, gen)
+    b_sf = _block_scales((len(rows), n, k), weight, gen)
     alpha = None
     if case.act in ALPHA_DTYPES:
         # alpha_e = scale_a * scale_b: a mantissa of 1 + j/8 (distinct per expert, so mixing
@@ -310,7 +372,26 @@ def make_inputs(case: Case, seed: int) -> GroupedInputs:
         router_scales=router,
         dest_row=dest,
         out_rows=out_rows,
+        a_sf=a_sf,
+        b_sf=b_sf,
     )
+
+
+def _encode(values: torch.Tensor, dtype: DTypeSpec) -> torch.Tensor:
+    """Grid values in ``dtype``'s storage: packed e2m1 for the fp4 types."""
+    if dtype.storage == torch.uint8 and dtype.bits == 4:
+        return pack_e2m1(values)
+    return values.to(dtype.storage)
+
+
+def _block_scales(shape: Sequence[int], dtype: DTypeSpec, gen: torch.Generator) -> torch.Tensor | None:
+    """Random power-of-two block scales (uint8 bits, linear layout), or None if unscaled."""
+    if dtype.block_size is None:
+        return None
+    exponents = torch.randint(-1, 2, (*shape[:-1], shape[-1] // dtype.block_size), generator=gen)
+    if dtype.scale_format == "ue8m0":
+        return (exponents + 127).to(torch.uint8)
+    return (2.0 ** exponents.to(torch.float32)).to(torch.float8_e4m3fn).view(torch.uint8)
 
 
 # ------------------------------------------------------------------------------------------
@@ -362,10 +443,14 @@ def write_inputs(
     *,
     extra_problem: Mapping[str, int | Sequence[int]] | None = None,
 ) -> None:
-    """Write problem.txt, a.bin, b.bin and, where they apply, alpha.bin, router_scales.bin
-    and dest_row.bin into ``run_dir`` (which must exist)."""
-    if spec(inputs.act).block_scaled or spec(inputs.weight).block_scaled:
-        raise NotImplementedError("writing block-scaled inputs (scale-factor layout) is not done")
+    """Write problem.txt, a.bin, b.bin and, where they apply, alpha.bin, router_scales.bin,
+    dest_row.bin, a_sf.bin and b_sf.bin into ``run_dir`` (which must exist).
+
+    ``a_sf.bin`` is TensorRT-LLM's flat activation scale buffer: expert ``e``'s scales,
+    swizzled (:func:`swizzle_block_scales`), at :func:`act_sf_offset`, zeros elsewhere;
+    ``act_sf_offset(E, sum(rows))`` bytes. ``b_sf.bin`` holds every expert's swizzled weight
+    scales at :func:`weight_sf_offset`, ``weight_sf_offset(E, N, K)`` bytes.
+    """
     run_dir = Path(run_dir)
     entries: dict[str, int | Sequence[int]] = dict(problem_entries(inputs))
     entries.update(extra_problem or {})
@@ -379,6 +464,31 @@ def write_inputs(
             raise ValueError("finalize inputs need router_scales and dest_row")
         (run_dir / "router_scales.bin").write_bytes(_le_bytes(inputs.router_scales.to(torch.float32)))
         (run_dir / "dest_row.bin").write_bytes(_le_bytes(inputs.dest_row.to(torch.int32)))
+    if spec(inputs.act).block_scaled or spec(inputs.weight).block_scaled:
+        a_sf, b_sf = flat_block_scales(inputs)
+        (run_dir / "a_sf.bin").write_bytes(_le_bytes(a_sf))
+        (run_dir / "b_sf.bin").write_bytes(_le_bytes(b_sf))
+
+
+def flat_block_scales(inputs: GroupedInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """The bytes of ``a_sf.bin`` and ``b_sf.bin`` (see :func:`write_inputs`)."""
+    block = spec(inputs.weight).block_size
+    if block is None or inputs.a_sf is None or inputs.b_sf is None:
+        raise ValueError("block-scaled inputs need a_sf and b_sf")
+    k, n, experts = inputs.k, inputs.n, inputs.experts
+    a_flat = torch.zeros(act_sf_offset(experts, inputs.total_rows, k, block), dtype=torch.uint8)
+    for e, rows in inputs.expert_slices():
+        if rows.stop == rows.start:
+            continue
+        swizzled = swizzle_block_scales(inputs.a_sf[rows])
+        start = act_sf_offset(e, rows.start, k, block)
+        a_flat[start : start + swizzled.numel()] = swizzled
+    b_flat = torch.zeros(weight_sf_offset(experts, n, k, block), dtype=torch.uint8)
+    for e in range(experts):
+        swizzled = swizzle_block_scales(inputs.b_sf[e])
+        start = weight_sf_offset(e, n, k, block)
+        b_flat[start : start + swizzled.numel()] = swizzled
+    return a_flat, b_flat
 
 
 class OutputFileError(ValueError):
@@ -407,11 +517,18 @@ def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tenso
 # The reference
 
 
-def dequantize(t: torch.Tensor, dtype_name: str) -> torch.Tensor:
-    """A stored operand as float32 (uniform types only; block-scaled ones take scales)."""
-    if spec(dtype_name).block_scaled:
-        raise NotImplementedError(f"{dtype_name} needs its scale factors: use dequantize_nvfp4/mxfp4/mxfp8")
-    return t.to(torch.float32)
+def dequantize(t: torch.Tensor, dtype_name: str, scales: torch.Tensor | None = None) -> torch.Tensor:
+    """A stored operand as float32; block-scaled types need their linear ``scales`` (the
+    nvfp4 global scale is not applied here: it is part of alpha)."""
+    if not spec(dtype_name).block_scaled:
+        return t.to(torch.float32)
+    if scales is None:
+        raise ValueError(f"{dtype_name} needs its scale factors")
+    if dtype_name == "nvfp4":
+        return dequantize_nvfp4(t, scales, 1.0)
+    if dtype_name == "mxfp4":
+        return dequantize_mxfp4(t, scales)
+    return dequantize_mxfp8(t, scales)
 
 
 def reference_rows(inputs: GroupedInputs) -> torch.Tensor:
@@ -424,8 +541,10 @@ def reference_rows(inputs: GroupedInputs) -> torch.Tensor:
     for e, rows in inputs.expert_slices():
         if rows.stop == rows.start:
             continue
-        a = dequantize(inputs.a[rows], inputs.act)
-        b = dequantize(inputs.b[e], inputs.weight)
+        a_sf = None if inputs.a_sf is None else inputs.a_sf[rows]
+        b_sf = None if inputs.b_sf is None else inputs.b_sf[e]
+        a = dequantize(inputs.a[rows], inputs.act, a_sf)
+        b = dequantize(inputs.b[e], inputs.weight, b_sf)
         c = a @ b.T
         if inputs.alpha is not None:
             c = c * inputs.alpha[e].to(device=device, dtype=torch.float32)

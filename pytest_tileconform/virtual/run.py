@@ -153,7 +153,12 @@ def verdict_of(run: VirtualRun, source: str) -> Verdict:
     if stage == "pass":
         return Verdict(None, **common)
     if stage in HARNESS_STAGES:
-        detail = "; ".join(f"{r['call']}: {r.get('reason', r.get('result'))}" for r in run.refusals)
+        # A refused cuTensorMapEncodeTiled decides nothing by itself (CuTe only prints it; its
+        # assert is compiled out with NDEBUG), and CUTLASS's SM120 ptr-array mainloop encodes
+        # placeholder descriptors with a NULL address: the refusals of calls CUTLASS checks
+        # (cudaFuncSetAttribute, launches) come first, so they lead the detail.
+        ordered = sorted(run.refusals, key=lambda r: r.get("call") == "cuTensorMapEncodeTiled")
+        detail = "; ".join(f"{r['call']}: {r.get('reason', r.get('result'))}" for r in ordered)
         return Verdict(
             HARNESS_STAGES[stage],
             status=report.get("status", ""),

@@ -11,6 +11,8 @@
 //   TILECONFORM_ACT_BITS, TILECONFORM_WEIGHT_BITS, TILECONFORM_OUT_BITS
 //                              storage bits per element of A, B and D
 //   TILECONFORM_SWAP_AB        0/1, must match the instantiation
+//   TILECONFORM_BLOCK_SCALE    0 none, 1 NVFP4 (e4m3 scale per 16), 2 MXFPX (ue8m0 per 32):
+//                              the launcher's IsBlockScaled operands, read from a_sf.bin/b_sf.bin
 //   TILECONFORM_FINALIZE       0/1, EpilogueFusion::FINALIZE instantiated
 //   TILECONFORM_CONFIG_JSON    the KernelConfig as a JSON object (echoed into verdict.json)
 //
@@ -54,6 +56,47 @@ constexpr auto* kLauncher =
     &oss::tma_warp_specialized_generic_moe_gemm_kernelLauncher<TILECONFORM_LAUNCHER_ARGS>;
 constexpr bool kSwapAB = TILECONFORM_SWAP_AB != 0;
 constexpr bool kFinalize = TILECONFORM_FINALIZE != 0;
+constexpr int kBlockScale = TILECONFORM_BLOCK_SCALE;
+constexpr bool kBlockScaled = kBlockScale != 0;
+
+// Scale-factor geometry of TensorRT-LLM (moe_gemm_kernels.h): a BlockScaledConfig per kind, its
+// LayoutSF (what the launcher reinterprets fpX_block_scaling_factors_stride_* as) and the
+// padding of the flat SF buffers (128 rows, 4 scale columns: one SfAtom).
+template <int Kind>
+struct BlockScale {
+  using Config = GemmInput::NVFP4BlockScaledConfig;  // unused without block scaling
+  static constexpr auto type = GemmInput::FpXBlockScalingType::NONE;
+  static constexpr int64_t vec = 1, min_rows = 1, min_k = 1;
+};
+template <>
+struct BlockScale<1> {
+  using Config = GemmInput::NVFP4BlockScaledConfig;
+  static constexpr auto type = GemmInput::FpXBlockScalingType::NVFP4;
+  static constexpr int64_t vec = GemmInput::NVFP4BlockScaleVectorSize;
+  static constexpr int64_t min_rows = GemmInput::MinNDimAlignmentNVFP4;
+  static constexpr int64_t min_k = GemmInput::MinKDimAlignmentNVFP4;
+};
+template <>
+struct BlockScale<2> {
+  using Config = GemmInput::MXFPXBlockScaledConfig;
+  static constexpr auto type = GemmInput::FpXBlockScalingType::MXFPX;
+  static constexpr int64_t vec = GemmInput::MXFPXBlockScaleVectorSize;
+  static constexpr int64_t min_rows = GemmInput::MinNDimAlignmentMXFPX;
+  static constexpr int64_t min_k = GemmInput::MinKDimAlignmentMXFPX;
+};
+using BS = BlockScale<kBlockScale>;
+
+// Element offsets of one expert's scale factors in the flat SF buffers: TensorRT-LLM's
+// getOffsetActivationSF / getOffsetWeightSF (cutlass_fused_moe_kernels.cuh). Each expert's
+// activation SFs start at a 128-row boundary, so a_sf.bin holds act_sf_offset(E, total) bytes.
+int64_t act_sf_offset(int64_t expert, int64_t rows_before, int64_t k) {
+  const int64_t start = GemmInput::alignToSfDim(rows_before + expert * (BS::min_rows - 1), BS::min_rows);
+  return start * GemmInput::alignToSfDim(k, BS::min_k) / BS::vec;
+}
+int64_t weight_sf_offset(int64_t expert, int64_t n, int64_t k) {
+  return expert * GemmInput::alignToSfDim(n, BS::min_rows) * GemmInput::alignToSfDim(k, BS::min_k) /
+         BS::vec;
+}
 
 // ------------------------------------------------------------------------------------------
 // verdict.json
@@ -391,15 +434,18 @@ T* keep(GemmSetup& setup, const std::vector<T>& host) {
 // Host equivalent of TensorRT-LLM's computeStridesTmaWarpSpecializedKernel +
 // computeTmaWarpSpecializedInputPointers + setFinalizeFusionParams (cutlass_fused_moe_kernels.cuh,
 // moe_gemm_tma_warp_specialized_input.cu) for a single GEMM.
+// With block scaling also setupFP4BlockScalingFactors: per expert a LayoutSF from
+// tile_atom_to_shape_SFA/SFB (swapped with swap_ab) and SF pointers at TensorRT-LLM's offsets.
 GemmSetup make_gemm_input(const ProblemInfo& p, const DeviceBuffer& a, const DeviceBuffer& b,
                           const DeviceBuffer& d, const DeviceBuffer& alpha,
-                          const DeviceBuffer& router_scales, const DeviceBuffer& dest_row) {
+                          const DeviceBuffer& router_scales, const DeviceBuffer& dest_row,
+                          const DeviceBuffer& a_sf, const DeviceBuffer& b_sf) {
   const int E = p.experts;
   GemmSetup setup;
   GemmInput& in = setup.input;
   in.swap_ab = kSwapAB;
   in.fusion = kFinalize ? GemmInput::EpilogueFusion::FINALIZE : GemmInput::EpilogueFusion::NONE;
-  in.fpX_block_scaling_type = GemmInput::FpXBlockScalingType::NONE;
+  in.fpX_block_scaling_type = BS::type;
   in.enable_pdl = p.enable_pdl;
 
   std::vector<GemmInput::ProblemShape::UnderlyingProblemShape> shapes;
@@ -411,6 +457,9 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const DeviceBuffer& a, const Dev
   std::vector<void*> ptr_d;
   std::vector<const float*> ptr_alpha, ptr_router;
   std::vector<const int*> ptr_index;
+  using LayoutSF = typename BS::Config::LayoutSF;
+  std::vector<LayoutSF> layout_sf_act, layout_sf_weight;
+  std::vector<const GemmInput::ElementSF*> ptr_sf_act, ptr_sf_weight;
 
   int64_t offset = 0;  // rows of all previous experts
   for (int e = 0; e < E; ++e) {
@@ -436,6 +485,17 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const DeviceBuffer& a, const Dev
     ptr_weight.push_back(b.as<char>() +
                          storage_bytes(int64_t{e} * p.n * p.k, TILECONFORM_WEIGHT_BITS));
     if (alpha.bytes() > 0) ptr_alpha.push_back(alpha.as<float>() + e);
+    if constexpr (kBlockScaled) {
+      if (kSwapAB) {
+        layout_sf_act.push_back(BS::Config::tile_atom_to_shape_SFB(make_shape(n, m, k, 1)));
+        layout_sf_weight.push_back(BS::Config::tile_atom_to_shape_SFA(make_shape(n, m, k, 1)));
+      } else {
+        layout_sf_act.push_back(BS::Config::tile_atom_to_shape_SFA(make_shape(m, n, k, 1)));
+        layout_sf_weight.push_back(BS::Config::tile_atom_to_shape_SFB(make_shape(m, n, k, 1)));
+      }
+      ptr_sf_act.push_back(a_sf.as<GemmInput::ElementSF>() + act_sf_offset(e, offset, p.k));
+      ptr_sf_weight.push_back(b_sf.as<GemmInput::ElementSF>() + weight_sf_offset(e, p.n, p.k));
+    }
     if (kFinalize) {
       ptr_router.push_back(router_scales.as<float>() + offset);
       ptr_index.push_back(dest_row.as<int>() + offset);
@@ -460,6 +520,12 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const DeviceBuffer& a, const Dev
   in.ptr_c = nullptr;
   in.stride_c = nullptr;
   in.alpha_scale_ptr_array = ptr_alpha.empty() ? nullptr : keep(setup, ptr_alpha);
+  if constexpr (kBlockScaled) {
+    in.fpX_block_scaling_factors_act = keep(setup, ptr_sf_act);
+    in.fpX_block_scaling_factors_weight = keep(setup, ptr_sf_weight);
+    in.fpX_block_scaling_factors_stride_act = keep(setup, layout_sf_act);
+    in.fpX_block_scaling_factors_stride_weight = keep(setup, layout_sf_weight);
+  }
 
   if (kFinalize) {
     auto& fin = in.fused_finalize_epilogue;
@@ -522,6 +588,16 @@ void run(const std::string& run_dir, Verdict& verdict) {
   if (file_exists(run_dir + "/alpha.bin")) {
     alpha_host = read_file(run_dir + "/alpha.bin", sizeof(float) * p.experts);
   }
+  std::vector<char> a_sf_host, b_sf_host;
+  if constexpr (kBlockScaled) {
+    if (p.k % BS::vec != 0) {
+      bad_input("problem.txt: k must be a multiple of the scale block " + std::to_string(BS::vec));
+    }
+    a_sf_host = read_file(run_dir + "/a_sf.bin",
+                          static_cast<size_t>(act_sf_offset(p.experts, total, p.k)));
+    b_sf_host = read_file(run_dir + "/b_sf.bin",
+                          static_cast<size_t>(weight_sf_offset(p.experts, p.n, p.k)));
+  }
   std::vector<char> router_host, dest_host;
   if (kFinalize) {
     router_host = read_file(run_dir + "/router_scales.bin", sizeof(float) * total);
@@ -552,6 +628,9 @@ void run(const std::string& run_dir, Verdict& verdict) {
   const size_t d_bytes = storage_bytes(d_rows * p.n, TILECONFORM_OUT_BITS);
   DeviceBuffer a(a_host.size()), b(b_host.size()), d(d_bytes), alpha(alpha_host.size());
   DeviceBuffer router_scales(router_host.size()), dest_row(dest_host.size());
+  DeviceBuffer a_sf(a_sf_host.size()), b_sf(b_sf_host.size());
+  a_sf.upload(a_sf_host.data(), a_sf_host.size());
+  b_sf.upload(b_sf_host.data(), b_sf_host.size());
   a.upload(a_host.data(), a_host.size());
   b.upload(b_host.data(), b_host.size());
   alpha.upload(alpha_host.data(), alpha_host.size());
@@ -563,7 +642,7 @@ void run(const std::string& run_dir, Verdict& verdict) {
   const std::vector<unsigned char> d_init(d_bytes, kFinalize ? 0x00 : 0xFF);
   d.upload(d_init.data(), d_bytes);
 
-  GemmSetup setup = make_gemm_input(p, a, b, d, alpha, router_scales, dest_row);
+  GemmSetup setup = make_gemm_input(p, a, b, d, alpha, router_scales, dest_row, a_sf, b_sf);
 
   cudaStream_t stream = nullptr;
   check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
