@@ -128,10 +128,14 @@ def test_every_sm90_instantiation_matches_flashinfer(sm90_generated: list[str]) 
 
 def test_generator_operation_list_matches_files(generator: ModuleType) -> None:
     ops = generator.generate_sm90_grouped_gemm_operations(True)
-    names = {getattr(generator.DataType, n): v for n, v in
-             (("bf16", "bf16"), ("f16", "fp16"), ("f32", "fp32"), ("e4m3", "fp8_e4m3"))}
-    fusions = {generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
-               generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize"}
+    names = {
+        getattr(generator.DataType, n): v
+        for n, v in (("bf16", "bf16"), ("f16", "fp16"), ("f32", "fp32"), ("e4m3", "fp8_e4m3"))
+    }
+    fusions = {
+        generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
+        generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize",
+    }
     for op in ops:
         config = KernelConfig(
             arch=op.arch,
@@ -148,8 +152,15 @@ def test_generator_operation_list_matches_files(generator: ModuleType) -> None:
 
 @pytest.mark.parametrize(
     ("act", "k_elements", "k_bytes"),
-    [("bf16", 64, 128), ("fp16", 64, 128), ("fp32", 32, 128), ("fp8_e4m3", 128, 128),
-     ("bf16", 128, 256), ("fp8_e4m3", 64, 64), ("nvfp4", 256, 128)],
+    [
+        ("bf16", 64, 128),
+        ("fp16", 64, 128),
+        ("fp32", 32, 128),
+        ("fp8_e4m3", 128, 128),
+        ("bf16", 128, 256),
+        ("fp8_e4m3", 64, 64),
+        ("nvfp4", 256, 128),
+    ],
 )
 def test_k_conversion(act: str, k_elements: int, k_bytes: int) -> None:
     config = KernelConfig(90, act, act, "bf16", (128, 128, k_elements), (1, 1, 1), False, "none")
@@ -165,8 +176,14 @@ def test_macro_k_is_in_elements() -> None:
 
 def base(**changes: object) -> KernelConfig:
     fields: dict[str, object] = dict(
-        arch=90, act="bf16", weight="bf16", out="bf16", tile=(128, 128, 64), cluster=(1, 1, 1),
-        swap_ab=False, fusion="none",
+        arch=90,
+        act="bf16",
+        weight="bf16",
+        out="bf16",
+        tile=(128, 128, 64),
+        cluster=(1, 1, 1),
+        swap_ab=False,
+        fusion="none",
     )
     fields.update(changes)
     return KernelConfig(**fields)  # type: ignore[arg-type]
@@ -239,11 +256,13 @@ def test_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:
                 names[target] = _list_value(statement.value, names)
     fused_moe = ast.parse((package / "jit" / "fused_moe.py").read_text())
     function = next(
-        node for node in ast.walk(fused_moe)
+        node
+        for node in ast.walk(fused_moe)
         if isinstance(node, ast.FunctionDef) and node.name == "gen_cutlass_fused_moe_sm90_module"
     )
     assignment = next(
-        node for node in ast.walk(function)
+        node
+        for node in ast.walk(function)
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "nvcc_flags"
     )
     assert sm90_fused_moe_flags((13, 0)) == _list_value(assignment.value, names)
@@ -283,8 +302,10 @@ def sm120_config_from_macro_args(args: str, arch: int = 120) -> KernelConfig:
         a.strip() for a in args.split(",")
     )
     assert (tag, epi_sched, epi_tag, dyn, bias) == ("Sm120", "void", "EpilogueOpDefault", "false", "false")
-    inputs = {("SafeFP4", "SafeFP4", "false"): ("nvfp4", "nvfp4"),
-              ("__nv_fp8_e4m3", "SafeFP4", "true"): ("mxfp8", "mxfp4")}[(act, weight, mx)]
+    inputs = {
+        ("SafeFP4", "SafeFP4", "false"): ("nvfp4", "nvfp4"),
+        ("__nv_fp8_e4m3", "SafeFP4", "true"): ("mxfp8", "mxfp4"),
+    }[(act, weight, mx)]
     return KernelConfig(
         arch=arch,
         act=inputs[0],
@@ -327,15 +348,23 @@ def test_sm120_generator_operation_list_matches(generator: ModuleType) -> None:
     ops = generator.generate_sm120_grouped_gemm_operations(True)
     e2m1, dt = generator.e2m1, generator.DataType
     outs = {dt.bf16: "bf16", dt.f16: "fp16"}
-    fusions = {generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
-               generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize"}
+    fusions = {
+        generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
+        generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize",
+    }
     assert ops
     for op in ops:
         act, weight = ("nvfp4", "nvfp4") if op.act_type == e2m1 else ("mxfp8", "mxfp4")
         assert (op.act_type == e2m1) or (op.act_type == dt.e4m3 and op.weight_type == e2m1 and op.is_mx_fpx)
         config = KernelConfig(
-            arch=op.arch, act=act, weight=weight, out=outs[op.output_type], tile=tuple(op.cta_shape),
-            cluster=tuple(op.cga_shape), swap_ab=op.swap_ab, fusion=fusions[op.epi_fusion],
+            arch=op.arch,
+            act=act,
+            weight=weight,
+            out=outs[op.output_type],
+            tile=tuple(op.cta_shape),
+            cluster=tuple(op.cga_shape),
+            swap_ab=op.swap_ab,
+            fusion=fusions[op.epi_fusion],
         )
         assert instantiation(config) == generator.instantiate_operation(op)
 
@@ -355,18 +384,20 @@ def test_sm120_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:
     package = sources.root.parent
     fused_moe = ast.parse((package / "jit" / "fused_moe.py").read_text())
     function = next(
-        node for node in ast.walk(fused_moe)
+        node
+        for node in ast.walk(fused_moe)
         if isinstance(node, ast.FunctionDef) and node.name == "gen_cutlass_fused_moe_sm120_module"
     )
     assignment = next(
-        node for node in ast.walk(function)
+        node
+        for node in ast.walk(function)
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "nvcc_flags"
     )
     module_flags = _list_value(assignment.value, {})
     flags = sm120_fused_moe_flags(120, (13, 0))
     assert flags[: len(module_flags)] == module_flags
     # then current_compilation_context.get_nvcc_flags_list([12]) for one sm_120 device
-    assert flags[len(module_flags):] == [
+    assert flags[len(module_flags) :] == [
         "-gencode=arch=compute_120f,code=sm_120f",
         "-DFLASHINFER_ENABLE_FP8_E8M0",
         "-DFLASHINFER_ENABLE_FP4_E2M1",

@@ -46,10 +46,20 @@ def make_case(
     out = out or dtype
     weight = weight or dtype
     return Case(
-        matrix=Path("m.yaml"), backend="flashinfer-cutlass-moe", arch="sm90", act=dtype,
-        weight=weight, out=out, dtype_label=dtype, tile=(128, 128, 64), cluster=(1, 1, 1),
-        swap_ab=False, fusion=fusion, problem=Problem(rows=rows or [3, 0, 5], n=n, k=k),
-        expectation=None, suite=None,
+        matrix=Path("m.yaml"),
+        backend="flashinfer-cutlass-moe",
+        arch="sm90",
+        act=dtype,
+        weight=weight,
+        out=out,
+        dtype_label=dtype,
+        tile=(128, 128, 64),
+        cluster=(1, 1, 1),
+        swap_ab=False,
+        fusion=fusion,
+        problem=Problem(rows=rows or [3, 0, 5], n=n, k=k),
+        expectation=None,
+        suite=None,
     )
 
 
@@ -68,10 +78,16 @@ def hand_inputs(
     storage = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
     bt = torch.tensor(b, dtype=torch.float32).to(storage[dtype])
     return GroupedInputs(
-        act=dtype, weight=dtype, out=out, fusion="finalize" if dest is not None else "none",
-        rows_per_expert=rows, n=bt.shape[1], k=bt.shape[2],
+        act=dtype,
+        weight=dtype,
+        out=out,
+        fusion="finalize" if dest is not None else "none",
+        rows_per_expert=rows,
+        n=bt.shape[1],
+        k=bt.shape[2],
         a=torch.tensor(a, dtype=torch.float32).reshape(sum(rows), bt.shape[2]).to(storage[dtype]),
-        b=bt, alpha=None if alpha is None else torch.tensor(alpha, dtype=torch.float32),
+        b=bt,
+        alpha=None if alpha is None else torch.tensor(alpha, dtype=torch.float32),
         router_scales=None if router is None else torch.tensor(router, dtype=torch.float32),
         dest_row=None if dest is None else torch.tensor(dest, dtype=torch.int32),
         out_rows=out_rows if out_rows is not None else sum(rows),
@@ -113,8 +129,12 @@ def test_reference_all_experts_empty() -> None:
 
 def test_fp8_alpha_scales_each_expert() -> None:
     inputs = hand_inputs(
-        (1, 1), [[1, 2], [3, -1]], [[[1, 1]], [[2, 1]]],
-        dtype="fp8_e4m3", out="bf16", alpha=[0.5, 4.0],
+        (1, 1),
+        [[1, 2], [3, -1]],
+        [[[1, 1]], [[2, 1]]],
+        dtype="fp8_e4m3",
+        out="bf16",
+        alpha=[0.5, 4.0],
     )
     assert inputs.a.dtype == torch.float8_e4m3fn
     ref = reference_output(inputs, make_case("fp8_e4m3", rows=[1, 1], n=1, k=2, out="bf16"))
@@ -140,8 +160,7 @@ def test_finalize_scatter_add_with_topk_collisions() -> None:
 
 
 def test_reference_rows_before_finalize() -> None:
-    inputs = hand_inputs((1, 1), [[2], [3]], [[[1]], [[10]]], dest=[0, 0], router=[1.0, 1.0],
-                         out_rows=1)
+    inputs = hand_inputs((1, 1), [[2], [3]], [[[1]], [[10]]], dest=[0, 0], router=[1.0, 1.0], out_rows=1)
     assert reference_rows(inputs).tolist() == [[2], [30]]
     ref = reference_output(inputs, make_case("fp32", rows=[1, 1], n=1, k=1, fusion="finalize"))
     assert ref.tolist() == [[32]]
@@ -233,8 +252,10 @@ def test_make_inputs_is_deterministic() -> None:
     one, two, other = make_inputs(case, 7), make_inputs(case, 7), make_inputs(case, 8)
     for name in ("a", "b", "alpha", "router_scales", "dest_row"):
         x, y = getattr(one, name), getattr(two, name)
-        assert torch.equal(x.view(torch.uint8) if x.dtype == torch.float8_e4m3fn else x,
-                           y.view(torch.uint8) if y.dtype == torch.float8_e4m3fn else y), name
+        assert torch.equal(
+            x.view(torch.uint8) if x.dtype == torch.float8_e4m3fn else x,
+            y.view(torch.uint8) if y.dtype == torch.float8_e4m3fn else y,
+        ), name
     assert one.out_rows == two.out_rows
     assert not torch.equal(one.a.float(), other.a.float())
     assert not torch.equal(one.b.float(), other.b.float())
@@ -255,9 +276,7 @@ def test_make_inputs_golden_bytes(tmp_path: Path) -> None:
     ]
     assert inputs.dest_row is not None and inputs.dest_row.tolist() == [1, 0, 0]
     assert inputs.out_rows == 3
-    assert digest.hexdigest() == (
-        "917efc8a11da6951d1ae45d99e1532d597248828e6262f08168864c534d5eefe"
-    )
+    assert digest.hexdigest() == ("917efc8a11da6951d1ae45d99e1532d597248828e6262f08168864c534d5eefe")
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "fp8_e4m3"])
@@ -265,8 +284,12 @@ def test_make_inputs_shapes_dtypes_and_exact_grid(dtype: str) -> None:
     out = "bf16" if dtype == "fp8_e4m3" else dtype
     case = make_case(dtype, rows=[3, 0, 5], n=16, k=64, out=out)
     inputs = make_inputs(case, 0)
-    storage = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-               "fp8_e4m3": torch.float8_e4m3fn}[dtype]
+    storage = {
+        "fp32": torch.float32,
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+        "fp8_e4m3": torch.float8_e4m3fn,
+    }[dtype]
     assert inputs.a.shape == (8, 64) and inputs.a.dtype == storage
     assert inputs.b.shape == (3, 16, 64) and inputs.b.dtype == storage
     assert inputs.out_rows == 8 and inputs.router_scales is None and inputs.dest_row is None
@@ -287,8 +310,7 @@ def test_generated_reference_is_exact() -> None:
     assert inputs.alpha is not None
     ref = reference_output(inputs, case)
     a, b = inputs.a.double(), inputs.b.double()
-    exact = torch.cat([a[:5] @ b[0].T * float(inputs.alpha[0]),
-                       a[5:] @ b[1].T * float(inputs.alpha[1])])
+    exact = torch.cat([a[:5] @ b[0].T * float(inputs.alpha[0]), a[5:] @ b[1].T * float(inputs.alpha[1])])
     assert torch.equal(ref.double(), exact)
 
 
@@ -406,26 +428,33 @@ def test_write_inputs_fp8_finalize(tmp_path: Path) -> None:
     sizes = {p.name: p.stat().st_size for p in tmp_path.iterdir()}
     assert sizes == {
         "problem.txt": sizes["problem.txt"],
-        "a.bin": 10 * 16, "b.bin": 3 * 8 * 16, "alpha.bin": 3 * 4,
-        "router_scales.bin": 10 * 4, "dest_row.bin": 10 * 4,
+        "a.bin": 10 * 16,
+        "b.bin": 3 * 8 * 16,
+        "alpha.bin": 3 * 4,
+        "router_scales.bin": 10 * 4,
+        "dest_row.bin": 10 * 4,
     }
     lines = (tmp_path / "problem.txt").read_text().splitlines()
-    assert lines == ["experts 3", "rows 4 0 6", "n 8", "k 16",
-                     f"out_rows {inputs.out_rows}", "timing_iters 3"]
+    assert lines == [
+        "experts 3",
+        "rows 4 0 6",
+        "n 8",
+        "k 16",
+        f"out_rows {inputs.out_rows}",
+        "timing_iters 3",
+    ]
     b = torch.frombuffer(bytearray((tmp_path / "b.bin").read_bytes()), dtype=torch.uint8)
     assert torch.equal(b.view(torch.float8_e4m3fn).float().reshape(3, 8, 16), inputs.b.float())
     dest = torch.frombuffer(bytearray((tmp_path / "dest_row.bin").read_bytes()), dtype=torch.int32)
     assert inputs.dest_row is not None and torch.equal(dest, inputs.dest_row)
-    alpha = torch.frombuffer(bytearray((tmp_path / "alpha.bin").read_bytes()),
-                             dtype=torch.float32)
+    alpha = torch.frombuffer(bytearray((tmp_path / "alpha.bin").read_bytes()), dtype=torch.float32)
     assert inputs.alpha is not None and torch.equal(alpha, inputs.alpha)
 
 
 @pytest.mark.parametrize("out", ["bf16", "fp16", "fp32"])
 @pytest.mark.parametrize("fusion", ["none", "finalize"])
 def test_read_output_round_trip(tmp_path: Path, out: str, fusion: str) -> None:
-    case = make_case("bf16" if out != "fp32" else "fp32", rows=[3, 5], n=8, k=16,
-                     fusion=fusion, out=out)
+    case = make_case("bf16" if out != "fp32" else "fp32", rows=[3, 5], n=8, k=16, fusion=fusion, out=out)
     inputs = make_inputs(case, 4)
     expected = reference_output(inputs, case)
     torch_out = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[out]
@@ -497,8 +526,7 @@ def test_compare_boundary_uses_atol_plus_rtol() -> None:
     policy = Tolerance(atol=0.125, rtol=0.25, max_bad_fraction=0.0)
     limit0 = 0.125 * math.sqrt(2) + 0.5
     limit1 = 0.125 * math.sqrt(2)
-    assert compare(expected + torch.tensor([[limit0 * 0.99, limit1 * 0.99]]), expected,
-                   policy).ok
+    assert compare(expected + torch.tensor([[limit0 * 0.99, limit1 * 0.99]]), expected, policy).ok
     report = compare(expected + torch.tensor([[0.0, limit1 * 1.01]]), expected, policy)
     assert not report.ok and report.worst_index == (0, 1)
     assert report.atol == pytest.approx(limit1) and report.scale == pytest.approx(math.sqrt(2))
@@ -539,8 +567,7 @@ def test_policy_accepts_emulated_kernel_rounding(out: str) -> None:
     finalize each scaled row rounded, then added into D in the output type (red.add)."""
     out_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[out]
     for fusion in ("none", "finalize"):
-        case = make_case("fp8_e4m3", rows=[37, 0, 64, 100, 5], n=64, k=512, fusion=fusion,
-                         out=out)
+        case = make_case("fp8_e4m3", rows=[37, 0, 64, 100, 5], n=64, k=512, fusion=fusion, out=out)
         inputs = make_inputs(case, 11)
         expected = reference_output(inputs, case)
         rows = reference_rows(inputs)
