@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .backend import Backend, BackendRegistry
+from .backend import BackendRegistry
 from .cases import Case
 from .matrix import LoadedMatrix, MatrixInvalid, load_matrices
 from .verdict import Verdict
@@ -80,9 +80,6 @@ class TileSession:
     def will_run(self, cases: Sequence[Case]) -> None:
         """The cases selected in this process after -k/-m/--lf; backends prepare them together."""
         self._to_run = list(cases)
-
-    def backend(self, name: str) -> Backend:
-        return self.registry[name]
 
     def judge(self, case: Case) -> Verdict:
         backend = self.registry[case.backend]
