@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from pytest_tileconform.flashinfer.codegen import (
     HARNESS_DIR,
+    SM100_UNIFORM,
     SM120_INPUTS,
     SM120_MIXED_TILES,
     SM120_TILES,
@@ -28,6 +30,8 @@ from pytest_tileconform.flashinfer.codegen import (
     instantiation,
     nvcc_command,
     sm90_fused_moe_flags,
+    sm100_fused_moe_flags,
+    sm100_gencode,
     sm120_fused_moe_flags,
     sm120_gencode,
     tile_k_bytes,
@@ -201,7 +205,12 @@ def base(**changes: object) -> KernelConfig:
         ({"tile": (128, 0, 64)}, "positive"),
         ({"fusion": "activation"}, "fusion"),
         ({"arch": 80}, "no SM80 path"),
-        ({"arch": 100}, "not implemented"),
+        ({"arch": 103}, "not implemented"),
+        ({"arch": 100, "act": "nvfp4", "weight": "nvfp4"}, "not supported yet"),
+        ({"arch": 100, "cluster": (1, 2, 1)}, "1x1x1 .1SM. or 2x1x1"),
+        ({"arch": 100, "tile": (128, 128, 128)}, "CTA K is 64"),
+        ({"arch": 100, "tile": (256, 128, 64)}, "CTA M 64/128"),
+        ({"arch": 100, "tile": (128, 32, 64), "cluster": (2, 1, 1)}, "is_gemm_op_valid_sm100"),
         ({"arch": 120}, "takes nvfp4 x nvfp4, mxfp8 x mxfp4"),
         ({"arch": 121, "act": "fp8_e4m3", "weight": "mxfp4"}, "takes nvfp4 x nvfp4"),
         ({"arch": 120, "act": "nvfp4", "weight": "nvfp4", "out": "fp32"}, "writes bf16 or fp16"),
@@ -437,3 +446,148 @@ def test_sources_override(
     monkeypatch.setenv(ENV_SOURCES, str(tmp_path / "missing"))
     with pytest.raises(FlashInferSourcesError, match="does not exist"):
         find_sources()
+
+
+# SM100 (FlashInfer's gen_cutlass_fused_moe_sm100_module): uniform bf16 / fp16 / fp32 / fp8
+# inputs, epilogue PtrArrayTmaWarpSpecialized1Sm, DYNAMIC_CGA false, 1SM and 2SM clusters.
+
+SM100_DTYPES = {"bf16": "bf16", "f16": "fp16", "f32": "fp32", "e4m3": "fp8_e4m3"}
+
+
+def _sm100_supported_ops(generator: ModuleType) -> list[object]:
+    """The SM100 operations FlashInfer emits that codegen builds."""
+    dt, sched = generator.DataType, generator.EpilogueScheduleType
+    return [
+        op
+        for op in generator.generate_sm100_grouped_gemm_operations(True, 100)
+        if op.act_type in (dt.bf16, dt.f16, dt.f32, dt.e4m3)
+        and op.weight_type == op.act_type
+        and not op.is_mx_fpx
+        and not op.dynamic_cga
+        and op.epi_schedule == sched.PtrArrayTmaWarpSpecialized1Sm
+        and op.epi_fusion
+        in (
+            generator.TrtLlm_EpilogueFusion.epilogue_fusion_none,
+            generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize,
+        )
+    ]
+
+
+def _sm100_config(generator: ModuleType, op: object) -> KernelConfig:
+    dt = generator.DataType
+    names = {dt.bf16: "bf16", dt.f16: "fp16", dt.f32: "fp32", dt.e4m3: "fp8_e4m3"}
+    return KernelConfig(
+        arch=100,
+        act=names[op.act_type],  # type: ignore[attr-defined]
+        weight=names[op.weight_type],  # type: ignore[attr-defined]
+        out=names[op.output_type],  # type: ignore[attr-defined]
+        tile=tuple(op.cta_shape),  # type: ignore[attr-defined]
+        cluster=tuple(op.cga_shape),  # type: ignore[attr-defined]
+        swap_ab=op.swap_ab,  # type: ignore[attr-defined]
+        fusion="finalize"
+        if op.epi_fusion == generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize  # type: ignore[attr-defined]
+        else "none",
+    )
+
+
+def test_every_supported_sm100_operation_matches_flashinfer(generator: ModuleType) -> None:
+    ops = _sm100_supported_ops(generator)
+    assert ops
+    configs = set()
+    for op in ops:
+        config = _sm100_config(generator, op)
+        assert instantiation(config) == generator.instantiate_operation(op)
+        configs.add(config)
+    assert len(configs) == len(ops)
+    assert {c.cluster for c in configs} == {(1, 1, 1), (2, 1, 1)}
+    assert {c.fusion for c in configs} == {"none", "finalize"}
+    assert {c.act for c in configs} == set(SM100_UNIFORM)
+    # codegen accepts exactly these among all SM100 candidates of the supported dtypes
+    accepted = set()
+    for act in SM100_UNIFORM:
+        outs = ("fp16", "bf16") if act == "fp8_e4m3" else (act,)
+        for out, m, n, k, cluster, swap, fusion in itertools.product(
+            outs,
+            (64, 128, 256),
+            (8, 16, 32, 48, 64, 128, 192, 256),
+            (32, 64, 128, 256),
+            ((1, 1, 1), (2, 1, 1), (1, 2, 1)),
+            (False, True),
+            ("none", "finalize"),
+        ):
+            config = KernelConfig(100, act, act, out, (m, n, k), cluster, swap, fusion)
+            try:
+                instantiation(config)
+            except UnsupportedConfig:
+                continue
+            accepted.add(config)
+    assert accepted == configs
+
+
+def test_sm100_generated_files_match(generator: ModuleType, tmp_path: Path) -> None:
+    """The supported blocks in FlashInfer's SM100 ``*.generated.cu`` files, byte for byte."""
+    generator.generate_gemm_operations(str(tmp_path), "100;100-real")
+    blocks = [
+        block
+        for path in sorted(tmp_path.rglob("*.generated.cu"))
+        for block in INSTANTIATION_RE.finditer(path.read_text())
+    ]
+    matched = 0
+    for block in blocks:
+        (tag, act, weight, out, epi, _tag, fusion, m, n, k, cm, cn, ck, mx, dyn, _bias, swap) = (
+            a.strip() for a in block.group("args").split(",")
+        )
+        if tag != "Sm100" or epi != "PtrArrayTmaWarpSpecialized" or mx != "false" or dyn != "false":
+            continue
+        if fusion not in ("NONE", "FINALIZE") or act != weight or act not in CUDA_TYPES:
+            continue
+        config = KernelConfig(
+            arch=100,
+            act=CUDA_TYPES[act],
+            weight=CUDA_TYPES[weight],
+            out=CUDA_TYPES[out],
+            tile=(int(m), int(n), int(k)),
+            cluster=(int(cm), int(cn), int(ck)),
+            swap_ab=swap == "true",
+            fusion=fusion.lower(),
+        )
+        assert instantiation(config) == block.group(0)
+        matched += 1
+    assert matched == len(_sm100_supported_ops(generator))
+
+
+def test_sm100_translation_unit() -> None:
+    config = base(arch=100, cluster=(2, 1, 1), fusion="finalize")
+    unit = generate_translation_unit(config)
+    assert "INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm100, __nv_bfloat16" in unit
+    assert "PtrArrayTmaWarpSpecialized, EpilogueOpDefault, FINALIZE" in unit
+    assert "cutlass::arch::Sm100, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, " in unit
+    assert "cutlass::epilogue::PtrArrayTmaWarpSpecialized, " in unit
+    assert "#define TILECONFORM_ARCH 100" in unit
+    assert "#define TILECONFORM_BLOCK_SCALE 0" in unit
+
+
+def test_sm100_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:
+    package = sources.root.parent
+    fused_moe = ast.parse((package / "jit" / "fused_moe.py").read_text())
+    function = next(
+        node
+        for node in ast.walk(fused_moe)
+        if isinstance(node, ast.FunctionDef) and node.name == "gen_cutlass_fused_moe_sm100_module"
+    )
+    assignment = next(
+        node
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "nvcc_flags"
+    )
+    module_flags = _list_value(assignment.value, {})
+    flags = sm100_fused_moe_flags((13, 0))
+    assert flags[: len(module_flags)] == module_flags
+    # then get_nvcc_flags_list([10, 11], map_sm107_to_100f=True) for one sm_100 device
+    assert flags[len(module_flags) :] == [
+        "-gencode=arch=compute_100a,code=sm_100a",
+        "-DFLASHINFER_ENABLE_FP8_E8M0",
+        "-DFLASHINFER_ENABLE_FP4_E2M1",
+    ]
+    with pytest.raises(UnsupportedConfig, match=r"12\.8"):
+        sm100_gencode((12, 6))

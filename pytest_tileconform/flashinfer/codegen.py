@@ -258,6 +258,57 @@ def _check_sm120(config: KernelConfig) -> None:
         )
 
 
+#: SM100 uniform input dtypes this harness builds (``generate_sm100_grouped_gemm_operations``
+#: also emits FP4, MXFP8 x MXFP8 and MXFP8 x MXFP4, which are not supported here yet).
+SM100_UNIFORM = ("bf16", "fp16", "fp32", "fp8_e4m3")
+#: SM100 epilogue schedule this harness builds: FlashInfer's ``PtrArrayTmaWarpSpecialized1Sm``
+#: (the launcher picks the 2Sm schedule from a cluster of M 2), which generate_kernels.py
+#: writes as ``PtrArrayTmaWarpSpecialized`` ("1Sm" stripped). Its ``PtrArrayNoSmemWarpSpecialized``
+#: variants (fusion none only) and ``DYNAMIC_CGA=true`` variants (the harness passes no runtime
+#: cluster shape) are not built.
+SM100_EPILOGUE_SCHEDULE = "PtrArrayTmaWarpSpecialized"
+
+
+def sm100_tile_k(act: str, tile_n: int) -> int:
+    """``calc_shape_mnk_sm100_grouped_gemm``: 128 bytes of the activation, 256 for fp8 with N 8."""
+    if act == "fp8_e4m3" and tile_n == 8:
+        return 256
+    return 128 * 8 // _dtype(act, "activation").bits
+
+
+def _check_sm100(config: KernelConfig) -> None:
+    # generate_sm100_grouped_gemm_operations + is_gemm_op_valid_sm100 (generate_kernels.py),
+    # restricted to uniform non-block-scaled inputs: D in the input type, fp16/bf16 for fp8.
+    if config.act not in SM100_UNIFORM or config.weight != config.act:
+        raise UnsupportedConfig(
+            f"SM100 MoE GEMM in this harness takes equal activation and weight dtypes from "
+            f"{', '.join(SM100_UNIFORM)}; got act={config.act}, weight={config.weight} "
+            "(FP4 / MX block-scaled SM100 variants are not supported yet)"
+        )
+    outs = ("fp16", "bf16") if config.act == "fp8_e4m3" else (config.act,)
+    if config.out not in outs:
+        raise UnsupportedConfig(f"SM100 {config.act} MoE GEMM writes {' or '.join(outs)}, not {config.out}")
+    m, n, k = config.tile
+    if config.cluster not in ((1, 1, 1), (2, 1, 1)):
+        raise UnsupportedConfig(
+            f"cluster {config.cluster}: FlashInfer's SM100 MoE GEMMs are 1x1x1 (1SM) or 2x1x1 (2SM)"
+        )
+    if m not in (64, 128) or n not in (8, 16, 32, 64, 128, 192, 256):
+        raise UnsupportedConfig(f"tile {config.tile}: FlashInfer emits SM100 CTA M 64/128, N 8..256")
+    if k != sm100_tile_k(config.act, n):
+        raise UnsupportedConfig(
+            f"tile {config.tile}: SM100 CTA K is {sm100_tile_k(config.act, n)} {config.act} elements "
+            "(calc_shape_mnk_sm100_grouped_gemm)"
+        )
+    small_fp8 = config.act == "fp8_e4m3" and n in (8, 16) and config.cluster == (1, 1, 1)
+    if small_fp8:
+        ok = m != 128 or n % 16 == 0
+    else:
+        ok = n % 32 == 0 and not (config.cluster[0] == 2 and n % 64 != 0)
+    if not ok:
+        raise UnsupportedConfig(f"tile {config.tile} cluster {config.cluster} fails is_gemm_op_valid_sm100")
+
+
 def _check(config: KernelConfig) -> None:
     for name, role in ((config.act, "activation"), (config.weight, "weight"), (config.out, "output")):
         _dtype(name, role)
@@ -267,7 +318,9 @@ def _check(config: KernelConfig) -> None:
         _check_sm90(config)
     elif config.arch in (120, 121):
         _check_sm120(config)
-    elif config.arch in (100, 103, 110):
+    elif config.arch == 100:
+        _check_sm100(config)
+    elif config.arch in (103, 110):
         raise UnsupportedConfig(f"SM{config.arch} is not implemented in the tileconform harness yet")
     else:
         raise UnsupportedConfig(f"the TMA warp-specialized MoE launcher has no SM{config.arch} path")
@@ -289,6 +342,10 @@ def _macro_fusion(config: KernelConfig) -> str:
 _EPILOGUE_SCHEDULE_SM90 = "void"
 
 
+def _epilogue_schedule(config: KernelConfig) -> str:
+    return SM100_EPILOGUE_SCHEDULE if config.arch == 100 else _EPILOGUE_SCHEDULE_SM90
+
+
 def instantiation(config: KernelConfig) -> str:
     """The ``INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM`` block, formatted exactly as
     ``instantiate_operation_tma_warp_specialized`` in generate_kernels.py formats it."""
@@ -299,7 +356,7 @@ def instantiation(config: KernelConfig) -> str:
     return f"""
 #if {act.guard} && {weight.guard}
         INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm{arch_tag(config)}, {act.cuda_type}, {weight.cuda_type}, {out.cuda_type},
-        {_EPILOGUE_SCHEDULE_SM90}, EpilogueOpDefault, {_macro_fusion(config)},
+        {_epilogue_schedule(config)}, EpilogueOpDefault, {_macro_fusion(config)},
         {m}, {n}, {k}, {cm}, {cn}, {ck},
         {str(act.mx or weight.mx).lower()}, false, false, {str(config.swap_ab).lower()});
 #endif"""  # noqa: E501  (kept byte-identical to FlashInfer's template)
@@ -309,6 +366,10 @@ def _qualified(cuda_type: str) -> str:
     """``SafeFP4`` is an alias the launcher .inl declares in ``cutlass_kernels_oss``; the
     harness names it from outside that namespace."""
     return f"tensorrt_llm::kernels::cutlass_kernels_oss::{cuda_type}" if cuda_type == "SafeFP4" else cuda_type
+
+
+def _launcher_epilogue_schedule(config: KernelConfig) -> str:
+    return f"cutlass::epilogue::{SM100_EPILOGUE_SCHEDULE}" if config.arch == 100 else _EPILOGUE_SCHEDULE_SM90
 
 
 def launcher_template_args(config: KernelConfig) -> str:
@@ -327,7 +388,7 @@ def launcher_template_args(config: KernelConfig) -> str:
             _qualified(act.cuda_type),
             _qualified(weight.cuda_type),
             _qualified(out.cuda_type),
-            _EPILOGUE_SCHEDULE_SM90,
+            _launcher_epilogue_schedule(config),
             "tensorrt_llm::cutlass_extensions::EpilogueOpDefault",
             fusion,
             f"cute::Shape<{tile}>",
@@ -481,12 +542,39 @@ def sm120_fused_moe_flags(arch: int, cuda: tuple[int, int]) -> list[str]:
     ]
 
 
+def sm100_gencode(cuda: tuple[int, int]) -> str:
+    """The ``-gencode`` FlashInfer gives an SM100 device (``_normalize_cuda_arch``: SM 10+ gets
+    the ``a`` suffix; the sm107 -> 100f mapping does not touch it)."""
+    if cuda < (12, 8):
+        raise UnsupportedConfig("SM100 requires CUDA >= 12.8")
+    return "-gencode=arch=compute_100a,code=sm_100a"
+
+
+def sm100_fused_moe_flags(cuda: tuple[int, int]) -> list[str]:
+    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm100_module`` (flashinfer/jit/fused_moe.py),
+    followed by ``current_compilation_context.get_nvcc_flags_list([10, 11], map_sm107_to_100f=True)``
+    for one SM100 device (its gencode, then CompilationContext.COMMON_NVCC_FLAGS)."""
+    return [
+        "-DCOMPILE_BLACKWELL_TMA_GEMMS",
+        "-DCOMPILE_BLACKWELL_TMA_GROUPED_GEMMS",
+        "-DENABLE_BF16",
+        "-DENABLE_FP8",
+        "-DENABLE_FP4",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+        "-DCUTLASS_ENABLE_GDC_FOR_SM100=1",
+        sm100_gencode(cuda),
+        *COMMON_NVCC_FLAGS,
+    ]
+
+
 def arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int]) -> list[str]:
     """The arch-specific flags of FlashInfer's fused-MoE module for ``config.arch``."""
     if config.arch == 90:
         return sm90_fused_moe_flags(cuda)
     if config.arch in (120, 121):
         return sm120_fused_moe_flags(config.arch, cuda)
+    if config.arch == 100:
+        return sm100_fused_moe_flags(cuda)
     raise UnsupportedConfig(f"no FlashInfer fused-MoE flags for SM{config.arch}")
 
 
