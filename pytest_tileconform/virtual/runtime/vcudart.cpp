@@ -808,6 +808,15 @@ using namespace vcudart;
 // ==========================================================================================
 // Public runtime API
 
+// A new stream or event: an opaque heap address, remembered so that destroying it can be checked.
+template <typename Handle>
+cudaError_t new_handle(State& s, Record& r, std::set<const void*>& handles, Handle* out) {
+  if (out == nullptr) return finish(s, r, cudaErrorInvalidValue);
+  *out = reinterpret_cast<Handle>(new char);
+  handles.insert(*out);
+  return finish(s, r, cudaSuccess);
+}
+
 #define VCUDART_BEGIN(call)                     \
   State& s = state();                           \
   std::lock_guard<std::mutex> lock_(s.mutex);   \
@@ -976,18 +985,12 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes
 
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* stream) {
   VCUDART_BEGIN("cudaStreamCreate");
-  if (stream == nullptr) return finish(s, r, cudaErrorInvalidValue);
-  *stream = reinterpret_cast<cudaStream_t>(new char);
-  s.streams.insert(*stream);
-  return finish(s, r, cudaSuccess);
+  return new_handle(s, r, s.streams, stream);
 }
 
 cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
   VCUDART_BEGIN("cudaStreamCreateWithFlags");
-  if (stream == nullptr) return finish(s, r, cudaErrorInvalidValue);
-  *stream = reinterpret_cast<cudaStream_t>(new char);
-  s.streams.insert(*stream);
-  return finish(s, r, cudaSuccess);
+  return new_handle(s, r, s.streams, stream);
 }
 
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
@@ -1011,18 +1014,12 @@ cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatu
 
 cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
   VCUDART_BEGIN("cudaEventCreate");
-  if (event == nullptr) return finish(s, r, cudaErrorInvalidValue);
-  *event = reinterpret_cast<cudaEvent_t>(new char);
-  s.events.insert(*event);
-  return finish(s, r, cudaSuccess);
+  return new_handle(s, r, s.events, event);
 }
 
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
   VCUDART_BEGIN("cudaEventCreateWithFlags");
-  if (event == nullptr) return finish(s, r, cudaErrorInvalidValue);
-  *event = reinterpret_cast<cudaEvent_t>(new char);
-  s.events.insert(*event);
-  return finish(s, r, cudaSuccess);
+  return new_handle(s, r, s.events, event);
 }
 
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
