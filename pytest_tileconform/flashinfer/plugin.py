@@ -11,7 +11,13 @@ import pytest
 from ..buildcache import default_cache_dir
 
 if TYPE_CHECKING:
+    from ..cases import Case
+    from ..verdict import Verdict
     from .backend import FlashInferBackend
+    from .releases import Release
+
+#: The release --tile-flashinfer resolved to, per config (so verdicts can name it).
+_RELEASES: dict[int, Release] = {}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -22,6 +28,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="FlashInfer kernel sources laid out like flashinfer/data "
         "(default: the installed flashinfer-python; env TILECONFORM_FLASHINFER_SOURCES)",
+    )
+    group.addoption(
+        "--tile-flashinfer",
+        default=None,
+        metavar="VERSION|PATH",
+        help="judge against this FlashInfer release instead of the installed one: a version "
+        "(fetched once with pip download, sources only, into the cache), a local wheel or an "
+        "unpacked folder",
     )
     group.addoption(
         "--tile-cache-dir",
@@ -62,12 +76,28 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
             f"--tile-device {device!r}: the {FlashInferBackend.name} backend knows {', '.join(DEVICES)}"
         )
     workerinput = getattr(config, "workerinput", None)
-    cache_dir = config.getoption("tile_cache_dir")
-    sources = config.getoption("tile_flashinfer_sources")
+    cache_option = config.getoption("tile_cache_dir")
+    cache_dir = Path(cache_option) if cache_option else default_cache_dir()
+    sources_option = config.getoption("tile_flashinfer_sources")
+    sources = Path(sources_option) if sources_option else None
+    release_option = config.getoption("tile_flashinfer")
+    if release_option:
+        if sources_option:
+            raise pytest.UsageError(
+                "--tile-flashinfer and --tile-flashinfer-sources both name FlashInfer sources; give one"
+            )
+        from .releases import ReleaseError, resolve_release
+
+        try:
+            release = resolve_release(release_option, cache_dir)
+        except ReleaseError as exc:
+            raise pytest.UsageError(f"--tile-flashinfer {release_option}: {exc}") from None
+        _RELEASES[id(config)] = release
+        sources = release.data_dir
     settings = Settings(
         device=device,
-        cache_dir=Path(cache_dir) if cache_dir else default_cache_dir(),
-        sources=Path(sources) if sources else None,
+        cache_dir=cache_dir,
+        sources=sources,
         jobs=config.getoption("tile_build_jobs"),
         timeout=config.getoption("tile_timeout"),
         seed=config.getoption("tile_seed"),
@@ -89,3 +119,12 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
             print(line, file=sys.stderr, flush=True)
 
     return [FlashInferBackend(settings, progress)]
+
+
+def pytest_tileconform_verdict(config: pytest.Config, case: Case, verdict: Verdict) -> None:
+    """A verdict judged against a --tile-flashinfer release names it (version and wheel hash)."""
+    from .backend import NAME
+
+    release = _RELEASES.get(id(config))
+    if release is not None and case.backend == NAME:
+        verdict.extra["flashinfer_release"] = release.ident

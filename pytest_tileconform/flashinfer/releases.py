@@ -1,0 +1,361 @@
+"""FlashInfer releases as kernel sources: fetch a wheel, unpack what the harness compiles, once.
+
+A release is named by a version (``0.6.0``), a local wheel (``flashinfer_python-0.6.0-...whl``)
+or an unpacked folder. A version is fetched with the user's own pip configuration
+(``pip download --no-deps --only-binary=:all: flashinfer-python==V``: whatever index, proxy and
+certificates pip is set up for); nothing is installed or imported.
+
+Of a wheel only the files a harness build reads are unpacked (:data:`MEMBERS`: TensorRT-LLM's
+``csrc/nv_internal``, the CUTLASS, CCCL, FlashInfer and spdlog headers, and the few Python files
+that say how FlashInfer builds its MoE module and which tiles it generates), into the cache::
+
+    CACHE/flashinfer-releases/ab/<wheel sha256>/release.json
+                                                /flashinfer/data/...   (like the installed package)
+                                                /flashinfer/jit/...
+    CACHE/flashinfer-releases/versions/<version>.json   -> {"sha256": ..., "wheel": ...}
+
+An entry is unpacked into a temporary directory next to it and published with one rename, under
+a file lock, so concurrent processes (xdist workers) unpack a wheel once and readers never see
+half an entry. Entries are named by the wheel's SHA-256: a verdict names the exact file it was
+judged against. A version seen before is not fetched again (the version index maps it to the
+wheel's hash; package indexes do not replace a published file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from filelock import FileLock
+
+from .sources import DISTRIBUTION, LAUNCHER_INL, FlashInferSources, FlashInferSourcesError
+
+RELEASES_DIR = "flashinfer-releases"
+ENTRY_FILE = "release.json"
+ENTRY_SCHEMA = "tileconform.flashinfer.release/1"
+
+#: Prefixes (inside the wheel) of what is unpacked. ``data/cccl`` exists from 0.6.10 on; older
+#: releases built against the CUDA toolkit's CCCL, and so does the harness for them.
+MEMBERS: tuple[str, ...] = (
+    "flashinfer/data/csrc/nv_internal/",
+    "flashinfer/data/cutlass/include/",
+    "flashinfer/data/cutlass/tools/util/include/",
+    "flashinfer/data/include/",
+    "flashinfer/data/cccl/cub/",
+    "flashinfer/data/cccl/libcudacxx/include/",
+    "flashinfer/data/cccl/thrust/",
+    "flashinfer/data/spdlog/include/",
+    "flashinfer/jit/gemm/cutlass/",
+    "flashinfer/jit/fused_moe.py",
+    "flashinfer/jit/core.py",
+    "flashinfer/jit/env.py",
+    "flashinfer/compilation_context.py",
+)
+#: Files a wheel must contain to be judged at all (relative to ``flashinfer/data``).
+REQUIRED = (f"csrc/nv_internal/{LAUNCHER_INL}", "cutlass/include/cutlass/cutlass.h")
+
+# PEP 440 public versions as FlashInfer publishes them (0.6.0, 0.6.7.post3, 0.3.0rc1, ...)
+VERSION_RE = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+
+
+class ReleaseError(RuntimeError):
+    """A release could not be fetched, read or unpacked; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One FlashInfer release's kernel sources, ready to compile against."""
+
+    version: str
+    data_dir: Path  # laid out like the installed package's ``flashinfer/data``
+    sha256: str  # of the wheel; "" for a folder given by the user (see ``fingerprint``)
+    origin: str  # where it came from, for people: "package index", "wheel /x.whl", "folder /x"
+
+    @property
+    def package(self) -> Path:
+        """The ``flashinfer`` package directory (its ``jit/`` says how FlashInfer builds; it
+        may be absent for a bare data folder)."""
+        return self.data_dir.parent
+
+    def sources(self) -> FlashInferSources:
+        return FlashInferSources(root=self.data_dir, version=self.version)
+
+    @property
+    def ident(self) -> str:
+        """What a verdict records: the version and the wheel's hash (or the sources' hash)."""
+        if self.sha256:
+            return f"flashinfer-python {self.version} (wheel sha256:{self.sha256})"
+        return f"flashinfer-python {self.version} (folder {self.data_dir}, sources sha256:{self.fingerprint})"
+
+    @property
+    def fingerprint(self) -> str:
+        return self.sources().fingerprint
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "sha256": self.sha256,
+            "origin": self.origin,
+            "data_dir": str(self.data_dir),
+        }
+
+
+def releases_root(cache_dir: Path) -> Path:
+    return cache_dir / RELEASES_DIR
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=1)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _wheel_version(zf: zipfile.ZipFile, wheel: Path) -> str:
+    """``Version:`` of the wheel's METADATA; also checks that it is flashinfer-python."""
+    metas = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+    if len(metas) != 1:
+        raise ReleaseError(f"{wheel}: not a wheel (expected one *.dist-info/METADATA, found {len(metas)})")
+    name = version = None
+    for line in zf.read(metas[0]).decode("utf-8", "replace").splitlines():
+        if not line.strip():
+            break  # end of the headers
+        key, _, value = line.partition(":")
+        if key == "Name":
+            name = value.strip()
+        elif key == "Version":
+            version = value.strip()
+    if name is None or re.sub(r"[-_.]+", "-", name).lower() != DISTRIBUTION:
+        raise ReleaseError(f"{wheel}: {metas[0]} names distribution {name!r}, not {DISTRIBUTION}")
+    if not version:
+        raise ReleaseError(f"{wheel}: {metas[0]} has no Version")
+    return version
+
+
+def _safe_member(name: str) -> PurePosixPath | None:
+    """The member's path if it is under one of :data:`MEMBERS` and stays inside the target."""
+    if not any(name == m or (m.endswith("/") and name.startswith(m)) for m in MEMBERS):
+        return None
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or name.endswith("/"):
+        return None
+    return path
+
+
+def entry_dir(cache_dir: Path, sha256: str) -> Path:
+    return releases_root(cache_dir) / sha256[:2] / sha256
+
+
+def _read_entry(path: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads((path / ENTRY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if data.get("schema") == ENTRY_SCHEMA else None
+
+
+def unpack_wheel(wheel: Path, cache_dir: Path, origin: str | None = None) -> Release:
+    """Unpack the kernel sources of ``wheel`` into the cache (once) and return the release."""
+    wheel = wheel.expanduser().resolve()
+    if not wheel.is_file():
+        raise ReleaseError(f"wheel {wheel} does not exist")
+    sha = sha256_file(wheel)
+    final = entry_dir(cache_dir, sha)
+    origin = origin or f"wheel {wheel}"
+    entry = _read_entry(final)
+    if entry is not None:
+        return Release(entry["version"], final / "flashinfer" / "data", sha, origin)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(final) + ".lock"):
+        entry = _read_entry(final)
+        if entry is not None:  # another process unpacked it while we waited
+            return Release(entry["version"], final / "flashinfer" / "data", sha, origin)
+        try:
+            zf = zipfile.ZipFile(wheel)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise ReleaseError(f"{wheel}: not a readable wheel (zip): {exc}") from None
+        with zf:
+            version = _wheel_version(zf, wheel)
+            names = set(zf.namelist())
+            missing = [r for r in REQUIRED if f"flashinfer/data/{r}" not in names]
+            if missing:
+                raise ReleaseError(
+                    f"{wheel} (flashinfer-python {version}) does not ship the MoE GEMM sources: "
+                    f"missing {', '.join('flashinfer/data/' + m for m in missing)}"
+                )
+            tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".unpack-{sha[:12]}-"))
+            try:
+                count = size = 0
+                for info in zf.infolist():
+                    member = _safe_member(info.filename)
+                    if member is None:
+                        continue
+                    target = tmp.joinpath(*member.parts)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(info) as src, target.open("wb") as dst:
+                        shutil.copyfileobj(src, dst)
+                    count += 1
+                    size += info.file_size
+                # find_sources() on the data directory reads the version from here
+                (tmp / "flashinfer" / "data" / "VERSION").write_text(version + "\n")
+                meta = {
+                    "schema": ENTRY_SCHEMA,
+                    "version": version,
+                    "sha256": sha,
+                    "wheel": wheel.name,
+                    "files": count,
+                    "bytes": size,
+                }
+                (tmp / ENTRY_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+                if final.exists():  # torn leftovers of a crash have no valid release.json
+                    shutil.rmtree(final)
+                os.rename(tmp, final)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+    return Release(version, final / "flashinfer" / "data", sha, origin)
+
+
+PipRunner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def _run_pip(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+
+
+def download_wheel(version: str, dest: Path, pip: PipRunner = _run_pip) -> Path:
+    """``pip download`` the release's wheel into ``dest`` with the user's pip configuration."""
+    args = ["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-d", str(dest)]
+    proc = pip([*args, f"{DISTRIBUTION}=={version}"])
+    wheels = sorted(dest.glob("*.whl"))
+    if proc.returncode != 0 or len(wheels) != 1:
+        lines = [line for line in (proc.stderr or proc.stdout or "").splitlines() if line.strip()]
+        lines = [line for line in lines if not line.startswith("WARNING: Location")]
+        tail = " | ".join(lines[-3:]) or f"pip exited with status {proc.returncode}"
+        raise ReleaseError(
+            f"cannot fetch {DISTRIBUTION}=={version} with pip download ({tail}); for an air-gapped "
+            "runner pass a local wheel or an unpacked folder instead of a version"
+        )
+    return wheels[0]
+
+
+def _version_index(cache_dir: Path, version: str) -> Path:
+    return releases_root(cache_dir) / "versions" / f"{version}.json"
+
+
+def fetch_release(version: str, cache_dir: Path, pip: PipRunner = _run_pip) -> Release:
+    """The release ``version`` of flashinfer-python: from the cache, else from the package index."""
+    if not VERSION_RE.fullmatch(version):
+        raise ReleaseError(f"{version!r} is not a release version like 0.6.0 or 0.6.7.post3")
+    index = _version_index(cache_dir, version)
+    index.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(index) + ".lock"):
+        try:
+            known = json.loads(index.read_text())
+        except (OSError, ValueError):
+            known = None
+        if known is not None:
+            entry = _read_entry(entry_dir(cache_dir, known["sha256"]))
+            if entry is not None:
+                path = entry_dir(cache_dir, known["sha256"]) / "flashinfer" / "data"
+                return Release(entry["version"], path, known["sha256"], f"package index ({known['wheel']})")
+        with tempfile.TemporaryDirectory(dir=index.parent, prefix=".download-") as tmp:
+            wheel = download_wheel(version, Path(tmp), pip)
+            release = unpack_wheel(wheel, cache_dir, origin=f"package index ({wheel.name})")
+            if _normalize(release.version) != _normalize(version):
+                raise ReleaseError(
+                    f"pip download {DISTRIBUTION}=={version} gave {wheel.name} ({release.version})"
+                )
+            _write_json_atomic(index, {"sha256": release.sha256, "wheel": wheel.name})
+    return release
+
+
+def _normalize(version: str) -> str:
+    return re.sub(r"(\.0+)+$", "", version.lower())
+
+
+def _folder_version(data_dir: Path) -> str:
+    for candidate in (data_dir / "VERSION", data_dir / "version.txt"):
+        if candidate.is_file() and candidate.read_text().strip():
+            return candidate.read_text().strip().splitlines()[0]
+    version_py = data_dir.parent / "version.py"
+    if version_py.is_file():
+        found = re.search(r"""__version__\s*=\s*["']([^"']+)["']""", version_py.read_text())
+        if found:
+            return found.group(1)
+    pattern = f"{DISTRIBUTION.replace('-', '_')}-*.dist-info/METADATA"
+    for meta in sorted(data_dir.parent.parent.glob(pattern)):
+        found = re.search(r"^Version:\s*(\S+)", meta.read_text(errors="replace"), re.MULTILINE)
+        if found:
+            return found.group(1)
+    return "unknown"
+
+
+def release_from_folder(folder: Path) -> Release:
+    """An unpacked release used in place: a folder holding ``flashinfer/data`` (an unpacked wheel
+    or site-packages), the ``flashinfer`` package itself, or its ``data`` directory."""
+    folder = folder.expanduser().resolve()
+    for data_dir in (folder / "flashinfer" / "data", folder / "data", folder):
+        if (data_dir / "csrc").is_dir():
+            break
+    else:
+        raise ReleaseError(
+            f"{folder} is not laid out like a FlashInfer release: expected flashinfer/data/csrc, "
+            "data/csrc or csrc inside it"
+        )
+    release = Release(_folder_version(data_dir), data_dir, "", f"folder {folder}")
+    missing = [r for r in REQUIRED if not (data_dir / r).is_file()]
+    if missing:
+        raise ReleaseError(f"{data_dir}: FlashInfer sources are incomplete, missing {', '.join(missing)}")
+    return release
+
+
+def resolve_release(spec: str, cache_dir: Path, pip: PipRunner = _run_pip) -> Release:
+    """``--tile-flashinfer`` VALUE: a local wheel, an unpacked folder, or a version to fetch."""
+    path = Path(spec).expanduser()
+    if path.suffix == ".whl" or path.exists():
+        if path.is_dir():
+            return release_from_folder(path)
+        if path.is_file() and path.suffix == ".whl":
+            return unpack_wheel(path, cache_dir)
+        if not path.exists():
+            raise ReleaseError(f"wheel {path} does not exist")
+        raise ReleaseError(f"{path} is neither a .whl file nor a folder with FlashInfer's sources")
+    if VERSION_RE.fullmatch(spec):
+        return fetch_release(spec, cache_dir, pip)
+    raise ReleaseError(f"{spec!r} is neither a release version (like 0.6.0) nor an existing wheel or folder")
+
+
+def sources_of(release: Release) -> FlashInferSources:
+    """The release's sources, checked like :func:`~.sources.find_sources` checks any."""
+    sources = release.sources()
+    required = [sources.launcher_inl, *sources.common_sources, *sources.cutlass_include_dirs]
+    missing = [str(p) for p in required if not p.exists()]
+    if missing:
+        raise FlashInferSourcesError(f"{release.ident} is incomplete, missing: {', '.join(missing)}")
+    return sources

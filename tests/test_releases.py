@@ -1,0 +1,273 @@
+"""Fetching and caching FlashInfer releases, with tiny fake wheels built here (no network)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import threading
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from fake_backend import QUIET, TileRun, output
+
+from pytest_tileconform.flashinfer.releases import (
+    ReleaseError,
+    fetch_release,
+    release_from_folder,
+    resolve_release,
+    unpack_wheel,
+)
+from pytest_tileconform.flashinfer.sources import LAUNCHER_INL, find_sources
+
+NV = "flashinfer/data/csrc/nv_internal"
+KEPT = {
+    f"{NV}/{LAUNCHER_INL}": "// launcher\n",
+    f"{NV}/cpp/common/logger.cpp": "// logger\n",
+    f"{NV}/cpp/common/stringUtils.cpp": "// strings\n",
+    f"{NV}/cpp/common/tllmException.cpp": "// exceptions\n",
+    "flashinfer/data/cutlass/include/cutlass/cutlass.h": "// cutlass\n",
+    "flashinfer/data/cutlass/tools/util/include/cutlass/util/packed_stride.hpp": "// util\n",
+    "flashinfer/data/include/flashinfer/x.cuh": "// fi\n",
+    "flashinfer/data/spdlog/include/spdlog/spdlog.h": "// spdlog\n",
+    "flashinfer/jit/gemm/cutlass/generate_kernels.py": "# gen\n",
+    "flashinfer/jit/fused_moe.py": "# flags\n",
+    "flashinfer/compilation_context.py": "# ctx\n",
+}
+DROPPED = {
+    "flashinfer/__init__.py": "import torch\n",
+    "flashinfer/data/csrc/xqa/kernel.cu": "// not needed\n",
+    "flashinfer/data/cutlass/python/setup.py": "# not needed\n",
+    "flashinfer/data/include/../../../../escape.txt": "outside\n",
+}
+
+
+def make_wheel(
+    directory: Path,
+    version: str = "0.6.0",
+    name: str = "flashinfer-python",
+    files: dict[str, str] | None = None,
+) -> Path:
+    wheel = directory / f"flashinfer_python-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for member, text in (files if files is not None else {**KEPT, **DROPPED}).items():
+            zf.writestr(member, text)
+        zf.writestr(
+            f"flashinfer_python-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.4\nName: {name}\nVersion: {version}\n\nLong description\nVersion: 9\n",
+        )
+    return wheel
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+def test_unpacks_only_the_kernel_sources_pinned_by_hash(tmp_path: Path, cache: Path) -> None:
+    wheel = make_wheel(tmp_path)
+    release = unpack_wheel(wheel, cache)
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert (release.version, release.sha256) == ("0.6.0", sha)
+    assert release.data_dir == cache / "flashinfer-releases" / sha[:2] / sha / "flashinfer" / "data"
+    entry = release.data_dir.parent.parent
+    unpacked = {str(p.relative_to(entry)) for p in entry.rglob("*") if p.is_file()}
+    assert unpacked == {*KEPT, "flashinfer/data/VERSION", "release.json"}
+    assert not (tmp_path / "escape.txt").exists() and not list(cache.rglob("escape.txt"))
+    meta = json.loads((entry / "release.json").read_text())
+    assert (meta["version"], meta["sha256"], meta["files"]) == ("0.6.0", sha, len(KEPT))
+    assert f"sha256:{sha}" in release.ident
+    # no temp directories left behind
+    assert [p.name for p in entry.parent.iterdir() if p.name.startswith(".")] == []
+    # the data directory works as --tile-flashinfer-sources too
+    assert find_sources(release.data_dir).version == "0.6.0"
+
+
+def test_second_unpack_reuses_the_entry(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheel = make_wheel(tmp_path)
+    first = unpack_wheel(wheel, cache)
+
+    def no_zip(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the wheel was opened again")
+
+    monkeypatch.setattr(zipfile, "ZipFile", no_zip)
+    assert unpack_wheel(wheel, cache).data_dir == first.data_dir
+
+
+def test_torn_entry_is_replaced(tmp_path: Path, cache: Path) -> None:
+    wheel = make_wheel(tmp_path)
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    torn = cache / "flashinfer-releases" / sha[:2] / sha
+    (torn / "flashinfer" / "data").mkdir(parents=True)  # as a crash mid-rename could not leave
+    (torn / "junk").write_text("x")  # but a hand-made mess might
+    release = unpack_wheel(wheel, cache)
+    assert not (torn / "junk").exists()
+    assert (release.data_dir / "csrc" / "nv_internal" / LAUNCHER_INL).is_file()
+
+
+def test_concurrent_unpacks_publish_one_entry(tmp_path: Path, cache: Path) -> None:
+    wheel = make_wheel(tmp_path)
+    results: list[Path] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(unpack_wheel(wheel, cache).data_dir)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(set(results)) == 1
+    parent = results[0].parent.parent.parent
+    assert sorted(p.name for p in parent.iterdir() if not p.name.endswith(".lock")) == [
+        results[0].parent.parent.name
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"name": "flashinfer-jit-cache"},
+            "names distribution 'flashinfer-jit-cache', not flashinfer-python",
+        ),
+        (
+            {"files": {"flashinfer/__init__.py": ""}},
+            f"missing flashinfer/data/csrc/nv_internal/{LAUNCHER_INL}",
+        ),
+    ],
+)
+def test_wheels_that_cannot_be_judged(
+    tmp_path: Path, cache: Path, kwargs: dict[str, object], message: str
+) -> None:
+    wheel = make_wheel(tmp_path, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ReleaseError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        unpack_wheel(wheel, cache)
+    assert not list((cache / "flashinfer-releases").rglob("release.json"))
+
+
+def test_not_a_zip(tmp_path: Path, cache: Path) -> None:
+    bogus = tmp_path / "flashinfer_python-0.6.0-py3-none-any.whl"
+    bogus.write_text("not a zip")
+    with pytest.raises(ReleaseError, match="not a readable wheel"):
+        resolve_release(str(bogus), cache)
+
+
+class FakePip:
+    """Stands in for ``python -m pip``: 'downloads' a prepared wheel into -d DIR."""
+
+    def __init__(self, wheel: Path | None, returncode: int = 0, stderr: str = "") -> None:
+        self.wheel, self.returncode, self.stderr = wheel, returncode, stderr
+        self.calls: list[list[str]] = []
+
+    def __call__(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        self.calls.append(list(args))
+        dest = Path(args[args.index("-d") + 1])
+        if self.wheel is not None and self.returncode == 0:
+            (dest / self.wheel.name).write_bytes(self.wheel.read_bytes())
+        return subprocess.CompletedProcess(list(args), self.returncode, "", self.stderr)
+
+
+def test_fetch_by_version_once(tmp_path: Path, cache: Path) -> None:
+    pip = FakePip(make_wheel(tmp_path, "0.6.7.post3"))
+    first = fetch_release("0.6.7.post3", cache, pip)
+    assert first.version == "0.6.7.post3" and first.origin.startswith("package index")
+    (call,) = pip.calls
+    assert call[0] == "download" and "--no-deps" in call and "--only-binary=:all:" in call
+    assert call[-1] == "flashinfer-python==0.6.7.post3"
+    again = fetch_release("0.6.7.post3", cache, pip)
+    assert len(pip.calls) == 1 and again.sha256 == first.sha256 and again.data_dir == first.data_dir
+    # the download directory is gone; only the unpacked sources stay
+    assert not list(cache.rglob("*.whl"))
+
+
+def test_fetch_failure_says_what_pip_said(cache: Path) -> None:
+    pip = FakePip(None, 1, "ERROR: No matching distribution found for flashinfer-python==9.9.9\n")
+    with pytest.raises(ReleaseError, match="No matching distribution found.*air-gapped"):
+        fetch_release("9.9.9", cache, pip)
+
+
+def test_fetch_checks_the_version_it_got(tmp_path: Path, cache: Path) -> None:
+    pip = FakePip(make_wheel(tmp_path, "0.6.1"))
+    with pytest.raises(ReleaseError, match=r"gave flashinfer_python-0\.6\.1-py3-none-any\.whl \(0\.6\.1\)"):
+        fetch_release("0.6.0", cache, pip)
+    assert not (cache / "flashinfer-releases" / "versions" / "0.6.0.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("latest", "neither a release version .like 0.6.0. nor an existing wheel or folder"),
+        ("0.6.0; rm -rf /", "neither a release version"),
+        ("missing.whl", "wheel missing.whl does not exist"),
+    ],
+)
+def test_bad_specs(cache: Path, spec: str, message: str) -> None:
+    with pytest.raises(ReleaseError, match=message):
+        resolve_release(spec, cache, FakePip(None))
+
+
+@pytest.mark.parametrize("layout", ["unpacked-wheel", "package", "data"])
+def test_folders_are_used_in_place(tmp_path: Path, layout: str) -> None:
+    root = tmp_path / "unpacked"
+    with zipfile.ZipFile(make_wheel(tmp_path, "0.5.3")) as zf:
+        zf.extractall(root, members=[m for m in zf.namelist() if m in KEPT or "dist-info" in m])
+    given = {"unpacked-wheel": root, "package": root / "flashinfer", "data": root / "flashinfer" / "data"}
+    release = release_from_folder(given[layout])
+    assert release.data_dir == root / "flashinfer" / "data"
+    assert release.version == "0.5.3"  # from the dist-info next to the package
+    assert release.sha256 == "" and "sources sha256:" in release.ident
+
+
+def test_incomplete_folder(tmp_path: Path) -> None:
+    (tmp_path / "csrc").mkdir()
+    with pytest.raises(ReleaseError, match="incomplete, missing csrc/nv_internal/"):
+        resolve_release(str(tmp_path), tmp_path / "cache")
+    with pytest.raises(ReleaseError, match="not laid out like a FlashInfer release"):
+        resolve_release(str(tmp_path / "csrc"), tmp_path / "cache")
+
+
+def test_plugin_option_errors_are_usage_errors(tc: TileRun, tmp_path: Path) -> None:
+    from fake_backend import BASIC
+
+    tc.matrix(BASIC)
+    result = tc.run("--tile-flashinfer", "nonsense", "--tile-cache-dir", str(tmp_path / "c"))
+    assert result.ret == 4, output(result)
+    assert "--tile-flashinfer nonsense: 'nonsense' is neither a release version" in output(result)
+    both = tc.run("--tile-flashinfer", "0.6.0", "--tile-flashinfer-sources", str(tmp_path))
+    assert both.ret == 4 and "give one" in output(both)
+
+
+def test_plugin_records_the_release_in_verdicts(tc: TileRun, tmp_path: Path) -> None:
+    from fake_backend import BASIC
+
+    wheel = make_wheel(tmp_path, "0.6.4")
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    tc.matrix(BASIC.replace("backend: fake", "backend: flashinfer-cutlass-moe"))
+    report = tmp_path / "report.json"
+    # judged on --tile-device compile; the fake wheel cannot compile, which is fine: the verdict
+    # still names the release (judging itself is covered by the slow tests)
+    result = tc.run(
+        "--tile-flashinfer",
+        str(wheel),
+        "--tile-cache-dir",
+        str(tmp_path / "c"),
+        "--tile-device",
+        "compile",
+        "--tile-report",
+        str(report),
+        "-k",
+        "128x64x64",
+        *QUIET,
+    )
+    cases = json.loads(report.read_text())["cases"]
+    assert len(cases) == 1, output(result)
+    verdict = cases[0]["verdict"]
+    assert verdict["extra"]["flashinfer_release"] == f"flashinfer-python 0.6.4 (wheel sha256:{sha})"
+    assert verdict["extra"]["flashinfer"] == "0.6.4"
