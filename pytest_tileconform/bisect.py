@@ -1,0 +1,528 @@
+"""``tileconform bisect``: which FlashInfer release changed a case's verdict?
+
+Given one or more cases (arch, dtypes, tiles, cluster, fusion, swap_ab: their cartesian product)
+and an ordered list of releases, find the releases where the verdict of any of them changes. A
+verdict is compared by its *key*: the stage it stopped at, the CUTLASS / CUDA status and the
+shared memory the kernel asked for; a release that cannot be judged (its launcher lacks what the
+harness needs, it does not compile) has its own key with the reason.
+
+Bisection judges the first and the last release, then halves every interval whose two ends
+differ, until each change sits between two neighbouring releases. It assumes what every
+bisection assumes: an interval whose ends agree has no change inside (a change that is undone
+again within it is not seen). ``--all`` judges every release and prints the whole table.
+
+Judging happens in this process with the FlashInfer backend on the virtual device (the
+default) or on the GPU (``--device hardware``); each release is fetched and unpacked once into
+the cache (see :mod:`pytest_tileconform.flashinfer.releases`) and every build is cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from .cases import Case
+
+#: The problem the shipped SM120 matrix judges (4 experts, one empty, one with a single row).
+DEFAULT_PROBLEM = "4:0,1,77,300:384:512"
+NOT_JUDGEABLE = "not judgeable"
+
+
+class BisectError(Exception):
+    """Bad input or an environment that cannot do the job; the message says what and where."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one release did with one case, reduced to what bisection compares."""
+
+    stage: str  # "pass", a Stage value, or NOT_JUDGEABLE
+    status: str = ""
+    smem: int | None = None
+    limit: int | None = None
+    detail: str = ""  # why not judgeable / the compile error / the verdict's detail
+    source: str = ""  # who judged it (virtual profile, GPU)
+    offered: bool | None = None  # whether FlashInfer's generator emits this configuration
+
+    @property
+    def key(self) -> tuple[str, str, int | None]:
+        """Compared between releases. A not-judgeable outcome keeps its reason in the key: two
+        releases refused for different reasons are not the same verdict."""
+        if self.stage == NOT_JUDGEABLE:
+            return (self.stage, self.detail, None)
+        return (self.stage, self.status, self.smem)
+
+    def cell(self) -> str:
+        if self.stage == NOT_JUDGEABLE:
+            return "not judgeable"
+        text = self.stage if not self.status or self.stage == "pass" else f"{self.stage}: {self.status}"
+        if self.smem is not None:
+            text += f", smem {self.smem:,}"
+        if self.offered is False:
+            text += " (not shipped)"
+        return text
+
+
+#: Judges every case against one release (a version, a wheel or a folder), in case order.
+Judge = Callable[[str, Sequence[Case]], list[Outcome]]
+
+
+@dataclass
+class BisectResult:
+    releases: list[str]  # all candidates, in order
+    cases: list[Case]
+    judged: dict[str, list[Outcome]] = field(default_factory=dict)  # release -> outcomes
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def keys(self, release: str) -> tuple[tuple[str, str, int | None], ...]:
+        return tuple(o.key for o in self.judged[release])
+
+    def changes(self) -> list[tuple[str, str]]:
+        """Neighbouring releases (both judged) whose verdicts differ."""
+        found = []
+        for before, after in itertools.pairwise(self.releases):
+            if before in self.judged and after in self.judged and self.keys(before) != self.keys(after):
+                found.append((before, after))
+        return found
+
+    def unresolved(self) -> list[tuple[str, str]]:
+        """Judged releases whose verdicts differ with unjudged releases between them (only
+        when judging stopped early)."""
+        judged = [r for r in self.releases if r in self.judged]
+        return [
+            (a, b)
+            for a, b in itertools.pairwise(judged)
+            if self.keys(a) != self.keys(b) and self.releases.index(b) - self.releases.index(a) > 1
+        ]
+
+
+def bisect(
+    releases: Sequence[str],
+    cases: Sequence[Case],
+    judge: Judge,
+    everything: bool = False,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> BisectResult:
+    """Judge as few ``releases`` (ordered oldest first) as finding every verdict change needs;
+    with ``everything`` judge them all."""
+    if not releases:
+        raise BisectError("no releases to judge")
+    if not cases:
+        raise BisectError("no cases to judge")
+    result = BisectResult(list(releases), list(cases))
+
+    def judge_at(index: int) -> tuple[tuple[str, str, int | None], ...]:
+        release = result.releases[index]
+        if release not in result.judged:
+            progress(f"judging {len(result.cases)} case(s) against FlashInfer {release}")
+            started = time.monotonic()
+            outcomes = judge(release, result.cases)
+            if len(outcomes) != len(result.cases):
+                raise BisectError(
+                    f"the judge returned {len(outcomes)} outcomes for {len(result.cases)} cases"
+                )
+            result.judged[release] = outcomes
+            result.seconds[release] = time.monotonic() - started
+        return result.keys(release)
+
+    if everything:
+        for index in range(len(releases)):
+            judge_at(index)
+        return result
+
+    def split(lo: int, hi: int) -> None:
+        if hi - lo <= 1 or judge_at(lo) == judge_at(hi):
+            return
+        mid = (lo + hi) // 2
+        judge_at(mid)
+        split(lo, mid)
+        split(mid, hi)
+
+    judge_at(0)
+    split(0, len(releases) - 1)
+    return result
+
+
+# -- releases ------------------------------------------------------------------------------------
+
+
+def _version(text: str, where: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise BisectError(f"{where}: {text!r} is not a version") from None
+
+
+def available_versions(pip: Sequence[str] | None = None) -> list[str]:
+    """Every flashinfer-python version the user's pip configuration can see
+    (``pip index versions``)."""
+    command = [*(pip or [sys.executable, "-m", "pip"]), "index", "versions", "flashinfer-python"]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    found = re.search(r"^Available versions:\s*(.+)$", proc.stdout, re.MULTILINE)
+    if proc.returncode != 0 or found is None:
+        tail = " | ".join([ln for ln in proc.stderr.splitlines() if ln.strip()][-2:])
+        raise BisectError(
+            f"cannot list flashinfer-python releases with '{' '.join(command)}' ({tail or 'no versions'}); "
+            "give --releases or --wheels instead"
+        )
+    return [v.strip() for v in found.group(1).split(",") if v.strip()]
+
+
+WHEEL_NAME = re.compile(r"^flashinfer_python-([^-]+)-.*\.whl$")
+
+
+def wheels_in(folder: Path) -> dict[str, Path]:
+    """flashinfer-python wheels in ``folder`` by version (air-gapped runs)."""
+    if not folder.is_dir():
+        raise BisectError(f"--wheels {folder}: no such folder")
+    found = {m.group(1): p for p in sorted(folder.iterdir()) if (m := WHEEL_NAME.match(p.name))}
+    if not found:
+        raise BisectError(f"--wheels {folder}: no flashinfer_python-*.whl in it")
+    return found
+
+
+def select_releases(
+    candidates: Sequence[str], first: str | None, last: str | None, skip_post: bool = False
+) -> list[str]:
+    """``candidates`` between ``first`` and ``last`` (inclusive), oldest first; pre-releases
+    only when an end is one."""
+    low = _version(first, "--from") if first else None
+    high = _version(last, "--to") if last else None
+    if low and high and low > high:
+        raise BisectError(f"--from {first} is newer than --to {last}")
+    chosen = []
+    for text in candidates:
+        version = _version(text, "release list")
+        if (low and version < low) or (high and version > high):
+            continue
+        if version.is_prerelease and not any(v and v.is_prerelease for v in (low, high)):
+            continue
+        if skip_post and version.is_postrelease:
+            continue
+        chosen.append(text)
+    chosen.sort(key=Version)
+    if not chosen:
+        raise BisectError(f"no release between {first or 'the first'} and {last or 'the newest'}")
+    return chosen
+
+
+# -- cases ---------------------------------------------------------------------------------------
+
+SHAPE = re.compile(r"^\d+x\d+x\d+$")
+
+
+def _problem(text: str) -> dict[str, Any]:
+    """``EXPERTS:ROWS,ROWS,..:N:K`` -> a matrix problem entry."""
+    parts = text.split(":")
+    if len(parts) != 4:
+        raise BisectError(f"--problem {text!r}: expected EXPERTS:ROWS[,ROWS...]:N:K, e.g. {DEFAULT_PROBLEM}")
+    try:
+        experts, n, k = int(parts[0]), int(parts[2]), int(parts[3])
+        rows = [int(r) for r in parts[1].split(",")]
+    except ValueError:
+        raise BisectError(f"--problem {text!r}: expected integers, e.g. {DEFAULT_PROBLEM}") from None
+    return {"experts": experts, "rows": rows if len(rows) > 1 else rows[0], "n": n, "k": k}
+
+
+def build_cases(args: argparse.Namespace) -> list[Case]:
+    """The cases of the command line, validated as a matrix file would be."""
+    from .flashinfer.backend import NAME
+    from .matrix import MatrixInvalid, load_matrix
+
+    for option, values in (("--tile", args.tile), ("--cluster", args.cluster)):
+        for value in values:
+            if not SHAPE.match(value):
+                raise BisectError(f"{option} {value!r}: expected MxNxK, e.g. 128x256x128")
+    act, weight, out = _dtypes(args.dtype)
+    suite = {
+        "name": "bisect",
+        "arch": args.arch,
+        "dtype": {"act": act, "weight": weight, "out": out},
+        "tile": list(args.tile),
+        "cluster": list(args.cluster),
+        "fusion": list(args.fusion),
+        "swap_ab": [_bool(v) for v in args.swap_ab],
+        "problems": [_problem(args.problem)],
+    }
+    text = json.dumps({"version": 1, "backend": NAME, "suites": [suite]}, indent=1)
+    path = Path("<bisect arguments>")
+    try:
+        loaded = load_matrix(path, backends=[NAME], text=text)
+    except MatrixInvalid as exc:
+        # positions in the generated matrix mean nothing to the user; the messages name the axis
+        raise BisectError("invalid case: " + "; ".join(e.message for e in exc.errors)) from None
+    return list(loaded.cases)
+
+
+def _dtypes(text: str) -> tuple[str, str, str]:
+    parts = text.split(":")
+    if len(parts) == 1:
+        return parts[0], parts[0], parts[0]
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    raise BisectError(f"--dtype {text!r}: expected ACT:WEIGHT:OUT (e.g. nvfp4:nvfp4:bf16) or one dtype")
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise BisectError(f"--swap-ab {text!r}: expected true or false")
+
+
+# -- the real judge ------------------------------------------------------------------------------
+
+
+def flashinfer_judge(
+    cache_dir: Path,
+    device: str,
+    jobs: int | None,
+    timeout: float,
+    wheels: dict[str, Path] | None = None,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> Judge:
+    """Judges with the FlashInfer backend, each release's sources unpacked into ``cache_dir``."""
+    from .flashinfer.backend import FlashInferBackend, Settings, kernel_config
+    from .flashinfer.codegen import UnsupportedConfig
+    from .flashinfer.compat import generator_offers, incompatibility
+    from .flashinfer.releases import ReleaseError, resolve_release
+    from .verdict import NotJudgeable
+
+    def judge(release_spec: str, cases: Sequence[Case]) -> list[Outcome]:
+        spec = str(wheels[release_spec]) if wheels and release_spec in wheels else release_spec
+        try:
+            release = resolve_release(spec, cache_dir)
+        except ReleaseError as exc:
+            return [Outcome(NOT_JUDGEABLE, detail=str(exc)) for _ in cases]
+        reason = incompatibility(release.data_dir)
+        if reason is not None:
+            return [Outcome(NOT_JUDGEABLE, detail=reason) for _ in cases]
+        settings = Settings(
+            device=device,
+            cache_dir=cache_dir,
+            sources=release.data_dir,
+            jobs=jobs,
+            timeout=timeout,
+            seed=0,
+            keep_runs=False,
+            worker_count=1,
+            worker_index=0,
+        )
+        backend = FlashInferBackend(settings, progress)
+        backend.prepare(cases)
+        outcomes = []
+        for case in cases:
+            try:
+                offered = generator_offers(release.package, kernel_config(case))
+            except UnsupportedConfig:
+                offered = False
+            try:
+                verdict = backend.judge(case)
+            except NotJudgeable as exc:
+                outcomes.append(Outcome(NOT_JUDGEABLE, detail=str(exc), offered=offered))
+                continue
+            outcomes.append(
+                Outcome(
+                    verdict.outcome,
+                    verdict.status if verdict.outcome != "pass" else "",
+                    verdict.smem_requested,
+                    verdict.smem_limit,
+                    verdict.detail[:300],
+                    verdict.source,
+                    offered,
+                )
+            )
+        return outcomes
+
+    return judge
+
+
+# -- output --------------------------------------------------------------------------------------
+
+
+def case_label(case: Case) -> str:
+    return case.id
+
+
+def render(result: BisectResult, everything: bool) -> str:
+    """A markdown table (releases x cases) and the list of changes."""
+    shown = result.releases if everything else [r for r in result.releases if r in result.judged]
+    header = ["release", *(case_label(c) for c in result.cases)]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for release in shown:
+        cells = (
+            [o.cell() for o in result.judged[release]]
+            if release in result.judged
+            else ["(not judged)"] * len(result.cases)
+        )
+        lines.append("| " + " | ".join([release, *cells]) + " |")
+    lines.append("")
+    skipped = len(result.releases) - len(result.judged)
+    lines.append(
+        f"{len(result.judged)} of {len(result.releases)} releases judged"
+        + (f" ({skipped} skipped: the releases around them agree)" if skipped else "")
+    )
+    changes = result.changes()
+    if not changes:
+        lines.append("no verdict changes across these releases")
+    for before, after in changes:
+        lines.append(f"changed between {before} and {after}:")
+        for case, old, new in zip(result.cases, result.judged[before], result.judged[after], strict=True):
+            if old.key != new.key:
+                lines.append(f"  {case_label(case)}: {old.cell()} -> {new.cell()}")
+    reasons = {o.detail for outcomes in result.judged.values() for o in outcomes if o.stage == NOT_JUDGEABLE}
+    for reason in sorted(reasons):
+        releases = [
+            r for r in shown if r in result.judged and any(o.detail == reason for o in result.judged[r])
+        ]
+        lines.append(f"not judgeable ({', '.join(releases)}): {reason}")
+    return "\n".join(lines)
+
+
+def to_json(result: BisectResult) -> dict[str, Any]:
+    return {
+        "schema": "tileconform.bisect/1",
+        "releases": result.releases,
+        "cases": [c.id for c in result.cases],
+        "judged": {r: [asdict(o) for o in outs] for r, outs in result.judged.items()},
+        "seconds": result.seconds,
+        "changes": result.changes(),
+    }
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "bisect",
+        help="find the FlashInfer releases where a case's verdict changes",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.dedent(
+            """\
+            example (the SM120 NVFP4 finalize story):
+              tileconform bisect --arch sm120 --dtype nvfp4:nvfp4:bf16 \\
+                --tile 128x256x128 --tile 256x128x128 --fusion none --fusion finalize \\
+                --from 0.5.3 --to 0.7.4
+            """
+        ),
+    )
+    configure_parser(parser)
+    return parser
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    case = parser.add_argument_group("the case(s): the cartesian product of these")
+    case.add_argument("--arch", required=True, help="e.g. sm120")
+    case.add_argument("--dtype", required=True, help="ACT:WEIGHT:OUT (nvfp4:nvfp4:bf16) or one dtype (bf16)")
+    case.add_argument("--tile", action="append", required=True, help="CTA MxNxK, K in elements (repeatable)")
+    case.add_argument("--cluster", action="append", default=None, help="MxNxK (repeatable; default 1x1x1)")
+    case.add_argument(
+        "--fusion",
+        action="append",
+        default=None,
+        choices=("none", "finalize"),
+        help="repeatable; default none",
+    )
+    case.add_argument(
+        "--swap-ab", action="append", default=None, help="true/false (repeatable; default false)"
+    )
+    case.add_argument(
+        "--problem", default=DEFAULT_PROBLEM, help=f"EXPERTS:ROWS,..:N:K (default {DEFAULT_PROBLEM})"
+    )
+    which = parser.add_argument_group("the releases")
+    which.add_argument("--from", dest="first", help="oldest release (inclusive)")
+    which.add_argument("--to", dest="last", help="newest release (inclusive)")
+    which.add_argument(
+        "--releases",
+        help="comma-separated versions, wheels or folders, oldest first "
+        "(instead of listing the package index)",
+    )
+    which.add_argument(
+        "--wheels",
+        type=Path,
+        help="take releases from the flashinfer_python-*.whl in this "
+        "folder instead of the package index (air-gapped)",
+    )
+    which.add_argument("--skip-post", action="store_true", help="leave out .postN releases")
+    run = parser.add_argument_group("judging")
+    run.add_argument(
+        "--all", dest="everything", action="store_true", help="judge every release, print the full table"
+    )
+    run.add_argument("--device", default="virtual", help="virtual (default), virtual:ARCH, hardware or auto")
+    run.add_argument("--cache-dir", type=Path, default=None, help="default: the plugin's cache")
+    run.add_argument("--build-jobs", type=int, default=None, help="parallel compiles")
+    run.add_argument("--timeout", type=float, default=120.0, help="per-case run limit (s)")
+    run.add_argument("--json", type=Path, default=None, help="also write the result as JSON here")
+
+
+def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
+    from .buildcache import default_cache_dir
+
+    def progress(message: str) -> None:
+        print(f"tileconform bisect: {message}", file=sys.stderr, flush=True)
+
+    args.cluster = args.cluster or ["1x1x1"]
+    args.fusion = args.fusion or ["none"]
+    args.swap_ab = args.swap_ab or ["false"]
+    try:
+        cases = build_cases(args)
+        wheels = wheels_in(args.wheels) if args.wheels else None
+        if args.releases:
+            if args.first or args.last:
+                raise BisectError("--releases lists the releases itself; leave out --from/--to")
+            releases = [r.strip() for r in args.releases.split(",") if r.strip()]
+        else:
+            candidates = list(wheels) if wheels is not None else available_versions()
+            releases = select_releases(candidates, args.first, args.last, args.skip_post)
+        cache_dir = args.cache_dir or default_cache_dir()
+        if judge is None:
+            judge = flashinfer_judge(cache_dir, args.device, args.build_jobs, args.timeout, wheels, progress)
+        started = time.monotonic()
+        result = bisect(releases, cases, judge, args.everything, progress)
+    except BisectError as exc:
+        print(f"tileconform bisect: error: {exc}", file=sys.stderr)
+        return 2
+    print(render(result, args.everything))
+    print(f"wall time {time.monotonic() - started:.0f} s")
+    if args.json:
+        _write_atomic(args.json, json.dumps(to_json(result), indent=1) + "\n")
+    return 0
+
+
+def _main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_tileconform.bisect")
+    configure_parser(parser)
+    return main(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,201 @@
+"""The bisection logic of ``tileconform bisect``, with a fake judge (no compiles)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from pytest_tileconform.bisect import (
+    NOT_JUDGEABLE,
+    BisectError,
+    Outcome,
+    bisect,
+    build_cases,
+    configure_parser,
+    main,
+    select_releases,
+    wheels_in,
+)
+from pytest_tileconform.cases import Case
+
+RELEASES = [f"0.6.{i}" for i in range(20)]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    configure_parser(parser)
+    args = parser.parse_args(list(argv))
+    args.cluster = args.cluster or ["1x1x1"]
+    args.fusion = args.fusion or ["none"]
+    args.swap_ab = args.swap_ab or ["false"]
+    return args
+
+
+CASE_ARGS = ("--arch", "sm120", "--dtype", "nvfp4:nvfp4:bf16", "--tile", "128x256x128")
+
+
+@pytest.fixture
+def cases() -> list[Case]:
+    return build_cases(parse(*CASE_ARGS, "--tile", "256x128x128", "--fusion", "none", "--fusion", "finalize"))
+
+
+class FakeJudge:
+    """Verdicts from a table: for each case, the releases (index) from which a verdict holds."""
+
+    def __init__(self, timeline: dict[str, list[tuple[int, Outcome]]]) -> None:
+        self.timeline = timeline
+        self.calls: list[str] = []
+
+    def __call__(self, release: str, cases: Sequence[Case]) -> list[Outcome]:
+        self.calls.append(release)
+        index = RELEASES.index(release)
+        outcomes = []
+        for case in cases:
+            steps = self.timeline.get(case.id, [(0, Outcome("pass", smem=98304))])
+            outcomes.append([o for start, o in steps if start <= index][-1])
+        return outcomes
+
+
+FAIL = Outcome("initialize", "Error Internal", 102400)
+FIXED = Outcome("pass", "", 98304)
+FINALIZE = "sm120-nvfp4-bf16-128x256x128-c1x1x1-finalize"
+
+
+def test_cases_are_the_product_of_the_arguments(cases: list[Case]) -> None:
+    assert [c.id for c in cases] == [
+        "sm120-nvfp4-bf16-128x256x128-c1x1x1-none",
+        "sm120-nvfp4-bf16-128x256x128-c1x1x1-finalize",
+        "sm120-nvfp4-bf16-256x128x128-c1x1x1-none",
+        "sm120-nvfp4-bf16-256x128x128-c1x1x1-finalize",
+    ]
+    assert {(c.problem.rows, c.problem.n, c.problem.k) for c in cases} == {((0, 1, 77, 300), 384, 512)}
+
+
+def test_one_change_is_found_with_log_many_judgements(cases: list[Case]) -> None:
+    judge = FakeJudge({FINALIZE: [(0, FAIL), (13, FIXED)]})
+    result = bisect(RELEASES, cases, judge)
+    assert result.changes() == [("0.6.12", "0.6.13")]
+    # 2 ends + ceil(log2(19)) = 5 midpoints at most, each release judged once
+    assert len(judge.calls) == len(set(judge.calls)) <= 7
+    assert {"0.6.0", "0.6.19", "0.6.12", "0.6.13"} <= set(judge.calls)
+    assert result.unresolved() == []
+
+
+def test_several_changes_in_several_cases(cases: list[Case]) -> None:
+    other = "sm120-nvfp4-bf16-256x128x128-c1x1x1-none"
+    judge = FakeJudge(
+        {
+            FINALIZE: [(0, FAIL), (5, FIXED)],
+            other: [(0, FIXED), (11, Outcome("compile", "compile error")), (16, FAIL)],
+        }
+    )
+    result = bisect(RELEASES, cases, judge)
+    assert result.changes() == [("0.6.4", "0.6.5"), ("0.6.10", "0.6.11"), ("0.6.15", "0.6.16")]
+    assert len(judge.calls) < len(RELEASES)
+
+
+def test_no_change_judges_only_the_ends(cases: list[Case]) -> None:
+    judge = FakeJudge({})
+    result = bisect(RELEASES, cases, judge)
+    assert judge.calls == ["0.6.0", "0.6.19"] and result.changes() == []
+
+
+def test_all_judges_everything(cases: list[Case]) -> None:
+    judge = FakeJudge({FINALIZE: [(0, FAIL), (13, FIXED)]})
+    result = bisect(RELEASES, cases, judge, everything=True)
+    assert judge.calls == RELEASES and result.changes() == [("0.6.12", "0.6.13")]
+
+
+def test_smem_alone_is_a_change(cases: list[Case]) -> None:
+    judge = FakeJudge({FINALIZE: [(0, FAIL), (7, Outcome("initialize", "Error Internal", 104448))]})
+    assert bisect(RELEASES, cases, judge).changes() == [("0.6.6", "0.6.7")]
+
+
+def test_not_judgeable_reasons_are_part_of_the_key(cases: list[Case]) -> None:
+    old = Outcome(NOT_JUDGEABLE, detail="macro takes 14 parameters")
+    other = Outcome(NOT_JUDGEABLE, detail="header missing")
+    judge = FakeJudge({FINALIZE: [(0, old), (3, other), (6, FIXED)]})
+    assert bisect(RELEASES, cases, judge).changes() == [("0.6.2", "0.6.3"), ("0.6.5", "0.6.6")]
+
+
+def test_a_change_undone_inside_an_agreeing_interval_is_not_seen_without_all(cases: list[Case]) -> None:
+    # the documented limit of bisection, and why --all exists
+    judge = FakeJudge({FINALIZE: [(0, FIXED), (4, FAIL), (6, FIXED)]})
+    assert bisect(RELEASES, cases, judge).changes() == []
+    assert bisect(RELEASES, cases, judge, everything=True).changes() == [
+        ("0.6.3", "0.6.4"),
+        ("0.6.5", "0.6.6"),
+    ]
+
+
+def test_select_releases() -> None:
+    listed = ["0.7.4", "0.6.7.post3", "0.6.7", "0.5.2", "0.5.3", "0.7.0rc1", "0.4.1", "0.6.10"]
+    assert select_releases(listed, "0.5.3", "0.7.4") == ["0.5.3", "0.6.7", "0.6.7.post3", "0.6.10", "0.7.4"]
+    assert select_releases(listed, "0.5.3", "0.7.4", skip_post=True)[-3:] == ["0.6.7", "0.6.10", "0.7.4"]
+    assert select_releases(listed, None, "0.5.2") == ["0.4.1", "0.5.2"]
+    with pytest.raises(BisectError, match=r"--from 0.7.4 is newer than --to 0.5.3"):
+        select_releases(listed, "0.7.4", "0.5.3")
+    with pytest.raises(BisectError, match=r"--to: 'newest' is not a version"):
+        select_releases(listed, "0.5.3", "newest")
+    with pytest.raises(BisectError, match=r"no release between 0.8.0 and the newest"):
+        select_releases(listed, "0.8.0", None)
+
+
+def test_wheels_folder(tmp_path: Path) -> None:
+    for name in (
+        "flashinfer_python-0.6.0-py3-none-any.whl",
+        "flashinfer_python-0.5.3-py3-none-any.whl",
+        "x.txt",
+    ):
+        (tmp_path / name).write_text("")
+    assert sorted(wheels_in(tmp_path)) == ["0.5.3", "0.6.0"]
+    with pytest.raises(BisectError, match="no flashinfer_python-"):
+        wheels_in(tmp_path / "..")
+    with pytest.raises(BisectError, match="no such folder"):
+        wheels_in(tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--tile", "128x256"), "--tile '128x256': expected MxNxK"),
+        (("--dtype", "nvfp4:bf16"), "--dtype 'nvfp4:bf16': expected ACT:WEIGHT:OUT"),
+        (("--dtype", "nvfp5:nvfp4:bf16"), "invalid case: "),
+        (("--arch", "gfx90"), "invalid case: "),
+        (("--swap-ab", "maybe"), "--swap-ab 'maybe': expected true or false"),
+        (("--problem", "4:1,2:384"), "--problem '4:1,2:384': expected EXPERTS:ROWS"),
+        (("--problem", "4:1,2,3:384:512"), "invalid case: .*experts=4 but rows lists 3"),
+    ],
+)
+def test_bad_case_arguments(argv: tuple[str, ...], message: str) -> None:
+    base = dict(zip(CASE_ARGS[::2], CASE_ARGS[1::2], strict=True))
+    for flag, value in zip(argv[::2], argv[1::2], strict=True):
+        base[flag] = value
+    args = parse(*(part for item in base.items() for part in item))
+    with pytest.raises(BisectError, match=message):
+        build_cases(args)
+
+
+def test_main_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    judge = FakeJudge({FINALIZE: [(0, FAIL), (13, FIXED)]})
+    out = tmp_path / "out" / "bisect.json"
+    args = parse(*CASE_ARGS, "--fusion", "finalize", "--releases", ",".join(RELEASES), "--json", str(out))
+    assert main(args, judge) == 0
+    printed = capsys.readouterr().out
+    assert "changed between 0.6.12 and 0.6.13:" in printed
+    assert f"  {FINALIZE}: initialize: Error Internal, smem 102,400 -> pass, smem 98,304" in printed
+    assert "| 0.6.12 | initialize: Error Internal, smem 102,400 |" in printed
+    data = json.loads(out.read_text())
+    assert data["changes"] == [["0.6.12", "0.6.13"]]
+    assert data["judged"]["0.6.13"][0]["stage"] == "pass"
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_main_reports_bad_input_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse(*CASE_ARGS, "--releases", "0.6.0", "--from", "0.5.3")
+    assert main(args, FakeJudge({})) == 2
+    assert "error: --releases lists the releases itself" in capsys.readouterr().err
