@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.flashinfer.codegen import KernelConfig, sm120_fused_moe_flags
+from pytest_tileconform.flashinfer.codegen import (
+    KernelConfig,
+    arch_nvcc_flags,
+    release_arch_nvcc_flags,
+    sm120_fused_moe_flags,
+)
 from pytest_tileconform.flashinfer.compat import (
     HARNESS_MACRO_PARAMS,
     generator_offers,
@@ -140,6 +145,28 @@ def test_module_flags_and_gencode(tmp_path: Path) -> None:
     assert module_nvcc_flags(tmp_path / "nothing", 120) is None
 
 
+def test_release_flags_follow_the_release(tmp_path: Path) -> None:
+    pkg = package(tmp_path, {"jit/fused_moe.py": FUSED_MOE, "compilation_context.py": CONTEXT_A})
+    flags = release_arch_nvcc_flags(nvfp4((128, 128, 128)), (13, 0), pkg)
+    assert flags == [
+        "-DCOMPILE_BLACKWELL_TMA_GEMMS",
+        "-DENABLE_FP8_BLOCK_SCALE",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+        "-gencode=arch=compute_120a,code=sm_120a",
+        "-DFLASHINFER_ENABLE_FP8_E8M0",
+        "-DFLASHINFER_ENABLE_FP4_E2M1",
+    ]
+    (pkg / "compilation_context.py").write_text(CONTEXT_F)
+    assert "-gencode=arch=compute_120f,code=sm_120f" in release_arch_nvcc_flags(
+        nvfp4((128, 128, 128)), (13, 0), pkg
+    )
+    sm90 = KernelConfig(90, "bf16", "bf16", "bf16", (128, 128, 64), (1, 1, 1), False, "none")
+    assert release_arch_nvcc_flags(sm90, (13, 0), pkg) == arch_nvcc_flags(sm90, (13, 0))
+    # without jit/ (a bare data folder) the built-in flags
+    bare = release_arch_nvcc_flags(nvfp4((128, 128, 128)), (13, 0), tmp_path / "bare")
+    assert bare == arch_nvcc_flags(nvfp4((128, 128, 128)), (13, 0))
+
+
 def nvfp4(tile: tuple[int, int, int], fusion: str = "none", swap: bool = False) -> KernelConfig:
     return KernelConfig(120, "nvfp4", "nvfp4", "bf16", tile, (1, 1, 1), swap, fusion)
 
@@ -168,3 +195,7 @@ def test_the_installed_release() -> None:
     assert flags is not None and sm120_fused_moe_flags(120, (13, 0))[: len(flags)] == flags
     assert sm12x_gencode_suffix(pkg) == "f"
     assert generator_offers(pkg, nvfp4((128, 256, 128), "finalize")) is True
+    # the installed release's own flags are the built-in ones: its builds keep their cache keys
+    sm100 = KernelConfig(100, "bf16", "bf16", "bf16", (128, 128, 64), (1, 1, 1), False, "none")
+    for config in (nvfp4((128, 256, 128)), sm100):
+        assert release_arch_nvcc_flags(config, (13, 0), pkg) == arch_nvcc_flags(config, (13, 0))

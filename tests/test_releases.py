@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from fake_backend import QUIET, TileRun, output
 
+from pytest_tileconform.flashinfer.compat import HARNESS_MACRO_PARAMS, MACRO
 from pytest_tileconform.flashinfer.releases import (
     ReleaseError,
     fetch_release,
@@ -24,8 +25,9 @@ from pytest_tileconform.flashinfer.releases import (
 from pytest_tileconform.flashinfer.sources import LAUNCHER_INL, find_sources
 
 NV = "flashinfer/data/csrc/nv_internal"
+MACRO_17 = f"#define {MACRO}({', '.join(HARNESS_MACRO_PARAMS)})"
 KEPT = {
-    f"{NV}/{LAUNCHER_INL}": "// launcher\n",
+    f"{NV}/{LAUNCHER_INL}": f"namespace cutlass_kernels_oss {{\n{MACRO_17}\n}}\n",
     f"{NV}/cpp/common/logger.cpp": "// logger\n",
     f"{NV}/cpp/common/stringUtils.cpp": "// strings\n",
     f"{NV}/cpp/common/tllmException.cpp": "// exceptions\n",
@@ -272,3 +274,17 @@ def test_plugin_records_the_release_in_verdicts(tc: TileRun, tmp_path: Path) -> 
     verdict = cases[0]["verdict"]
     assert verdict["extra"]["flashinfer_release"] == f"flashinfer-python 0.6.4 (wheel sha256:{sha})"
     assert verdict["extra"]["flashinfer"] == "0.6.4"
+
+
+def test_plugin_refuses_a_release_the_harness_cannot_instantiate(tc: TileRun, tmp_path: Path) -> None:
+    from fake_backend import BASIC
+
+    params = ", ".join(p for p in HARNESS_MACRO_PARAMS if p != "SWAP_AB_")
+    old = f"#define {MACRO}({params})\n"
+    wheel = make_wheel(tmp_path, "0.5.0", files={**KEPT, f"{NV}/{LAUNCHER_INL}": old})
+    tc.matrix(BASIC.replace("backend: fake", "backend: flashinfer-cutlass-moe"))
+    result = tc.run("--tile-flashinfer", str(wheel), "--tile-cache-dir", str(tmp_path / "c"))
+    assert result.ret == 4, output(result)
+    assert "flashinfer-python 0.5.0 (wheel sha256:" in output(result)
+    assert "cannot be judged by this harness" in output(result)
+    assert "takes 16 parameters without SWAP_AB_" in output(result)

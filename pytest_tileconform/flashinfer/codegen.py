@@ -597,7 +597,7 @@ def nvcc_command(
     _check(config)
     home = cuda_home if cuda_home is not None else find_cuda_home()
     cuda = cuda_version(home)
-    arch_flags = arch_nvcc_flags(config, cuda)
+    arch_flags = release_arch_nvcc_flags(config, cuda, sources.root.parent)
     includes = [f"-I{d}" for d in (HARNESS_DIR, *sources.include_dirs)]
     system = [home / "include", *sources.system_include_dirs, find_cublas_include(home)]
     return [
@@ -615,3 +615,26 @@ def nvcc_command(
         "-o",
         str(out_exe),
     ]
+
+
+def release_arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int], package: Path) -> list[str]:
+    """:func:`arch_nvcc_flags` as the FlashInfer release at ``package`` (its ``flashinfer``
+    directory) builds them: its own fused-MoE module flags (``jit/fused_moe.py``) and, for SM12x,
+    its own gencode rule (``compute_120a`` before 0.6.7, ``compute_120f`` since). Falls back to
+    :func:`arch_nvcc_flags` for what the release's files do not say (SM90, whose flags are built
+    from names in ``jit/core.py``; sources without ``jit/``)."""
+    from .compat import module_nvcc_flags, sm12x_gencode_suffix
+
+    module = module_nvcc_flags(package, config.arch) if config.arch in (100, 120, 121) else None
+    if module is None:
+        return arch_nvcc_flags(config, cuda)
+    if config.arch == 100:
+        return [*module, sm100_gencode(cuda), *COMMON_NVCC_FLAGS]
+    suffix = sm12x_gencode_suffix(package)
+    if suffix == "a":
+        if cuda < (12, 8):
+            raise UnsupportedConfig(f"SM{config.arch} requires CUDA >= 12.8")
+        gencode = f"-gencode=arch=compute_{config.arch}a,code=sm_{config.arch}a"
+    else:
+        gencode = sm120_gencode(config.arch, cuda)
+    return [*module, gencode, *COMMON_NVCC_FLAGS]

@@ -92,6 +92,14 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
             release = resolve_release(release_option, cache_dir)
         except ReleaseError as exc:
             raise pytest.UsageError(f"--tile-flashinfer {release_option}: {exc}") from None
+        from .compat import incompatibility
+
+        reason = incompatibility(release.data_dir)
+        if reason is not None:
+            raise pytest.UsageError(
+                f"--tile-flashinfer {release_option}: {release.ident} cannot be judged by this "
+                f"harness: {reason}"
+            )
         _RELEASES[id(config)] = release
         sources = release.data_dir
     settings = Settings(
