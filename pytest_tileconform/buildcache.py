@@ -5,6 +5,8 @@ text, compiler command, compiler and library versions). It is built in a private
 directory and published with one ``os.rename``, so a reader sees a complete entry or none.
 A file lock per entry makes sure concurrent workers never build the same entry twice.
 A failed compile is an entry too: its ``build.json`` says so and holds the first error.
+An entry may also point at another one (:meth:`BuildCache.link`): a case built as part of a
+shared translation unit is found under its own key, and leads to the shared executable.
 
 Builds run through ninja, in parallel, bounded by cores and by memory.
 """
@@ -115,12 +117,33 @@ class BuildCache:
         return self.root / spec.key[:2] / spec.key
 
     def lookup(self, spec: BuildSpec) -> BuildResult | None:
-        path = self.entry(spec)
+        return self._read(self.entry(spec))
+
+    def _read(self, path: Path) -> BuildResult | None:
         try:
             meta = json.loads((path / ENTRY_FILE).read_text())
         except (OSError, ValueError):
             return None
+        if unit := meta.get("unit"):  # built as part of another entry
+            return self._read(self.root / unit[:2] / unit)
         return BuildResult(meta["ok"], path, meta["seconds"], meta.get("first_error", ""))
+
+    def link(self, spec: BuildSpec, unit: BuildResult) -> None:
+        """Publish ``spec``'s entry as a pointer to ``unit``, an entry whose executable also
+        holds ``spec``'s case (a successful shared build)."""
+        with self._lock(spec):
+            if self.lookup(spec) is not None:
+                return
+            meta = {"unit": unit.path.name, "label": spec.label, "command": list(spec.command)}
+            self.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=self.root, prefix=".link-") as tmp:
+                staged = Path(tmp) / "entry"
+                staged.mkdir()
+                (staged / ENTRY_FILE).write_text(json.dumps(meta, indent=1))
+                final = self.entry(spec)
+                if final.exists():  # an incomplete entry left by a crash has no build.json
+                    shutil.rmtree(final)
+                os.rename(staged, final)
 
     def build(self, specs: Sequence[BuildSpec], jobs: int) -> dict[str, BuildResult]:
         """Make sure every spec has an entry; return them by key.
@@ -209,7 +232,7 @@ class BuildCache:
 
     def _run_ninja(self, workdir: Path, total: int, jobs: int) -> None:
         started = time.monotonic()
-        self.progress(f"compiling {total} instantiation(s), {jobs} at a time")
+        self.progress(f"compiling {total} translation unit(s), {jobs} at a time")
         proc = subprocess.Popen(
             [_ninja(), "-C", str(workdir), "-k", "0", "-j", str(jobs)],
             stdout=subprocess.PIPE,

@@ -6,12 +6,15 @@
 # .carry/flashinfer-data.tar.xz (FlashInfer's kernel sources: data/{csrc/nv_internal,
 # cutlass, cccl, spdlog, include} and a VERSION file).
 #
-#   scripts/gpu-record.sh MATRIX KEYWORD NAME
+#   [WORKERS=4] [JOBS=$(nproc)] scripts/gpu-record.sh MATRIX KEYWORD NAME
 #
+# WORKERS: pytest-xdist workers of the hardware runs (spread over the GPUs); JOBS: parallel
+# compiles for the host. The warm rerun also times 20 launcher calls per case (kernel_ms).
 # Everything goes to $OUT/NAME.tgz (default ./gpu-out), re-packed after every step so a run
 # cut short still brings back what it did.
 set -uo pipefail
 matrix=$1 keyword=$2 name=$3
+workers=${WORKERS:-4} jobs=${JOBS:-$(nproc)}
 out=${OUT:-$PWD/gpu-out}
 work=/tmp/gpu-work/$name
 mkdir -p "$out" "$work"
@@ -25,9 +28,10 @@ pytest=(python3 -m pytest -p pytest_tileconform.plugin -p pytest_tileconform.fla
         -p no:cacheprovider -q --tile-matrix "$matrix" -k "$keyword")
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader > "$work/$name-device.txt"
 nvcc --version | tail -1 >> "$work/$name-device.txt"
+echo "cpus $(nproc), workers $workers, build jobs $jobs" >> "$work/$name-device.txt"
 
 start=$(date +%s)
-"${pytest[@]}" -n 4 --tile-device hardware --tile-build-jobs 16 --tile-update \
+"${pytest[@]}" -n "$workers" --tile-device hardware --tile-build-jobs "$jobs" --tile-update \
   --tile-report "$work/$name-hardware.json" > "$work/$name-hardware.log" 2>&1
 echo "hardware cold: exit $? in $(( $(date +%s) - start )) s" | tee -a "$work/$name-times.txt"; pack
 cp "$matrix" "$work/$(basename "$matrix")"; pack
@@ -38,7 +42,8 @@ start=$(date +%s)
 echo "virtual (warm builds): exit $? in $(( $(date +%s) - start )) s" | tee -a "$work/$name-times.txt"; pack
 
 start=$(date +%s)
-"${pytest[@]}" -n 4 --tile-device hardware --tile-report "$work/$name-hardware-warm.json" \
+"${pytest[@]}" -n "$workers" --tile-device hardware --tile-timing-iters 20 \
+  --tile-report "$work/$name-hardware-warm.json" \
   > "$work/$name-hardware-warm.log" 2>&1
 echo "hardware warm: exit $? in $(( $(date +%s) - start )) s" | tee -a "$work/$name-times.txt"; pack
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -106,7 +107,7 @@ def test_concurrent_builders_never_compile_the_same_entry_twice(
 def test_progress_reports_steps(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
     messages: list[str] = []
     BuildCache(tmp_path / "cache", messages.append).build([spec("p\n", compiler)], jobs=1)
-    assert messages[0] == "compiling 1 instantiation(s), 1 at a time"
+    assert messages[0] == "compiling 1 translation unit(s), 1 at a time"
     assert messages[1].startswith("[1/1] p (")
 
 
@@ -122,3 +123,23 @@ def test_first_error_line() -> None:
     log = "ptxas info: used 90 registers\nfoo.cu(3): error: identifier x is undefined\nmore"
     assert first_error_line(log) == "foo.cu(3): error: identifier x is undefined"
     assert first_error_line("") == "compiler failed without output"
+
+
+def test_linked_entry_leads_to_the_shared_build(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    cache = BuildCache(tmp_path / "cache")
+    shared = spec("shared unit of a and b\n", compiler)
+    unit = cache.build([shared], jobs=1)[shared.key]
+    case_a = spec("a alone\n", compiler)
+    assert cache.lookup(case_a) is None
+    cache.link(case_a, unit)
+    found = cache.lookup(case_a)
+    assert found is not None and found.ok
+    assert found.path == unit.path and found.artifact.read_text() == "shared unit of a and b\n"
+    # building the case now finds it: nothing is compiled again
+    assert cache.build([case_a], jobs=1)[case_a.key].path == unit.path
+    assert invocations(compiler) == ["shared unit of a and b"]
+    # a link whose unit has gone is no entry: the case is built on its own
+    shutil.rmtree(unit.path)
+    assert cache.lookup(case_a) is None
+    rebuilt = cache.build([case_a], jobs=1)[case_a.key]
+    assert rebuilt.ok and rebuilt.artifact.read_text() == "a alone\n"

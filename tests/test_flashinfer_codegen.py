@@ -220,22 +220,39 @@ def base(**changes: object) -> KernelConfig:
 )
 def test_unsupported(changes: dict[str, object], reason: str) -> None:
     with pytest.raises(UnsupportedConfig, match=reason):
-        generate_translation_unit(base(**changes))
+        generate_translation_unit([base(**changes)])
 
 
 def test_translation_unit_layout() -> None:
     config = base(fusion="finalize", swap_ab=True, cluster=(2, 1, 1))
-    tu = generate_translation_unit(config, "9.9.9")
+    tu = generate_translation_unit([config], "9.9.9")
     probe = tu.index('#include "cudart_probe.h"')
     launcher = tu.index(f'#include "{LAUNCHER_INL}"')
     inst = tu.index(instantiation(config))
     harness = tu.index('#include "harness.cu"')
-    assert probe < launcher < inst < harness
-    assert "#define TILECONFORM_FINALIZE 1" in tu
-    assert "#define TILECONFORM_SWAP_AB 1" in tu
+    table = tu.index("const tileconform::CaseEntry tileconform::kCases[] = {")
+    assert probe < launcher < inst < harness < table
+    assert "finalize = true" in tu
+    assert "swap_ab = true" in tu
+    assert f'{{"{config.name}", R"tileconform(' in tu
+    assert "const int tileconform::kCaseCount = 1;" in tu
     assert "EpilogueFusion::FINALIZE, cute::Shape<cute::Int<128>, cute::Int<128>, cute::Int<64>>" in tu
     assert '"flashinfer_version": "9.9.9"' in tu
     assert (HARNESS_DIR / "harness.cu").is_file() and (HARNESS_DIR / "cudart_probe.h").is_file()
+
+
+def test_translation_unit_of_several_cases() -> None:
+    configs = [base(), base(tile=(128, 256, 64)), base(fusion="finalize"), base()]
+    tu = generate_translation_unit(configs)
+    assert "const int tileconform::kCaseCount = 3;" in tu  # the duplicate is dropped
+    for i, config in enumerate(configs[:3]):
+        assert instantiation(config) in tu
+        assert f"struct Case{i} {{  // {config.name}" in tu
+        assert f"&tileconform::run_case<tileconform::cases::Case{i}>}}," in tu
+    with pytest.raises(ValueError, match="one arch"):
+        generate_translation_unit([base(), base(arch=100)])
+    with pytest.raises(ValueError, match="at least one"):
+        generate_translation_unit([])
 
 
 def _list_value(node: ast.expr, names: dict[str, list[str]]) -> list[str]:
@@ -380,13 +397,13 @@ def test_sm120_generator_operation_list_matches(generator: ModuleType) -> None:
 
 def test_sm121_translation_unit() -> None:
     config = KernelConfig(121, "nvfp4", "nvfp4", "fp16", (128, 256, 128), (1, 1, 1), True, "finalize")
-    tu = generate_translation_unit(config)
+    tu = generate_translation_unit([config])
     assert "INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm120, SafeFP4, SafeFP4, half," in tu
     assert "cutlass::arch::Sm120, tensorrt_llm::kernels::cutlass_kernels_oss::SafeFP4," in tu
-    assert "#define TILECONFORM_ARCH 121" in tu  # the harness wants an sm_121 device
-    assert "#define TILECONFORM_BLOCK_SCALE 1" in tu
+    assert "static constexpr int arch = 121;" in tu  # the harness wants an sm_121 device
+    assert "static constexpr int block_scale = 1;" in tu
     mixed = KernelConfig(120, "mxfp8", "mxfp4", "bf16", (128, 64, 128), (1, 1, 1), False, "none")
-    assert "#define TILECONFORM_BLOCK_SCALE 2" in generate_translation_unit(mixed)
+    assert "static constexpr int block_scale = 2;" in generate_translation_unit([mixed])
 
 
 def test_sm120_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:
@@ -558,13 +575,13 @@ def test_sm100_generated_files_match(generator: ModuleType, tmp_path: Path) -> N
 
 def test_sm100_translation_unit() -> None:
     config = base(arch=100, cluster=(2, 1, 1), fusion="finalize")
-    unit = generate_translation_unit(config)
+    unit = generate_translation_unit([config])
     assert "INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm100, __nv_bfloat16" in unit
     assert "PtrArrayTmaWarpSpecialized, EpilogueOpDefault, FINALIZE" in unit
     assert "cutlass::arch::Sm100, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, " in unit
     assert "cutlass::epilogue::PtrArrayTmaWarpSpecialized, " in unit
-    assert "#define TILECONFORM_ARCH 100" in unit
-    assert "#define TILECONFORM_BLOCK_SCALE 0" in unit
+    assert "static constexpr int arch = 100;" in unit
+    assert "static constexpr int block_scale = 0;" in unit
 
 
 def test_sm100_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:

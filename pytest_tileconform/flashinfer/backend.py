@@ -1,7 +1,10 @@
-"""The FlashInfer CUTLASS MoE grouped-GEMM backend: build one harness per case, run it, check D.
+"""The FlashInfer CUTLASS MoE grouped-GEMM backend: build the harnesses, run each case, check D.
 
-Every case is its own executable (see ``codegen``), run in its own process: a kernel that
-traps or leaves a sticky CUDA error takes down only that process, and a timeout bounds it.
+Cases are compiled together, up to ``group`` instantiations per translation unit (as FlashInfer
+does; the front end is shared), and each runs in its own process of that executable: a kernel
+that traps or leaves a sticky CUDA error takes down only that process, and a timeout bounds it.
+A shared unit that fails to compile is rebuilt case by case, so a compile error is the verdict
+of the case that has it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..buildcache import BuildCache, BuildResult, BuildSpec, parallel_jobs
 from ..cases import Case
@@ -28,10 +31,16 @@ from ..virtual.run import run_virtual, verdict_of
 from .codegen import KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
 from .sources import FlashInferSources, find_cuda_home, find_sources
 
+T = TypeVar("T")
 NAME = "flashinfer-cutlass-moe"
 #: Peak RAM of one compile, measured: SM90 3.7-4.6 GB here; SM120 NVFP4 about 6.6 GB.
 RAM_PER_COMPILE = {90: 4_700_000_000}
 RAM_PER_COMPILE_DEFAULT = 7_000_000_000
+#: Extra peak RAM per further instantiation in a shared unit (measured here: 6 SM90 cases of
+#: mixed dtypes 8.6 GB, 4 bf16 cases 5.1 GB, one 3.6 GB).
+RAM_PER_EXTRA_INSTANTIATION = 1_000_000_000
+#: Most instantiations per translation unit (FlashInfer's generator writes 8 per file).
+DEFAULT_GROUP = 8
 DEVICES = ("auto", "hardware", "virtual", "compile")
 #: The harness's stages that are verdicts on the case. "launcher" is a TensorRT-LLM check in
 #: the launcher itself (before CUTLASS): it refuses the arguments, as can_implement does.
@@ -51,8 +60,10 @@ class Settings:
     cache_dir: Path
     sources: Path | None
     jobs: int | None
+    group: int | None  # most instantiations per translation unit (None: DEFAULT_GROUP)
     timeout: float
     seed: int
+    timing_iters: int  # hardware only: timed launcher calls after the checked run
     keep_runs: bool
     worker_count: int
     worker_index: int
@@ -103,6 +114,25 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
         f"{q(nvcc)} --cudart=none {objdir}/*.o {q(str(runtime))} -o {{out}}{VIRTUAL_SUFFIX}; "
         f"rm -rf {objdir}",
     )
+
+
+def plan_groups(items: Sequence[T], jobs: int, most: int) -> list[list[T]]:
+    """Split ``items`` (one arch) into contiguous groups of at most ``most`` for ``jobs``
+    parallel compiles: as few rounds of ``jobs`` compiles as ``most`` allows, every round full,
+    the groups as even as possible (a shared unit costs a fixed front end plus a little per
+    instantiation, and the slowest group sets the wall time)."""
+    n = len(items)
+    if n == 0:
+        return []
+    rounds = -(-n // (jobs * most))
+    count = min(n, jobs * rounds)
+    sizes = [n // count + (1 if i < n % count else 0) for i in range(count)]
+    groups: list[list[T]] = []
+    start = 0
+    for size in sizes:
+        groups.append(list(items[start : start + size]))
+        start += size
+    return groups
 
 
 class FlashInferBackend:
@@ -169,42 +199,77 @@ class FlashInferBackend:
         )
 
     # -- building ----------------------------------------------------------------------
-    def _spec(self, case: Case) -> BuildSpec:
+    def _spec(self, cases: Sequence[Case]) -> BuildSpec:
+        """The build of one translation unit holding ``cases`` (one arch)."""
         home, salt, runtime = self.toolchain
-        config = kernel_config(case)
-        command = nvcc_command(config, self.sources, Path("{src}"), Path("{out}"), home)
+        configs = list(dict.fromkeys(kernel_config(case) for case in cases))
+        command = nvcc_command(configs[0], self.sources, Path("{src}"), Path("{out}"), home)
+        ram = RAM_PER_COMPILE.get(cases[0].sm, RAM_PER_COMPILE_DEFAULT)
+        label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
         return BuildSpec(
-            source=generate_translation_unit(config, self.sources.version),
+            source=generate_translation_unit(configs, self.sources.version),
             command=build_script(command, runtime),
             salt=salt,
-            ram_bytes=RAM_PER_COMPILE.get(case.sm, RAM_PER_COMPILE_DEFAULT),
-            label=case.id,
+            ram_bytes=ram + RAM_PER_EXTRA_INSTANTIATION * (len(configs) - 1),
+            label=label,
         )
 
     def prepare(self, cases: Sequence[Case]) -> None:
-        """Build every judgeable case of this worker before the first one runs, in parallel."""
+        """Build every judgeable case of this worker before the first one runs, in parallel.
+
+        Cases without a cache entry are compiled in shared units (:func:`plan_groups`); each
+        case's own entry then points at its unit, so later runs find it whatever the grouping.
+        """
         specs: dict[Case, BuildSpec] = {}
         for case in cases:
             try:
                 self._mode(case)
-                specs[case] = self._spec(case)
+                specs[case] = self._spec([case])
             except NotJudgeable:
                 continue
             except UnsupportedConfig as exc:
                 self._builds[case] = self._unsupported(exc)
         if not specs:
             return
+        workers = max(1, self.settings.worker_count)
+        missing = [case for case, spec in specs.items() if self.cache.lookup(spec) is None]
+        most = self.settings.group or DEFAULT_GROUP
+        if len(missing) > 1 and most > 1:
+            self._build_shared(missing, specs, most)
         ordered = list(specs.values())
         # xdist workers share one build queue through the cache's locks; starting at
         # different places lets each claim its own part first
-        start = self.settings.worker_index * len(ordered) // max(1, self.settings.worker_count)
-        ordered = ordered[start:] + ordered[:start]
-        share = max(1, self.settings.worker_count)
-        # --tile-build-jobs is the total for the host, shared by the xdist workers
-        jobs = -(-self.settings.jobs // share) if self.settings.jobs else parallel_jobs(ordered, share=share)
-        built = self.cache.build(ordered, jobs)
+        start = self.settings.worker_index * len(ordered) // workers
+        built = self.cache.build(ordered[start:] + ordered[:start], self._jobs(ordered)[1])
         for case, spec in specs.items():
             self._builds[case] = built[spec.key]
+
+    def _jobs(self, specs: Sequence[BuildSpec]) -> tuple[int, int]:
+        """Parallel compiles of ``specs`` for the host and for this process: --tile-build-jobs
+        (a total for the host, shared by the xdist workers) or what cores and RAM allow."""
+        workers = max(1, self.settings.worker_count)
+        host = self.settings.jobs or parallel_jobs(specs)
+        return host, max(1, -(-host // workers))
+
+    def _build_shared(self, missing: list[Case], specs: dict[Case, BuildSpec], most: int) -> None:
+        """Compile ``missing`` in shared units and point each case's entry at its unit; the
+        cases of a unit that failed are left to be built one by one."""
+        by_arch: dict[int, list[Case]] = {}
+        for case in missing:
+            by_arch.setdefault(case.sm, []).append(case)
+        units: list[tuple[list[Case], BuildSpec]] = []
+        for arch_cases in by_arch.values():
+            full = self._spec(arch_cases[:most])  # what a full unit costs in RAM
+            host_jobs, _ = self._jobs([full])
+            units += [(group, self._spec(group)) for group in plan_groups(arch_cases, host_jobs, most)]
+        start = self.settings.worker_index * len(units) // max(1, self.settings.worker_count)
+        units = units[start:] + units[:start]
+        built = self.cache.build([spec for _, spec in units], self._jobs([s for _, s in units])[1])
+        for group, spec in units:
+            unit = built[spec.key]
+            if unit.ok:
+                for case in group:
+                    self.cache.link(specs[case], unit)
 
     def _unsupported(self, exc: UnsupportedConfig) -> Verdict:
         return Verdict(
@@ -218,11 +283,10 @@ class FlashInferBackend:
     def _build(self, case: Case) -> BuildResult | Verdict:
         if case not in self._builds:
             try:
-                spec = self._spec(case)
+                spec = self._spec([case])
             except UnsupportedConfig as exc:
                 return self._unsupported(exc)
-            jobs = self.settings.jobs or parallel_jobs([spec])
-            self._builds[case] = self.cache.build([spec], jobs)[spec.key]
+            self._builds[case] = self.cache.build([spec], self._jobs([spec])[1])[spec.key]
         return self._builds[case]
 
     # -- judging -----------------------------------------------------------------------
@@ -255,7 +319,8 @@ class FlashInferBackend:
             run_dir = Path(tmp)
             write_inputs(make_inputs(case, self.settings.seed), run_dir)
             executable = build.path / (build.artifact.name + VIRTUAL_SUFFIX)
-            run = run_virtual(executable, [str(run_dir)], run_dir, profile, self.settings.timeout)
+            args = [str(run_dir), kernel_config(case).name]
+            run = run_virtual(executable, args, run_dir, profile, self.settings.timeout)
             verdict = verdict_of(run, f"virtual ({profile.arch} profile)")
         verdict.extra.update(base)
         return verdict
@@ -271,11 +336,11 @@ class FlashInferBackend:
         run_dir = Path(tempfile.mkdtemp(prefix="tileconform-run-"))
         try:
             inputs = make_inputs(case, self.settings.seed)
-            write_inputs(inputs, run_dir)
+            write_inputs(inputs, run_dir, extra_problem={"timing_iters": self.settings.timing_iters})
             if os.environ.get("TILECONFORM_INJECT_FAULT") == case.id:  # test-only switch
                 with (run_dir / "problem.txt").open("a") as handle:
                     handle.write("inject_fault trap\n")
-            report, failure = self._execute(build.artifact, run_dir)
+            report, failure = self._execute(build.artifact, run_dir, kernel_config(case).name)
             extra: dict[str, Any] = {**base, "gpu": f"{gpu.index} ({gpu.uuid})"}
             extra.update({k: report[k] for k in ("kernel_ms", "device", "cuda_error") if k in report})
             common: dict[str, Any] = {
@@ -311,11 +376,15 @@ class FlashInferBackend:
             if not self.settings.keep_runs:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _execute(self, artifact: Path, run_dir: Path) -> tuple[dict[str, Any], str | None]:
-        """Run the harness; return its verdict.json and, if the process itself failed, why."""
+    def _execute(self, artifact: Path, run_dir: Path, name: str) -> tuple[dict[str, Any], str | None]:
+        """Run case ``name`` of the harness; return its verdict.json and, if the process itself
+        failed, why."""
         try:
             proc = subprocess.run(
-                [str(artifact), str(run_dir)], capture_output=True, text=True, timeout=self.settings.timeout
+                [str(artifact), str(run_dir), name],
+                capture_output=True,
+                text=True,
+                timeout=self.settings.timeout,
             )
             failure = None
             if proc.returncode < 0:

@@ -52,11 +52,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="parallel compiles (default: bounded by cores and free memory)",
     )
     group.addoption(
+        "--tile-build-group",
+        type=int,
+        default=None,
+        metavar="N",
+        help="most instantiations compiled together in one translation unit when many cases are "
+        "built (default 8, as FlashInfer's own generated files; 1: one per case)",
+    )
+    group.addoption(
         "--tile-timeout",
         type=float,
         default=120.0,
         metavar="SECONDS",
         help="per-case limit for running a harness (default 120)",
+    )
+    group.addoption(
+        "--tile-timing-iters",
+        type=int,
+        default=0,
+        metavar="N",
+        help="on hardware, also time N back-to-back launcher calls with CUDA events after the "
+        "checked run; the mean goes into each verdict as kernel_ms (default 0: no timing)",
     )
     group.addoption("--tile-seed", type=int, default=0, metavar="N", help="input seed (default 0)")
     group.addoption(
@@ -71,6 +87,11 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
     from .backend import DEVICES, FlashInferBackend, Settings
 
     device = config.getoption("tile_device")
+    group = config.getoption("tile_build_group")
+    if group is not None and group < 1:
+        raise pytest.UsageError(f"--tile-build-group {group}: must be at least 1")
+    if config.getoption("tile_timing_iters") < 0:
+        raise pytest.UsageError("--tile-timing-iters: must be 0 or more")
     if device.partition(":")[0] not in DEVICES:
         raise pytest.UsageError(
             f"--tile-device {device!r}: the {FlashInferBackend.name} backend knows {', '.join(DEVICES)}"
@@ -107,8 +128,10 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
         cache_dir=cache_dir,
         sources=sources,
         jobs=config.getoption("tile_build_jobs"),
+        group=config.getoption("tile_build_group"),
         timeout=config.getoption("tile_timeout"),
         seed=config.getoption("tile_seed"),
+        timing_iters=config.getoption("tile_timing_iters"),
         keep_runs=config.getoption("tile_keep_runs"),
         worker_count=int(workerinput["workercount"]) if workerinput else 1,
         worker_index=int(workerinput["workerid"].removeprefix("gw")) if workerinput else 0,

@@ -1,22 +1,23 @@
-// Conformance harness for ONE instantiation of TensorRT-LLM's (FlashInfer's) MoE grouped GEMM
+// Conformance harness for instantiations of TensorRT-LLM's (FlashInfer's) MoE grouped GEMM
 // launcher `tma_warp_specialized_generic_moe_gemm_kernelLauncher`.
 //
 // This file is not compiled on its own: codegen.py emits a translation unit that includes
-// cudart_probe.h and the launcher .inl, instantiates exactly one configuration with
-// INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM (as FlashInfer's generate_kernels.py does), defines
-// the TILECONFORM_* macros below and then includes this file.
+// cudart_probe.h and the launcher .inl, instantiates one or more configurations with
+// INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM (as FlashInfer's generate_kernels.py does, several
+// per file), includes this file and then defines the case table (kCases, kCaseCount): per
+// instantiation its name, its KernelConfig as JSON and run_case<C> for a struct C with
 //
-//   TILECONFORM_LAUNCHER_ARGS  template arguments of the instantiated launcher
-//   TILECONFORM_ARCH           SM version the kernel was compiled for (90, 100, 120, ...)
-//   TILECONFORM_ACT_BITS, TILECONFORM_WEIGHT_BITS, TILECONFORM_OUT_BITS
+//   launcher                   pointer to the instantiated launcher
+//   arch                       SM version the kernel was compiled for (90, 100, 120, ...)
+//   act_bits, weight_bits, out_bits
 //                              storage bits per element of A, B and D
-//   TILECONFORM_SWAP_AB        0/1, must match the instantiation
-//   TILECONFORM_BLOCK_SCALE    0 none, 1 NVFP4 (e4m3 scale per 16), 2 MXFPX (ue8m0 per 32):
+//   swap_ab                    must match the instantiation
+//   block_scale                0 none, 1 NVFP4 (e4m3 scale per 16), 2 MXFPX (ue8m0 per 32):
 //                              the launcher's IsBlockScaled operands, read from a_sf.bin/b_sf.bin
-//   TILECONFORM_FINALIZE       0/1, EpilogueFusion::FINALIZE instantiated
-//   TILECONFORM_CONFIG_JSON    the KernelConfig as a JSON object (echoed into verdict.json)
+//   finalize                   EpilogueFusion::FINALIZE instantiated
 //
-// Usage: harness RUN_DIR. Inputs and outputs are described in codegen.py (module docstring).
+// Usage: harness RUN_DIR [CASE]; CASE (a KernelConfig name) may be left out when the
+// executable holds one case. Inputs and outputs are described in codegen.py (module docstring).
 //
 // CUDA runtime entry points this file calls itself (keep this list short, a fake runtime must
 // provide them): cudaGetDeviceCount, cudaGetDeviceProperties, cudaDeviceGetAttribute,
@@ -51,14 +52,6 @@ namespace tileconform {
 using tensorrt_llm::kernels::cutlass_kernels::TmaWarpSpecializedGroupedGemmInput;
 using GemmInput = TmaWarpSpecializedGroupedGemmInput;
 
-namespace oss = tensorrt_llm::kernels::cutlass_kernels_oss;
-constexpr auto* kLauncher =
-    &oss::tma_warp_specialized_generic_moe_gemm_kernelLauncher<TILECONFORM_LAUNCHER_ARGS>;
-constexpr bool kSwapAB = TILECONFORM_SWAP_AB != 0;
-constexpr bool kFinalize = TILECONFORM_FINALIZE != 0;
-constexpr int kBlockScale = TILECONFORM_BLOCK_SCALE;
-constexpr bool kBlockScaled = kBlockScale != 0;
-
 // Scale-factor geometry of TensorRT-LLM (moe_gemm_kernels.h): a BlockScaledConfig per kind, its
 // LayoutSF (what the launcher reinterprets fpX_block_scaling_factors_stride_* as) and the
 // padding of the flat SF buffers (128 rows, 4 scale columns: one SfAtom).
@@ -84,15 +77,16 @@ struct BlockScale<2> {
   static constexpr int64_t min_rows = GemmInput::MinNDimAlignmentMXFPX;
   static constexpr int64_t min_k = GemmInput::MinKDimAlignmentMXFPX;
 };
-using BS = BlockScale<kBlockScale>;
 
 // Element offsets of one expert's scale factors in the flat SF buffers: TensorRT-LLM's
 // getOffsetActivationSF / getOffsetWeightSF (cutlass_fused_moe_kernels.cuh). Each expert's
 // activation SFs start at a 128-row boundary, so a_sf.bin holds act_sf_offset(E, total) bytes.
+template <class BS>
 int64_t act_sf_offset(int64_t expert, int64_t rows_before, int64_t k) {
   const int64_t start = GemmInput::alignToSfDim(rows_before + expert * (BS::min_rows - 1), BS::min_rows);
   return start * GemmInput::alignToSfDim(k, BS::min_k) / BS::vec;
 }
+template <class BS>
 int64_t weight_sf_offset(int64_t expert, int64_t n, int64_t k) {
   return expert * GemmInput::alignToSfDim(n, BS::min_rows) * GemmInput::alignToSfDim(k, BS::min_k) /
          BS::vec;
@@ -146,6 +140,7 @@ struct ProblemInfo {
 };
 
 struct Verdict {
+  const char* config_json = "null";  // the case's KernelConfig
   bool final_ = false;
   std::string stage = "setup";
   std::string status;
@@ -203,7 +198,7 @@ struct Verdict {
     } else {
       j << "  \"problem\": null,\n";
     }
-    j << "  \"config\": " << TILECONFORM_CONFIG_JSON << "\n";
+    j << "  \"config\": " << config_json << "\n";
     j << "}\n";
     return j.str();
   }
@@ -251,7 +246,7 @@ void check_cuda(cudaError_t err, const char* what, const char* stage = "setup") 
 // ------------------------------------------------------------------------------------------
 // Inputs
 
-ProblemInfo read_problem(const std::string& path) {
+ProblemInfo read_problem(const std::string& path, bool finalize) {
   std::ifstream in(path);
   if (!in) bad_input("cannot open " + path);
   std::vector<std::string> tokens{std::istream_iterator<std::string>(in),
@@ -306,7 +301,7 @@ ProblemInfo read_problem(const std::string& path) {
     bad_input("problem.txt: 'n' and 'k' must be positive");
   }
   if (p.timing_iters < 0) bad_input("problem.txt: 'timing_iters' must be >= 0");
-  if (kFinalize && p.out_rows <= 0) bad_input("problem.txt: finalize needs 'out_rows' > 0");
+  if (finalize && p.out_rows <= 0) bad_input("problem.txt: finalize needs 'out_rows' > 0");
   return p;
 }
 
@@ -436,10 +431,13 @@ T* keep(GemmSetup& setup, const std::vector<T>& host) {
 // moe_gemm_tma_warp_specialized_input.cu) for a single GEMM.
 // With block scaling also setupFP4BlockScalingFactors: per expert a LayoutSF from
 // tile_atom_to_shape_SFA/SFB (swapped with swap_ab) and SF pointers at TensorRT-LLM's offsets.
+template <class C>
 GemmSetup make_gemm_input(const ProblemInfo& p, const DeviceBuffer& a, const DeviceBuffer& b,
                           const DeviceBuffer& d, const DeviceBuffer& alpha,
                           const DeviceBuffer& router_scales, const DeviceBuffer& dest_row,
                           const DeviceBuffer& a_sf, const DeviceBuffer& b_sf) {
+  using BS = BlockScale<C::block_scale>;
+  constexpr bool kSwapAB = C::swap_ab, kFinalize = C::finalize, kBlockScaled = C::block_scale != 0;
   const int E = p.experts;
   GemmSetup setup;
   GemmInput& in = setup.input;
@@ -481,9 +479,9 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const DeviceBuffer& a, const Dev
       stride_b.push_back(make_cute_packed_stride(GemmInput::StrideB{}, make_shape(n, k, 1)));
       stride_d.push_back(make_cute_packed_stride(GemmInput::StrideD{}, make_shape(m, n, 1)));
     }
-    ptr_act.push_back(a.as<char>() + storage_bytes(offset * p.k, TILECONFORM_ACT_BITS));
+    ptr_act.push_back(a.as<char>() + storage_bytes(offset * p.k, C::act_bits));
     ptr_weight.push_back(b.as<char>() +
-                         storage_bytes(int64_t{e} * p.n * p.k, TILECONFORM_WEIGHT_BITS));
+                         storage_bytes(int64_t{e} * p.n * p.k, C::weight_bits));
     if (alpha.bytes() > 0) ptr_alpha.push_back(alpha.as<float>() + e);
     if constexpr (kBlockScaled) {
       if (kSwapAB) {
@@ -493,14 +491,14 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const DeviceBuffer& a, const Dev
         layout_sf_act.push_back(BS::Config::tile_atom_to_shape_SFA(make_shape(m, n, k, 1)));
         layout_sf_weight.push_back(BS::Config::tile_atom_to_shape_SFB(make_shape(m, n, k, 1)));
       }
-      ptr_sf_act.push_back(a_sf.as<GemmInput::ElementSF>() + act_sf_offset(e, offset, p.k));
-      ptr_sf_weight.push_back(b_sf.as<GemmInput::ElementSF>() + weight_sf_offset(e, p.n, p.k));
+      ptr_sf_act.push_back(a_sf.as<GemmInput::ElementSF>() + act_sf_offset<BS>(e, offset, p.k));
+      ptr_sf_weight.push_back(b_sf.as<GemmInput::ElementSF>() + weight_sf_offset<BS>(e, p.n, p.k));
     }
     if (kFinalize) {
       ptr_router.push_back(router_scales.as<float>() + offset);
       ptr_index.push_back(dest_row.as<int>() + offset);
     } else {
-      ptr_d.push_back(d.as<char>() + storage_bytes(offset * p.n, TILECONFORM_OUT_BITS));
+      ptr_d.push_back(d.as<char>() + storage_bytes(offset * p.n, C::out_bits));
     }
     offset += p.rows[e];
   }
@@ -550,9 +548,10 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const DeviceBuffer& a, const Dev
   return setup;
 }
 
+template <class C>
 void call_launcher(const GemmInput& input, int experts, int sm_count, cudaStream_t stream,
                    size_t* workspace_size) {
-  kLauncher(input, experts, sm_count, stream, /*kernel_occupancy=*/nullptr, workspace_size,
+  C::launcher(input, experts, sm_count, stream, /*kernel_occupancy=*/nullptr, workspace_size,
             /*dynamic_cluster_shape=*/{}, /*fallback_cluster_shape=*/{});
 }
 
@@ -576,14 +575,17 @@ DeviceInfo query_device() {
   return info;
 }
 
-void run(const std::string& run_dir, Verdict& verdict) {
+template <class C>
+void run_case(const std::string& run_dir, Verdict& verdict) {
+  using BS = BlockScale<C::block_scale>;
+  constexpr bool kSwapAB = C::swap_ab, kFinalize = C::finalize, kBlockScaled = C::block_scale != 0;
   ProblemInfo& p = verdict.problem;
-  p = read_problem(run_dir + "/problem.txt");
+  p = read_problem(run_dir + "/problem.txt", kFinalize);
   const int64_t total = p.total_rows();
 
-  auto a_host = read_file(run_dir + "/a.bin", storage_bytes(total * p.k, TILECONFORM_ACT_BITS));
+  auto a_host = read_file(run_dir + "/a.bin", storage_bytes(total * p.k, C::act_bits));
   auto b_host = read_file(run_dir + "/b.bin",
-                          storage_bytes(int64_t{p.experts} * p.n * p.k, TILECONFORM_WEIGHT_BITS));
+                          storage_bytes(int64_t{p.experts} * p.n * p.k, C::weight_bits));
   std::vector<char> alpha_host;
   if (file_exists(run_dir + "/alpha.bin")) {
     alpha_host = read_file(run_dir + "/alpha.bin", sizeof(float) * p.experts);
@@ -594,9 +596,9 @@ void run(const std::string& run_dir, Verdict& verdict) {
       bad_input("problem.txt: k must be a multiple of the scale block " + std::to_string(BS::vec));
     }
     a_sf_host = read_file(run_dir + "/a_sf.bin",
-                          static_cast<size_t>(act_sf_offset(p.experts, total, p.k)));
+                          static_cast<size_t>(act_sf_offset<BS>(p.experts, total, p.k)));
     b_sf_host = read_file(run_dir + "/b_sf.bin",
-                          static_cast<size_t>(weight_sf_offset(p.experts, p.n, p.k)));
+                          static_cast<size_t>(weight_sf_offset<BS>(p.experts, p.n, p.k)));
   }
   std::vector<char> router_host, dest_host;
   if (kFinalize) {
@@ -618,14 +620,14 @@ void run(const std::string& run_dir, Verdict& verdict) {
   verdict.device = query_device();
   verdict.have_device = true;
   const int device_sm = verdict.device.cc_major * 10 + verdict.device.cc_minor;
-  if (device_sm != TILECONFORM_ARCH) {
+  if (device_sm != C::arch) {
     throw StageError("setup", "arch_mismatch",
-                     "kernel compiled for sm_" + std::to_string(TILECONFORM_ARCH) +
+                     "kernel compiled for sm_" + std::to_string(C::arch) +
                          ", device is sm_" + std::to_string(device_sm));
   }
 
   const int64_t d_rows = kFinalize ? p.out_rows : total;
-  const size_t d_bytes = storage_bytes(d_rows * p.n, TILECONFORM_OUT_BITS);
+  const size_t d_bytes = storage_bytes(d_rows * p.n, C::out_bits);
   DeviceBuffer a(a_host.size()), b(b_host.size()), d(d_bytes), alpha(alpha_host.size());
   DeviceBuffer router_scales(router_host.size()), dest_row(dest_host.size());
   DeviceBuffer a_sf(a_sf_host.size()), b_sf(b_sf_host.size());
@@ -642,7 +644,7 @@ void run(const std::string& run_dir, Verdict& verdict) {
   const std::vector<unsigned char> d_init(d_bytes, kFinalize ? 0x00 : 0xFF);
   d.upload(d_init.data(), d_bytes);
 
-  GemmSetup setup = make_gemm_input(p, a, b, d, alpha, router_scales, dest_row, a_sf, b_sf);
+  GemmSetup setup = make_gemm_input<C>(p, a, b, d, alpha, router_scales, dest_row, a_sf, b_sf);
 
   cudaStream_t stream = nullptr;
   check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
@@ -653,7 +655,7 @@ void run(const std::string& run_dir, Verdict& verdict) {
 
   const int sm = verdict.device.sm_count;
   size_t workspace_bytes = 0;
-  call_launcher(setup.input, p.experts, sm, stream, &workspace_bytes);
+  call_launcher<C>(setup.input, p.experts, sm, stream, &workspace_bytes);
   verdict.workspace_bytes = static_cast<long long>(workspace_bytes);
   DeviceBuffer workspace(workspace_bytes);
   setup.input.gemm_workspace = workspace.as<uint8_t>();
@@ -665,7 +667,7 @@ void run(const std::string& run_dir, Verdict& verdict) {
   verdict.message = "the harness process ended while the launcher or the kernel was running";
   write_verdict(run_dir, verdict);
 
-  call_launcher(setup.input, p.experts, sm, stream, nullptr);
+  call_launcher<C>(setup.input, p.experts, sm, stream, nullptr);
   if (p.inject_trap) {
     trap_kernel<<<1, 1, 0, stream>>>();
   }
@@ -687,7 +689,7 @@ void run(const std::string& run_dir, Verdict& verdict) {
     check_cuda(cudaEventCreate(&stop), "cudaEventCreate", "run");
     check_cuda(cudaEventRecord(start, stream), "cudaEventRecord", "run");
     for (int i = 0; i < p.timing_iters; ++i) {
-      call_launcher(setup.input, p.experts, sm, stream, nullptr);
+      call_launcher<C>(setup.input, p.experts, sm, stream, nullptr);
     }
     check_cuda(cudaEventRecord(stop, stream), "cudaEventRecord", "run");
     check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize", "run");
@@ -703,18 +705,38 @@ void run(const std::string& run_dir, Verdict& verdict) {
   verdict.message.clear();
 }
 
+// The executable's cases, defined by the generated translation unit after this file.
+struct CaseEntry {
+  const char* name;         // KernelConfig.name
+  const char* config_json;  // KernelConfig as JSON, echoed into verdict.json
+  void (*run)(const std::string& run_dir, Verdict& verdict);
+};
+extern const CaseEntry kCases[];
+extern const int kCaseCount;
+
+const CaseEntry* find_case(const char* name) {
+  for (int i = 0; i < kCaseCount; ++i) {
+    if (name == nullptr ? kCaseCount == 1 : std::strcmp(kCases[i].name, name) == 0) return &kCases[i];
+  }
+  return nullptr;
+}
+
 }  // namespace tileconform
 
 int main(int argc, char** argv) {
   using namespace tileconform;
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s RUN_DIR\n", argv[0]);
+  const CaseEntry* entry = argc == 2 || argc == 3 ? find_case(argc == 3 ? argv[2] : nullptr) : nullptr;
+  if (entry == nullptr) {
+    std::fprintf(stderr, "usage: %s RUN_DIR%s\n", argv[0], kCaseCount == 1 ? " [CASE]" : " CASE");
+    std::fprintf(stderr, "cases in this executable:\n");
+    for (int i = 0; i < kCaseCount; ++i) std::fprintf(stderr, "  %s\n", kCases[i].name);
     return 2;
   }
   const std::string run_dir = argv[1];
   Verdict verdict;
+  verdict.config_json = entry->config_json;
   try {
-    run(run_dir, verdict);
+    entry->run(run_dir, verdict);
   } catch (const StageError& e) {
     verdict.stage = e.stage;
     verdict.status = e.status;
