@@ -292,6 +292,7 @@ def flashinfer_judge(
     cache_dir: Path,
     device: str,
     jobs: int | None,
+    group: int | None,
     timeout: float,
     wheels: dict[str, Path] | None = None,
     progress: Callable[[str], None] = lambda _m: None,
@@ -317,7 +318,9 @@ def flashinfer_judge(
             cache_dir=cache_dir,
             sources=release.data_dir,
             jobs=jobs,
+            group=group,
             timeout=timeout,
+            timing_iters=0,
             seed=0,
             keep_runs=False,
             worker_count=1,
@@ -480,6 +483,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--device", default="virtual", help="virtual (default), virtual:ARCH, hardware or auto")
     run.add_argument("--cache-dir", type=Path, default=None, help="default: the plugin's cache")
     run.add_argument("--build-jobs", type=int, default=None, help="parallel compiles")
+    run.add_argument(
+        "--build-group", type=int, default=None, help="most instantiations per translation unit (default 8)"
+    )
     run.add_argument("--timeout", type=float, default=120.0, help="per-case run limit (s)")
     run.add_argument("--json", type=Path, default=None, help="also write the result as JSON here")
 
@@ -505,7 +511,9 @@ def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
             releases = select_releases(candidates, args.first, args.last, args.skip_post)
         cache_dir = args.cache_dir or default_cache_dir()
         if judge is None:
-            judge = flashinfer_judge(cache_dir, args.device, args.build_jobs, args.timeout, wheels, progress)
+            judge = flashinfer_judge(
+                cache_dir, args.device, args.build_jobs, args.build_group, args.timeout, wheels, progress
+            )
         started = time.monotonic()
         result = bisect(releases, cases, judge, args.everything, progress)
     except BisectError as exc:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tileconform.flashinfer.codegen import (
+    HARNESS_DIR,
     KernelConfig,
     arch_nvcc_flags,
     release_arch_nvcc_flags,
@@ -16,6 +17,7 @@ from pytest_tileconform.flashinfer.codegen import (
 from pytest_tileconform.flashinfer.compat import (
     HARNESS_MACRO_PARAMS,
     generator_offers,
+    harness_error,
     incompatibility,
     launcher_interface,
     module_nvcc_flags,
@@ -199,3 +201,12 @@ def test_the_installed_release() -> None:
     sm100 = KernelConfig(100, "bf16", "bf16", "bf16", (128, 128, 64), (1, 1, 1), False, "none")
     for config in (nvfp4((128, 256, 128)), sm100):
         assert release_arch_nvcc_flags(config, (13, 0), pkg) == arch_nvcc_flags(config, (13, 0))
+
+
+def test_compile_errors_in_the_harness_are_not_verdicts(tmp_path: Path) -> None:
+    ours = f'{HARNESS_DIR}/harness.cu(412): error: class has no member "use_reduction"'
+    assert harness_error(ours)
+    assert harness_error(f"{HARNESS_DIR}/cudart_probe.h:12:3: error: x")
+    theirs = f"{tmp_path}/nv_internal/moe_gemm_tma_ws_launcher.inl(300): error: static assertion failed"
+    assert not harness_error(theirs)
+    assert not harness_error("nvcc fatal   : Unsupported gpu architecture 'compute_120f'")

@@ -247,15 +247,14 @@ def test_plugin_option_errors_are_usage_errors(tc: TileRun, tmp_path: Path) -> N
     assert both.ret == 4 and "give one" in output(both)
 
 
-def test_plugin_records_the_release_in_verdicts(tc: TileRun, tmp_path: Path) -> None:
+def test_plugin_judges_against_the_release(tc: TileRun, tmp_path: Path) -> None:
     from fake_backend import BASIC
 
     wheel = make_wheel(tmp_path, "0.6.4")
-    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
     tc.matrix(BASIC.replace("backend: fake", "backend: flashinfer-cutlass-moe"))
     report = tmp_path / "report.json"
-    # judged on --tile-device compile; the fake wheel cannot compile, which is fine: the verdict
-    # still names the release (judging itself is covered by the slow tests)
+    # the fake wheel's launcher is only a macro: the harness cannot compile against it, and
+    # that is reported as "not judgeable" (a skip naming the release), never as a verdict
     result = tc.run(
         "--tile-flashinfer",
         str(wheel),
@@ -267,13 +266,41 @@ def test_plugin_records_the_release_in_verdicts(tc: TileRun, tmp_path: Path) -> 
         str(report),
         "-k",
         "128x64x64",
+        "-rs",
         *QUIET,
     )
-    cases = json.loads(report.read_text())["cases"]
-    assert len(cases) == 1, output(result)
-    verdict = cases[0]["verdict"]
-    assert verdict["extra"]["flashinfer_release"] == f"flashinfer-python 0.6.4 (wheel sha256:{sha})"
-    assert verdict["extra"]["flashinfer"] == "0.6.4"
+    assert result.ret == 0, output(result)
+    (case,) = json.loads(report.read_text())["cases"]
+    assert case["outcome"] == "skipped" and case["verdict"] is None
+    assert "the harness does not compile against FlashInfer 0.6.4" in case["skip_reason"]
+    assert "harness.cu" in case["skip_reason"]
+
+
+def test_verdicts_name_the_release(tmp_path: Path) -> None:
+    from pytest_tileconform.flashinfer import plugin
+    from pytest_tileconform.verdict import Stage, Verdict
+
+    release = unpack_wheel(make_wheel(tmp_path, "0.6.4"), tmp_path / "c")
+
+    class Config:
+        pass
+
+    class FakeCase:
+        backend = "flashinfer-cutlass-moe"
+
+    config = Config()
+    plugin._RELEASES[id(config)] = release
+    try:
+        verdict = Verdict(None, Stage.LAUNCH, source="virtual")
+        plugin.pytest_tileconform_verdict(config, FakeCase(), verdict)  # type: ignore[arg-type]
+        assert verdict.extra["flashinfer_release"] == release.ident
+        assert release.ident == f"flashinfer-python 0.6.4 (wheel sha256:{release.sha256})"
+        other = Verdict(None, Stage.LAUNCH, source="fake")
+        FakeCase.backend = "fake"
+        plugin.pytest_tileconform_verdict(config, FakeCase(), other)  # type: ignore[arg-type]
+        assert "flashinfer_release" not in other.extra
+    finally:
+        del plugin._RELEASES[id(config)]
 
 
 def test_plugin_refuses_a_release_the_harness_cannot_instantiate(tc: TileRun, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ of the case that has it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -29,6 +30,7 @@ from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, builtin
 from ..virtual.run import run_virtual, verdict_of
 from .codegen import KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
+from .compat import harness_error, incompatibility
 from .sources import FlashInferSources, find_cuda_home, find_sources
 
 T = TypeVar("T")
@@ -175,12 +177,21 @@ class FlashInferBackend:
         except KeyError:
             raise NotJudgeable(f"no virtual profile for {arch or case.arch}") from None
 
+    @functools.cached_property
+    def _incompatibility(self) -> str | None:
+        """Why these sources cannot be instantiated by the harness (compat.py), None if they can."""
+        return incompatibility(self.sources.root)
+
     def _mode(self, case: Case) -> str:
         """How this case is judged here: ``hardware``, ``virtual`` or ``compile``.
 
         ``auto`` takes the GPU when it is the case's arch, else the case's virtual profile;
         a case neither can judge raises NotJudgeable (it is skipped, saying what was found).
         """
+        if (reason := self._incompatibility) is not None:
+            raise NotJudgeable(
+                f"FlashInfer {self.sources.version} cannot be judged by this harness: {reason}"
+            )
         device = self.settings.device
         if device == "compile":
             return "compile"
@@ -296,6 +307,11 @@ class FlashInferBackend:
         if isinstance(build, Verdict):
             return build
         base = {"flashinfer": self.sources.version, "build": str(build.path)}
+        if not build.ok and harness_error(build.first_error):
+            # our harness, not the instantiation, failed to compile: no verdict on the case
+            raise NotJudgeable(
+                f"the harness does not compile against FlashInfer {self.sources.version}: {build.first_error}"
+            )
         if not build.ok:
             return Verdict(
                 Stage.COMPILE,

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .codegen import KernelConfig
+from .codegen import HARNESS_DIR, KernelConfig
 from .sources import LAUNCHER_INL
 
 MACRO = "INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM"
@@ -109,6 +109,17 @@ def incompatibility(data_dir: Path) -> str | None:
             f"not tensorrt_llm::kernels::{HARNESS_NAMESPACE}, where the harness calls it"
         )
     return None
+
+
+def harness_error(first_error: str) -> bool:
+    """Whether a compile error (nvcc's first error line) is located in the harness's own files:
+    the harness does not fit these sources, which is no verdict on the instantiation. An error
+    in FlashInfer's, TensorRT-LLM's or CUTLASS's files (a static_assert of the launcher, a
+    CUTLASS builder refusing the tile) is a verdict and stays one."""
+    location = re.match(r"^(?P<file>[^\s(:]+)[(:]\d+", first_error.strip())
+    if location is None:
+        return False
+    return Path(location.group("file")).resolve().parent == HARNESS_DIR
 
 
 # -- how the release builds its fused-MoE module ------------------------------------------------
