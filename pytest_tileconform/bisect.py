@@ -57,6 +57,7 @@ class Outcome:
     detail: str = ""  # why not judgeable / the compile error / the verdict's detail
     source: str = ""  # who judged it (virtual profile, GPU)
     offered: bool | None = None  # whether FlashInfer's generator emits this configuration
+    release: str = ""  # the release judged: version and wheel sha256 (Release.ident)
 
     @property
     def key(self) -> tuple[str, str, int | None]:
@@ -312,7 +313,7 @@ def flashinfer_judge(
             return [Outcome(NOT_JUDGEABLE, detail=str(exc)) for _ in cases]
         reason = incompatibility(release.data_dir)
         if reason is not None:
-            return [Outcome(NOT_JUDGEABLE, detail=reason) for _ in cases]
+            return [Outcome(NOT_JUDGEABLE, detail=reason, release=release.ident) for _ in cases]
         settings = Settings(
             device=device,
             cache_dir=cache_dir,
@@ -337,7 +338,9 @@ def flashinfer_judge(
             try:
                 verdict = backend.judge(case)
             except NotJudgeable as exc:
-                outcomes.append(Outcome(NOT_JUDGEABLE, detail=str(exc), offered=offered))
+                outcomes.append(
+                    Outcome(NOT_JUDGEABLE, detail=str(exc), offered=offered, release=release.ident)
+                )
                 continue
             outcomes.append(
                 Outcome(
@@ -348,6 +351,7 @@ def flashinfer_judge(
                     verdict.detail[:300],
                     verdict.source,
                     offered,
+                    release.ident,
                 )
             )
         return outcomes

@@ -199,3 +199,33 @@ def test_main_reports_bad_input_without_a_traceback(capsys: pytest.CaptureFixtur
     args = parse(*CASE_ARGS, "--releases", "0.6.0", "--from", "0.5.3")
     assert main(args, FakeJudge({})) == 2
     assert "error: --releases lists the releases itself" in capsys.readouterr().err
+
+
+def test_the_flashinfer_judge_names_the_release_and_never_guesses(tmp_path: Path, cases: list[Case]) -> None:
+    """The real judge against fake wheels: one the harness cannot instantiate (no compile), and
+    one it cannot compile against (nvcc fails in the harness's own file, in seconds). Both are
+    'not judgeable' with the reason and the release, never a verdict on the tile."""
+    from test_releases import KEPT, LAUNCHER_INL, MACRO, NV, make_wheel
+
+    from pytest_tileconform.bisect import flashinfer_judge
+    from pytest_tileconform.flashinfer.compat import HARNESS_MACRO_PARAMS
+    from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_cuda_home
+
+    old = f"#define {MACRO}({', '.join(p for p in HARNESS_MACRO_PARAMS if p != 'SWAP_AB_')})\n"
+    wheels = {
+        "0.5.0": make_wheel(tmp_path, "0.5.0", files={**KEPT, f"{NV}/{LAUNCHER_INL}": old}),
+        "0.6.4": make_wheel(tmp_path, "0.6.4"),
+    }
+    judge = flashinfer_judge(tmp_path / "cache", "compile", 1, None, 60.0, wheels)
+    refused = judge("0.5.0", cases[:1])
+    assert [o.stage for o in refused] == [NOT_JUDGEABLE]
+    assert "takes 16 parameters without SWAP_AB_" in refused[0].detail
+    assert refused[0].release.startswith("flashinfer-python 0.5.0 (wheel sha256:")
+    try:
+        find_cuda_home()
+    except FlashInferSourcesError as exc:
+        pytest.skip(str(exc))
+    (broken,) = judge("0.6.4", cases[:1])
+    assert broken.stage == NOT_JUDGEABLE, broken
+    assert "the harness does not compile against FlashInfer 0.6.4" in broken.detail
+    assert broken.release.startswith("flashinfer-python 0.6.4 (wheel sha256:")
