@@ -127,8 +127,8 @@ def test_rows_per_device_fingerprint(tmp_path: Path) -> None:
     merged = merge([tmp_path / "hw.json", tmp_path / "v.json"])
     text = to_markdown(merged)
     assert (
-        "| D1 | NVIDIA H200 | hardware | 9.0 | 232,448 | 580.159.04 | 13.0 | 0.7.4 | Build cuda_13.0.r13.0/x |"
-        in text
+        "| D1 | NVIDIA H200 | hardware | 9.0 | 232,448 | 580.159.04 | 13.0 | 0.7.4 "
+        "| Build cuda_13.0.r13.0/x |" in text
     )
     assert "| D2 | virtual sm120 | virtual | 12.0 | 101,376 | n/a | ? | 0.7.4 | ? |" in text
     assert "## sm120 · nvfp4-bf16" in text
@@ -231,7 +231,8 @@ def test_shipped_results_merge(tmp_path: Path) -> None:
             "t.json: cases[0].case: missing 'act', 'weight', 'out', 'tile'",
         ),
         (
-            '{"format": 1, "cases": [{"id": "x", "case": null, "verdict": {"outcome": "weird", "source": "s"}}]}',
+            '{"format": 1, "cases": [{"id": "x", "case": null, '
+            '"verdict": {"outcome": "weird", "source": "s"}}]}',
             "t.json: cases[0].verdict.outcome: unknown outcome 'weird'",
         ),
     ],
