@@ -88,6 +88,101 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     merge.set_defaults(handler=_report_merge)
 
 
+# -- gen-matrix --------------------------------------------------------------------------------
+def _sources(override: Path | None) -> object:
+    from .flashinfer.sources import FlashInferSourcesError, find_sources
+
+    try:
+        return find_sources(override)
+    except FlashInferSourcesError as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+
+
+def _split_list(values: Sequence[str]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def _gen_matrix(args: argparse.Namespace) -> int:
+    from .flashinfer.generator import GENERATOR_ARCH, GeneratorError, generator_path, instantiated_configs
+    from .flashinfer.sources import FlashInferSources
+    from .genmatrix import GenMatrixError, check_text, matrix_text, select_dtypes
+
+    if not args.from_flashinfer:
+        raise CommandError("gen-matrix needs --from-flashinfer (the only source of configurations so far)")
+    arch = args.arch.lower()
+    if arch not in GENERATOR_ARCH:
+        raise CommandError(f"--arch {args.arch}: choose one of {', '.join(GENERATOR_ARCH)}")
+    sources = _sources(args.flashinfer_sources)
+    assert isinstance(sources, FlashInferSources)
+    try:
+        configs, skipped = instantiated_configs(sources, arch)
+        configs = select_dtypes(configs, _split_list(args.dtype))
+    except GeneratorError as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+    except GenMatrixError as exc:
+        raise CommandError(str(exc)) from None
+    for item in skipped:
+        if args.verbose:
+            message(f"left out: {item.description}: {item.reason}")
+    if skipped:
+        reasons = sorted({s.reason for s in skipped})
+        message(
+            f"{len(skipped)} generator operation(s) for {arch} are not built by this harness and are "
+            f"left out ({'; '.join(reasons)}); -v lists them"
+        )
+    command = "tileconform gen-matrix --from-flashinfer --arch " + arch
+    if args.dtype:
+        command += " --dtype " + ",".join(_split_list(args.dtype))
+    try:
+        text = matrix_text(
+            configs,
+            arch,
+            flashinfer_version=sources.version,
+            generator=generator_path(sources),
+            skipped=skipped,
+            command=command,
+        )
+    except GenMatrixError as exc:
+        raise CommandError(str(exc)) from None
+    check_text(text, configs, arch, args.output or Path(f"{arch}-generated.yaml"))
+    message(f"{len(configs)} configuration(s) of FlashInfer {sources.version} for {arch}")
+    emit(text, args.output)
+    return EXIT_OK
+
+
+def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    gen = subparsers.add_parser(
+        "gen-matrix",
+        help="write a matrix of the configurations the installed FlashInfer instantiates",
+        description="Write a tile matrix (format version 1) of exactly the MoE grouped-GEMM "
+        "configurations FlashInfer's generator (jit/gemm/cutlass/generate_kernels.py, loaded on "
+        "its own, without importing flashinfer) instantiates for an architecture and that this "
+        "harness builds. It has no expectations: run it with --tile-update to record them.",
+    )
+    gen.add_argument(
+        "--from-flashinfer", action="store_true", help="take the configurations from FlashInfer's generator"
+    )
+    gen.add_argument("--arch", required=True, help="sm90, sm100, sm103, sm120 or sm121")
+    gen.add_argument(
+        "--dtype",
+        action="append",
+        default=[],
+        metavar="DTYPES",
+        help="only these dtype combinations, as case ids spell them (nvfp4-bf16, fp8_e4m3-fp16, "
+        "bf16) or by activation (nvfp4); comma-separated or repeated",
+    )
+    gen.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write the matrix here")
+    gen.add_argument(
+        "--flashinfer-sources",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="FlashInfer's data directory (default: the installed flashinfer-python)",
+    )
+    gen.add_argument("-v", "--verbose", action="store_true", help="list the operations left out")
+    gen.set_defaults(handler=_gen_matrix)
+
+
 # -- parser ------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -103,7 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [_add_report]
+_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    _add_gen_matrix,
+    _add_report,
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
