@@ -229,7 +229,12 @@ def _smem_summary(items: Iterable[Judged]) -> str:
 
 
 def cell_text(cell: Cell) -> str:
-    """``pass 4/4 · 215,040 B`` or ``pass 2/4 · initialize 2 (Error Internal, 102,400 B > 101,376)``."""
+    """``pass 4/4 · 215,040 B`` or ``pass 2/4 · initialize 2/4 (Error Internal, 102,400 B > 101,376)``."""
+    return " · ".join(cell_parts(cell))
+
+
+def cell_parts(cell: Cell) -> list[str]:
+    """The parts of :func:`cell_text`."""
     total = len(cell.judged)
     counts = cell.counts
     parts = [f"pass {counts['pass']}/{total}"] if counts["pass"] else []
@@ -250,7 +255,7 @@ def cell_text(cell: Cell) -> str:
             parts.append(asked_range)
     if cell.conflicts:
         parts.append(f"conflict x{len(cell.conflicts)}")
-    return " · ".join(parts)
+    return parts
 
 
 def _sections(merged: Merged) -> list[tuple[str, str]]:
@@ -322,24 +327,26 @@ def to_markdown(merged: Merged) -> str:
             )
         lines += _md_table(["device", *tiles], table)
         lines.append("")
-    failures = [
-        (ids[key], j)
+    failures = _failures(merged)
+    if failures:
+        lines += ["## Rejected configurations", ""]
+        lines += _md_table(FAILURE_HEADER, [[row[0], f"`{row[1]}`", *row[2:]] for row in failures])
+        lines.append("")
+    return "\n".join(lines)
+
+
+FAILURE_HEADER = ["row", "case", "stage", "status", "smem asked (B)", "limit (B)"]
+
+
+def _failures(merged: Merged) -> list[list[str]]:
+    ids = merged.row_ids()
+    return [
+        [ids[key], j.case_id, j.outcome, j.status, _number(j.smem_requested), _number(j.smem_limit)]
         for arch, dtypes in _sections(merged)
         for key, tiles in sorted(merged.cells[arch, dtypes].items())
         for cell in tiles.values()
         for j in cell.failures()
     ]
-    if failures:
-        lines += ["## Rejected configurations", ""]
-        lines += _md_table(
-            ["row", "case", "stage", "status", "smem asked (B)", "limit (B)"],
-            [
-                [row, f"`{j.case_id}`", j.outcome, j.status, _number(j.smem_requested), _number(j.smem_limit)]
-                for row, j in failures
-            ],
-        )
-        lines.append("")
-    return "\n".join(lines)
 
 
 _CSS = """
@@ -350,7 +357,7 @@ p.note{color:#57606a;max-width:70em}
 table{border-collapse:collapse;margin:6px 0 12px}
 th,td{border:1px solid #d0d7de;padding:5px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa;font-weight:600;white-space:nowrap}
-td.dev{white-space:nowrap;font-weight:600}
+td.dev{white-space:nowrap;font-weight:600}td{white-space:nowrap}
 td.pass{background:#dafbe1}td.fail{background:#ffebe9}td.mixed{background:#fff8c5}
 td.conflict{background:#fbefff}td.none{color:#8c959f}
 td.virtual{border-left:4px solid #8250df}td.hardware{border-left:4px solid #1a7f37}
@@ -374,6 +381,14 @@ def _cell_title(cell: Cell) -> str:
         status = f" {j.status}" if j.status else ""
         lines.append(f"{j.case_id}: {j.outcome}{status}{smem} [{j.file.name}]")
     return "\n".join(lines)
+
+
+def _html_part(part: str) -> str:
+    """``initialize 1/4 (Error Internal, 102,400 B > 101,376)`` on three lines."""
+    head, paren, detail = part.partition(" (")
+    if not paren or not detail.endswith(")"):
+        return html.escape(part)
+    return "<br>".join(html.escape(p) for p in [head, *detail[:-1].split(", ")])
 
 
 def to_html(merged: Merged) -> str:
@@ -429,9 +444,17 @@ def to_html(merged: Merged) -> str:
                     cells.append('<td class="none">—</td>')
                 else:
                     title = e(_cell_title(cell))
-                    cells.append(f'<td class="{_cell_class(cell)}" title="{title}">{e(cell_text(cell))}</td>')
+                    text = "<br>".join(_html_part(part) for part in cell_parts(cell))
+                    cells.append(f'<td class="{_cell_class(cell)}" title="{title}">{text}</td>')
             out.append("<tr>" + "".join(cells) + "</tr>")
         out.append("</table>")
     out.append('<p class="note">Tiles are CTA M x N x K with K in elements of the activation type.</p>')
+    failures = _failures(merged)
+    if failures:
+        out.append("<h2>Rejected configurations</h2><table><tr>")
+        out.append("".join(f"<th>{e(h)}</th>" for h in FAILURE_HEADER) + "</tr>")
+        for row in failures:
+            out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
+        out.append("</table>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
