@@ -183,6 +183,130 @@ def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     gen.set_defaults(handler=_gen_matrix)
 
 
+# -- drift -------------------------------------------------------------------------------------
+def _load_results(paths: Sequence[Path]) -> list[dict[str, object]]:
+    from .merge import ReportError, load_report
+
+    try:
+        return [load_report(path) for path in paths]
+    except ReportError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _tactic_lines(args: argparse.Namespace, arch: str, sources: object) -> list[str]:
+    """The tactics probe's output: replayed from --tactics, or from FlashInfer's own host code."""
+    from .buildcache import default_cache_dir
+    from .flashinfer.sources import FlashInferSources, FlashInferSourcesError
+    from .flashinfer.tactics import PROBE_SMS, ProbeError, offered_tactics
+
+    if args.tactics is not None:
+        try:
+            return args.tactics.read_text(encoding="utf-8").splitlines()  # type: ignore[no-any-return]
+        except OSError as exc:
+            raise CommandError(f"cannot read {args.tactics}: {exc.strerror or exc}") from None
+    if arch not in PROBE_SMS:
+        raise CommandError(f"--arch {arch}: the tactics probe answers for {', '.join(PROBE_SMS)}")
+    assert isinstance(sources, FlashInferSources)
+    cache = args.cache_dir or default_cache_dir()
+    message(
+        f"asking FlashInfer {sources.version}'s heuristic and dispatch (tactics probe, cached in {cache})"
+    )
+    try:
+        lines = offered_tactics(sources, [arch], cache, message)
+    except (ProbeError, FlashInferSourcesError) as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+    if args.save_tactics is not None:
+        emit("\n".join(lines), args.save_tactics)
+    return lines
+
+
+def _drift(args: argparse.Namespace) -> int:
+    from .drift import compare, to_markdown
+    from .flashinfer.generator import GENERATOR_ARCH, GeneratorError, generated_ops
+    from .flashinfer.sources import FlashInferSources
+    from .flashinfer.tactics import ProbeError, parse
+
+    arch = args.arch.lower()
+    if arch not in GENERATOR_ARCH:
+        raise CommandError(f"--arch {args.arch}: choose one of {', '.join(GENERATOR_ARCH)}")
+    results = _load_results(args.results)
+    sources = _sources(args.flashinfer_sources)
+    assert isinstance(sources, FlashInferSources)
+    try:
+        tactics = [t for t in parse(_tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
+    except ProbeError as exc:
+        raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
+    if not tactics:
+        raise CommandError(f"no tactic for {arch} in {args.tactics or 'the probe output'}")
+    try:
+        generated = generated_ops(sources, arch)
+    except GeneratorError as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+    drift = compare(arch, tactics, generated, results)
+    header = [
+        f"# Drift for {arch}: FlashInfer {sources.version}",
+        "",
+        "(a) offered: autotuner tactic ids (G1 / G2: GEMM 1 / GEMM 2) from MoeGemmRunner::getConfigs "
+        + ("(replayed from " + str(args.tactics) + ")" if args.tactics else "(tactics probe)")
+        + "; (b) dispatch: dispatchMoeGemmSelectTileShapeTmaWarpSpecialized; (c) generated: "
+        "generate_kernels.py; (d) verdict: "
+        + (", ".join(f"`{p.name}`" for p in args.results) if args.results else "no --results given"),
+    ]
+    emit(to_markdown(drift, flagged_only=args.flagged_only, header=header), args.output)
+    flagged = drift.flagged
+    message(f"{len(drift.rows)} configuration(s), {len(flagged)} flagged")
+    return EXIT_FLAGGED if flagged and args.strict else EXIT_OK
+
+
+def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    drift = subparsers.add_parser(
+        "drift",
+        help="compare FlashInfer's offered tactics, its dispatch, its generator and observed verdicts",
+        description="One table per configuration: (a) offered by FlashInfer's runtime heuristic as an "
+        "autotuner tactic, (b) accepted by its TMA warp-specialized dispatch, both obtained by "
+        "compiling and running FlashInfer's own host code (a probe built once into the build cache, "
+        "no GPU needed), (c) instantiated by its generator, (d) the verdicts of --results files. "
+        "Offered but not instantiated, rejected by the dispatch, or always failing is flagged.",
+    )
+    drift.add_argument("--arch", required=True, help="sm90, sm100, sm120 or sm121")
+    drift.add_argument(
+        "--results",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="--tile-report file with observed verdicts (repeatable)",
+    )
+    drift.add_argument("--strict", action="store_true", help="exit with status 1 if anything is flagged")
+    drift.add_argument("--flagged-only", action="store_true", help="list only the flagged configurations")
+    drift.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write the table here")
+    drift.add_argument(
+        "--tactics",
+        type=Path,
+        default=None,
+        metavar="JSONL",
+        help="replay a saved tactics probe output instead of running the probe",
+    )
+    drift.add_argument(
+        "--save-tactics", type=Path, default=None, metavar="JSONL", help="save the tactics probe output here"
+    )
+    drift.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="build cache for the probe (default: $TILECONFORM_CACHE_DIR or ~/.cache/pytest-tileconform)",
+    )
+    drift.add_argument(
+        "--flashinfer-sources",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="FlashInfer's data directory (default: the installed flashinfer-python)",
+    )
+    drift.set_defaults(handler=_drift)
+
+
 # -- parser ------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -200,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_gen_matrix,
+    _add_drift,
     _add_report,
 ]
 

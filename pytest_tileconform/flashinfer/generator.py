@@ -180,3 +180,61 @@ def instantiated_configs(sources: FlashInferSources, arch: str) -> tuple[list[Ke
 
 def generator_path(sources: FlashInferSources) -> Path | None:
     return sources.generate_kernels_py
+
+
+@dataclass(frozen=True)
+class GeneratedOp:
+    """A generator operation for the MoE TMA WS launcher, whether or not the harness builds it."""
+
+    dtypes: str  # dtype label as case ids spell it (nvfp4-bf16, fp8_e4m3-fp16, ...)
+    tile: tuple[int, int, int]  # CTA tile, K in elements
+    cluster: tuple[int, int, int]
+    swap_ab: bool
+    fusion: str  # none | finalize | activation | ...
+    variant: str  # "" (SM90/SM120: schedule fixed by the launcher); SM100: tma | nosmem, +dynamic
+
+
+def schedule_variant(schedule: str | None, dynamic_cga: bool) -> str:
+    """A short name for an SM100 epilogue schedule (+ dynamic cluster): "" when the launcher
+    fixes it (generator ``None``, dispatch ``void``)."""
+    if not schedule or schedule in ("void", "None"):
+        return ""
+    base = "nosmem" if "nosmem" in schedule.lower().replace("_", "") else "tma"
+    return base + ("+dynamic" if dynamic_cga else "")
+
+
+def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
+    """Every MoE TMA WS launcher operation FlashInfer's generator emits for ``arch``."""
+    from ..schema import DTypes
+
+    if arch not in GENERATOR_ARCH:
+        raise GeneratorError(
+            f"arch {arch!r}: FlashInfer generates MoE grouped GEMMs for {', '.join(GENERATOR_ARCH)}"
+        )
+    generator = load_generator(sources)
+    try:
+        ops = _operations(generator, GENERATOR_ARCH[arch])
+    except Exception as exc:
+        raise GeneratorError(
+            f"FlashInfer's generator failed for {arch}: {type(exc).__name__}: {exc}"
+        ) from exc
+    found = []
+    for op in ops:
+        try:
+            act, weight, out = _dtype_names(generator, op)
+            label = DTypes(act=act, weight=weight, out=out).label
+        except (UnsupportedConfig, ValueError):
+            label = f"{_type_name(op.act_type)}x{_type_name(op.weight_type)}-{_type_name(op.output_type)}"
+        fusion = str(getattr(op.epi_fusion, "name", op.epi_fusion)).removeprefix("epilogue_fusion_")
+        schedule = getattr(op.epi_schedule, "name", None) if op.epi_schedule is not None else None
+        found.append(
+            GeneratedOp(
+                dtypes=label,
+                tile=tuple(int(v) for v in op.cta_shape),  # type: ignore[arg-type]
+                cluster=tuple(int(v) for v in op.cga_shape),  # type: ignore[arg-type]
+                swap_ab=bool(op.swap_ab),
+                fusion=fusion,
+                variant=schedule_variant(schedule, bool(op.dynamic_cga)),
+            )
+        )
+    return found

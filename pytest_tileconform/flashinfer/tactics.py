@@ -64,7 +64,7 @@ class Tactic:
     def tile_elements(self) -> tuple[int, int, int] | None:
         """The CTA tile in elements of the activation (what the dispatch's SHAPE_CASE computes)."""
         if self.instantiation is not None:
-            return tuple(self.instantiation["tile"])  # type: ignore[return-value]
+            return tuple(self.instantiation["tile"])
         if self.tile_bytes is None:
             return None
         m, n, k = self.tile_bytes
@@ -187,6 +187,11 @@ def build_probe(
 
 
 def run_probe(executable: Path, archs: Sequence[str]) -> list[Tactic]:
+    return parse(probe_output(executable, archs))
+
+
+def probe_output(executable: Path, archs: Sequence[str]) -> list[str]:
+    """The probe's JSON lines for ``archs``."""
     sms = []
     for arch in archs:
         if arch not in PROBE_SMS:
@@ -199,7 +204,7 @@ def run_probe(executable: Path, archs: Sequence[str]) -> list[Tactic]:
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise ProbeError(f"{executable} exited with status {proc.returncode}: {' | '.join(tail)}")
-    return parse(proc.stdout.splitlines())
+    return proc.stdout.splitlines()
 
 
 def offered_tactics(
@@ -207,5 +212,6 @@ def offered_tactics(
     archs: Sequence[str],
     cache_dir: Path,
     progress: Callable[[str], None] | None = None,
-) -> list[Tactic]:
-    return run_probe(build_probe(sources, cache_dir, progress), archs)
+) -> list[str]:
+    """The probe's output (JSON lines) for ``archs``, building the probe if needed."""
+    return probe_output(build_probe(sources, cache_dir, progress), archs)
