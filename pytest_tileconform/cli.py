@@ -206,7 +206,9 @@ def _tactic_lines(args: argparse.Namespace, arch: str, sources: object) -> list[
             raise CommandError(f"cannot read {args.tactics}: {exc.strerror or exc}") from None
     if arch not in PROBE_SMS:
         raise CommandError(f"--arch {arch}: the tactics probe answers for {', '.join(PROBE_SMS)}")
-    assert isinstance(sources, FlashInferSources)
+    if not isinstance(sources, FlashInferSources):
+        sources = _sources(args.flashinfer_sources)
+        assert isinstance(sources, FlashInferSources)
     cache = args.cache_dir or default_cache_dir()
     message(
         f"asking FlashInfer {sources.version}'s heuristic and dispatch (tactics probe, cached in {cache})"
@@ -307,6 +309,73 @@ def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     drift.set_defaults(handler=_drift)
 
 
+# -- export-blocklist ----------------------------------------------------------------------------
+def _export_blocklist(args: argparse.Namespace) -> int:
+    from .blocklist import BlocklistError, build_export, dumps
+    from .flashinfer.sources import FlashInferSources
+    from .flashinfer.tactics import ProbeError, parse
+
+    arch = args.arch.lower()
+    if arch not in ("sm90", "sm100", "sm120", "sm121"):
+        raise CommandError(f"--arch {args.arch}: choose one of sm90, sm100, sm120, sm121")
+    results = _load_results(args.results)
+    sources = _sources(args.flashinfer_sources) if args.tactics is None else None
+    if sources is not None:
+        assert isinstance(sources, FlashInferSources)
+    try:
+        tactics = [t for t in parse(_tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
+    except ProbeError as exc:
+        raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
+    try:
+        export = build_export(tactics, results, arch, dtypes=args.dtype, gpu=args.gpu)
+    except BlocklistError as exc:
+        raise CommandError(str(exc)) from None
+    for _key, cases in export.not_offered:
+        message(f"failing but offered by no tactic, not in the blocklist: {', '.join(cases)}")
+    total = sum(len(v) for v in export.document["invalid_tactics"].values())
+    message(f"{total} invalid tactic(s) from {len(export.blocked)} failing configuration(s)")
+    emit(dumps(export.document), args.output)
+    return EXIT_OK
+
+
+def _add_export_blocklist(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    export = subparsers.add_parser(
+        "export-blocklist",
+        help="write failing configurations as a FlashInfer tactics blocklist",
+        description="Write the configurations that failed in --results files as the JSON tactics "
+        "blocklist FlashInfer's autotuner loads from FLASHINFER_TACTICS_BLOCKLIST (the format of "
+        "'flashinfer generate-tactics-blocklist'). Tactic ids come from FlashInfer's own tactic "
+        "list (tactics probe, or --tactics). One file covers one dtype combination.",
+    )
+    export.add_argument("--arch", required=True, help="sm90, sm100, sm120 or sm121")
+    export.add_argument(
+        "--results", action="append", type=Path, required=True, metavar="FILE", help="--tile-report file"
+    )
+    export.add_argument(
+        "--dtype", default=None, metavar="DTYPES", help="dtype combination, as case ids spell it (nvfp4-bf16)"
+    )
+    export.add_argument(
+        "--gpu",
+        default=None,
+        metavar="NAME",
+        help="GPU name for the metadata (default: from hardware results, else *)",
+    )
+    export.add_argument(
+        "-o", "--output", type=Path, default=None, metavar="FILE", help="write the blocklist here"
+    )
+    export.add_argument(
+        "--tactics", type=Path, default=None, metavar="JSONL", help="replay a saved probe output"
+    )
+    export.add_argument("--save-tactics", type=Path, default=None, metavar="JSONL", help=argparse.SUPPRESS)
+    export.add_argument(
+        "--cache-dir", type=Path, default=None, metavar="DIR", help="build cache for the probe"
+    )
+    export.add_argument(
+        "--flashinfer-sources", type=Path, default=None, metavar="DIR", help="FlashInfer's data directory"
+    )
+    export.set_defaults(handler=_export_blocklist)
+
+
 # -- parser ------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -326,6 +395,7 @@ _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], 
     _add_gen_matrix,
     _add_drift,
     _add_report,
+    _add_export_blocklist,
 ]
 
 
