@@ -107,6 +107,10 @@ def matrix_text(
     for c in configs:
         suites[dtype_label(c)].append(c)
     today = dt.date.today().isoformat()
+    if generator is not None and "flashinfer" in generator.parts:
+        # the path inside the package, not this machine's site-packages
+        parts = generator.parts
+        generator = Path(*parts[len(parts) - 1 - parts[::-1].index("flashinfer") :])
     lines = [
         f"# FlashInfer {flashinfer_version}'s CUTLASS MoE grouped GEMM for {arch}, exactly as its generator",
         f"# instantiates it ({generator or 'generate_kernels.py'}),",

@@ -10,10 +10,8 @@ out=${OUT:-$PWD/gpu-out}
 work=/tmp/gpu-work/$name
 mkdir -p "$out" "$work"
 pack() { tar -czf "$out/$name.tgz" -C "$work" .; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-export TILECONFORM_FLASHINFER_SOURCES=/tmp/fi/data TILECONFORM_CACHE_DIR=/tmp/tccache
-pytest=(python3 -m pytest -p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin
-        -p no:cacheprovider -q --tile-matrix "$matrix" -k "$keyword" --tile-device hardware)
+. "$(dirname "$0")/gpu-env.sh"
+pytest=(python3 -m pytest "${plugins[@]}" -q --tile-matrix "$matrix" -k "$keyword" --tile-device hardware)
 nvidia-smi -L > "$work/$name-gpus.txt"
 for n in 1 auto; do
   start=$(date +%s)
