@@ -59,15 +59,16 @@ def prepare(out: Path, arch: int, sample: int, seed: int) -> None:
 
 
 def _compile(command: list[str]) -> dict[str, object]:
+    timer = ["/usr/bin/time", "-f", "%M"] if Path("/usr/bin/time").exists() else []
     started = time.monotonic()
-    proc = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=False
-    )
-    peak_kb = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "0"
+    proc = subprocess.run([*timer, *command], capture_output=True, text=True, check=False)
+    lines = proc.stderr.strip().splitlines()
+    peak_kb = lines[-1] if timer and lines else ""
     return {
         "seconds": round(time.monotonic() - started, 1),
         "ok": proc.returncode == 0,
         "peak_rss_gb": round(int(peak_kb) / 1e6, 2) if peak_kb.isdigit() else None,
+        "first_error": "" if proc.returncode == 0 else (lines[:1] or [""])[0][:300],
     }
 
 
