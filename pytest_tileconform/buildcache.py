@@ -245,10 +245,10 @@ class BuildCache:
             match = step.match(line.strip())
             if not match:
                 continue
-            done = int(match.group(1)) - 1
+            done = int(match.group(1))
             elapsed = time.monotonic() - started
-            eta = f", ETA {elapsed / done * (total - done):.0f}s" if done else ""
-            self.progress(f"[{done + 1}/{total}] {match.group(3)} ({elapsed:.0f}s elapsed{eta})")
+            eta = _eta(elapsed, done, total, jobs)
+            self.progress(f"[{done}/{total}] {match.group(3)} ({elapsed:.0f}s elapsed{eta})")
         proc.wait()
         # ninja's exit status only says whether some compile failed; each entry says which
 
@@ -271,6 +271,17 @@ class BuildCache:
             shutil.rmtree(final)
         os.rename(case_dir, final)
         return BuildResult(ok, final, seconds, first_error)
+
+
+def _eta(elapsed: float, done: int, total: int, jobs: int) -> str:
+    """Remaining time if every unit takes about as long as those done so far took, ``jobs``
+    at a time: units start in rounds, so a round that has begun ends about together."""
+    if done >= total:
+        return ""
+    rounds_done = max(1.0, done / jobs)
+    rounds = -(-total // jobs)
+    remaining = elapsed / rounds_done * rounds - elapsed
+    return f", ETA {max(0.0, remaining):.0f}s"
 
 
 def _ninja_durations(workdir: Path) -> dict[str, float]:

@@ -145,6 +145,7 @@ class FlashInferBackend:
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
+        self._cores_shared = False
 
     # -- what is here -------------------------------------------------------------------
     @property
@@ -311,9 +312,20 @@ class FlashInferBackend:
             return self._run_virtual(case, build, base)
         return self._run(case, build, base)
 
+    def _share_cores(self) -> None:
+        """Under xdist each worker's torch gets its share of the cores: by default every worker
+        would use all of them for its inputs and reference checks, and oversubscribe the host."""
+        if self._cores_shared or self.settings.worker_count <= 1:
+            return
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.settings.worker_count))
+        self._cores_shared = True
+
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
         from .reference import make_inputs, write_inputs
 
+        self._share_cores()
         profile = self._profile(case)
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
@@ -330,6 +342,7 @@ class FlashInferBackend:
         from .reference import make_inputs, read_output, reference_output, write_inputs
         from .tolerance import compare, policy_for
 
+        self._share_cores()
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
         source = f"hardware ({gpu.describe()})"
