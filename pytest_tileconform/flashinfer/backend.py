@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..buildcache import BuildCache, BuildResult, BuildSpec, parallel_jobs
+from ..buildcache import BuildCache, BuildResult, BuildSpec, parallel_jobs, portable
 from ..cases import Case
 from ..devices import Gpu, current_gpu
 from ..verdict import NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, builtin
 from ..virtual.run import run_virtual, verdict_of
-from .codegen import KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
-from .sources import FlashInferSources, find_cuda_home, find_sources
+from .codegen import HARNESS_DIR, KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
+from .sources import FlashInferSources, find_cublas_include, find_cuda_home, find_sources
 
 T = TypeVar("T")
 NAME = "flashinfer-cutlass-moe"
@@ -207,12 +207,25 @@ class FlashInferBackend:
         command = nvcc_command(configs[0], self.sources, Path("{src}"), Path("{out}"), home)
         ram = RAM_PER_COMPILE.get(cases[0].sm, RAM_PER_COMPILE_DEFAULT)
         label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
+        # the key must not depend on where things are installed: their contents are in the salt
+        # (nvcc version, FlashInfer's sources fingerprint) or the unit (harness fingerprint)
+        portable_command, roots = portable(
+            build_script(command, runtime),
+            {
+                "flashinfer": self.sources.root,
+                "harness": HARNESS_DIR,
+                "cuda": home,
+                "cublas": find_cublas_include(home),
+                "cache": self.settings.cache_dir,
+            },
+        )
         return BuildSpec(
             source=generate_translation_unit(configs, self.sources.version),
-            command=build_script(command, runtime),
+            command=portable_command,
             salt=salt,
             ram_bytes=ram + RAM_PER_EXTRA_INSTANTIATION * (len(configs) - 1),
             label=label,
+            roots=roots,
         )
 
     def prepare(self, cases: Sequence[Case]) -> None:
