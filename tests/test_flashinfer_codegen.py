@@ -591,3 +591,23 @@ def test_sm100_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:
     ]
     with pytest.raises(UnsupportedConfig, match=r"12\.8"):
         sm100_gencode((12, 6))
+
+
+def test_remembered_fingerprint_follows_the_files(tmp_path: Path) -> None:
+    import os
+
+    root = tmp_path / "data"
+    header = root / "csrc" / "nv_internal" / "a.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("int a;\n")
+    (root / "cutlass" / "include").mkdir(parents=True)
+    (root / "cutlass" / "include" / "b.h").write_text("int b;\n")
+    memo = tmp_path / "memo"
+    first = FlashInferSources(root, "9.9.9").remembered_fingerprint(memo)
+    assert first == FlashInferSources(root, "9.9.9").fingerprint
+    assert len(list(memo.iterdir())) == 1
+    assert FlashInferSources(root, "9.9.9").remembered_fingerprint(memo) == first  # from the memo
+    header.write_text("int c;\n")  # same size: the new modification time tells
+    os.utime(header, ns=(header.stat().st_atime_ns, header.stat().st_mtime_ns + 1_000_000))
+    second = FlashInferSources(root, "9.9.9").remembered_fingerprint(memo)
+    assert second != first and second == FlashInferSources(root, "9.9.9").fingerprint

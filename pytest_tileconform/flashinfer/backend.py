@@ -159,7 +159,8 @@ class FlashInferBackend:
         """CUDA home, the cache salt (nvcc, FlashInfer version and sources) and the virtual runtime."""
         if self._toolchain is None:
             home = find_cuda_home()
-            salt = f"{_nvcc_version(home)}|flashinfer {self.sources.version}|{self.sources.fingerprint}"
+            fingerprint = self.sources.remembered_fingerprint(self.settings.cache_dir)
+            salt = f"{_nvcc_version(home)}|flashinfer {self.sources.version}|{fingerprint}"
             self._toolchain = (home, salt, build_runtime(self.settings.cache_dir, home))
         return self._toolchain
 
