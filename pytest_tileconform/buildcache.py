@@ -5,6 +5,10 @@ text, compiler command, compiler and library versions). It is built in a private
 directory and published with one ``os.rename``, so a reader sees a complete entry or none.
 A file lock per entry makes sure concurrent workers never build the same entry twice.
 A failed compile is an entry too: its ``build.json`` says so and holds the first error.
+Keys do not depend on where things are installed (:func:`portable` puts placeholders for the
+install roots into the command; what lies there is covered by the salt), so a cache filled on
+another machine (a teammate, CI) is found; ``build.json`` records a SHA-256 of every file of
+the entry, checked before an entry is used, so a damaged or altered entry is rebuilt.
 An entry may also point at another one (:meth:`BuildCache.link`): a case built as part of a
 shared translation unit is found under its own key, and leads to the shared executable.
 
@@ -30,6 +34,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 ENTRY_FILE = "build.json"
+#: (placeholder, path) pairs a command's placeholders are filled with when it runs
+Roots = tuple[tuple[str, str], ...]
 ARTIFACT = "harness"
 
 
@@ -42,6 +48,7 @@ class BuildSpec:
     salt: str  # compiler version, library version and anything else the key must cover
     ram_bytes: int  # estimated peak RAM of this compile
     label: str  # what to call it in progress output
+    roots: Roots = ()  # filled into the command when it runs; not part of the key
 
     @property
     def key(self) -> str:
@@ -66,6 +73,26 @@ class BuildResult:
     @property
     def log(self) -> Path:
         return self.path / "build.log"
+
+
+def portable(command: Sequence[str], roots: dict[str, Path]) -> tuple[tuple[str, ...], Roots]:
+    """``command`` with each root path written as ``{name}``, and the (name, path) pairs that
+    :class:`BuildSpec` fills back in. Longer roots are replaced first (one may hold another)."""
+    pairs = sorted(((name, str(path)) for name, path in roots.items()), key=lambda p: -len(p[1]))
+    out = []
+    for part in command:
+        for name, path in pairs:
+            part = part.replace(path, "{" + name + "}")
+        out.append(part)
+    return tuple(out), tuple(pairs)
+
+
+def _file_digests(directory: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.iterdir())
+        if p.is_file() and p.name != ENTRY_FILE
+    }
 
 
 def default_cache_dir() -> Path:
@@ -112,6 +139,7 @@ class BuildCache:
     def __init__(self, root: Path, progress: Callable[[str], None] | None = None) -> None:
         self.root = root
         self.progress = progress or (lambda _msg: None)
+        self._verified: set[Path] = set()
 
     def entry(self, spec: BuildSpec) -> Path:
         return self.root / spec.key[:2] / spec.key
@@ -126,6 +154,16 @@ class BuildCache:
             return None
         if unit := meta.get("unit"):  # built as part of another entry
             return self._read(self.root / unit[:2] / unit)
+        if path not in self._verified:
+            expected = meta.get("sha256")
+            try:
+                found = _file_digests(path)
+            except OSError:
+                found = None
+            if expected is None or found != expected:
+                self.progress(f"cache entry {path} fails its checksums: building it again")
+                return None
+            self._verified.add(path)
         return BuildResult(meta["ok"], path, meta["seconds"], meta.get("first_error", ""))
 
     def link(self, spec: BuildSpec, unit: BuildResult) -> None:
@@ -214,7 +252,8 @@ class BuildCache:
                 src = case_dir / "tu.cu"
                 src.write_text(spec.source)
                 out = case_dir / ARTIFACT
-                cmd = " ".join(shlex.quote(part.format(src=src, out=out)) for part in spec.command)
+                roots = dict(spec.roots)
+                cmd = " ".join(shlex.quote(part.format(src=src, out=out, **roots)) for part in spec.command)
                 rules += [
                     f"build {out}: nvcc {src}",
                     f"  cmd = {cmd.replace('$', '$$')}",
@@ -245,10 +284,10 @@ class BuildCache:
             match = step.match(line.strip())
             if not match:
                 continue
-            done = int(match.group(1)) - 1
+            done = int(match.group(1))
             elapsed = time.monotonic() - started
-            eta = f", ETA {elapsed / done * (total - done):.0f}s" if done else ""
-            self.progress(f"[{done + 1}/{total}] {match.group(3)} ({elapsed:.0f}s elapsed{eta})")
+            eta = _eta(elapsed, done, total, jobs)
+            self.progress(f"[{done}/{total}] {match.group(3)} ({elapsed:.0f}s elapsed{eta})")
         proc.wait()
         # ninja's exit status only says whether some compile failed; each entry says which
 
@@ -263,14 +302,26 @@ class BuildCache:
             "first_error": first_error,
             "label": spec.label,
             "command": list(spec.command),
+            "sha256": _file_digests(case_dir),
         }
         (case_dir / ENTRY_FILE).write_text(json.dumps(meta, indent=1))
         final = self.entry(spec)
         final.parent.mkdir(parents=True, exist_ok=True)
-        if final.exists():  # a stale, incomplete entry from a crashed build has no build.json
+        if final.exists():  # left by a crashed build (no build.json) or failed its checksums
             shutil.rmtree(final)
         os.rename(case_dir, final)
         return BuildResult(ok, final, seconds, first_error)
+
+
+def _eta(elapsed: float, done: int, total: int, jobs: int) -> str:
+    """Remaining time if every unit takes about as long as those done so far took, ``jobs``
+    at a time: units start in rounds, so a round that has begun ends about together."""
+    if done >= total:
+        return ""
+    rounds_done = max(1.0, done / jobs)
+    rounds = -(-total // jobs)
+    remaining = elapsed / rounds_done * rounds - elapsed
+    return f", ETA {max(0.0, remaining):.0f}s"
 
 
 def _ninja_durations(workdir: Path) -> dict[str, float]:

@@ -13,6 +13,9 @@ from .devices import gpu_for_worker, visible_gpus
 from .items import SESSION_KEY, MatrixFile, TileCase
 from .recorder import Recorder
 from .session import TileSession
+from .shard import Shard, ShardSpecError
+
+SHARD_KEY = pytest.StashKey[Shard]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -59,6 +62,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write every case's verdict to this JSON file",
     )
+    group.addoption(
+        "--tile-shard",
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N of the matrix cases (1-based; split by a hash of each case id, "
+        "so a case stays in its shard when others are added); the others are deselected",
+    )
     parser.addini("tile_matrix", type="paths", default=[], help="tile matrices to run (like --tile-matrix)")
 
 
@@ -78,6 +88,12 @@ def pytest_configure(config: pytest.Config) -> None:
             "--tile-update refuses to rewrite matrices when CI is set; "
             "add --tile-update-force to do it anyway"
         )
+    shard = config.getoption("tile_shard")
+    if shard is not None:
+        try:
+            config.stash[SHARD_KEY] = Shard.parse(shard)
+        except ShardSpecError as exc:
+            raise pytest.UsageError(str(exc)) from None
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is not None:
         gpu = gpu_for_worker(workerinput["workerid"], visible_gpus())
@@ -109,6 +125,27 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> MatrixFile
     if session is not None and file_path.resolve() in session.matrix_paths:
         return MatrixFile.from_parent(parent, path=file_path)
     return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--tile-shard: deselect the matrix cases of the other shards (other tests are kept)."""
+    shard = config.stash.get(SHARD_KEY, None)
+    if shard is None:
+        return
+    kept, deselected = [], []
+    for item in items:
+        if isinstance(item, TileCase) and not shard.owns(item.case.id):
+            deselected.append(item)
+        else:
+            kept.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    shard = config.stash.get(SHARD_KEY, None)
+    return f"tileconform: shard {shard} (cases split by a hash of their id)" if shard else None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

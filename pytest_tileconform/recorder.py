@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from .fingerprint import host_fingerprint
 from .items import VERDICT_PROPERTY
 from .matrix import MatrixInvalid
 from .report import grid_lines, results_document, source_lines, write_results
@@ -52,7 +53,9 @@ class Recorder:
                 except (ValueError, OSError, MatrixInvalid) as exc:
                     self.update_errors.append(f"{path}: not updated: {exc}")
         if self.report_path is not None:
-            document = results_document(self.session, self.session.observations, fingerprint={})
+            document = results_document(
+                self.session, self.session.observations, fingerprint={"fingerprint": host_fingerprint()}
+            )
             write_results(self.report_path, document)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

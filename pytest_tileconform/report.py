@@ -88,6 +88,8 @@ def results_document(
             "duration_s": round(obs.duration, 3),
             "finished_at_s": round(obs.at, 3),
         }
+        if obs.worker:
+            entry["worker"] = obs.worker
         if obs.skip_reason:
             entry["skip_reason"] = obs.skip_reason
         cases.append(entry)

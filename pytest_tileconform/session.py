@@ -26,6 +26,7 @@ class Observation:
     skip_reason: str = ""
     duration: float = 0.0  # seconds the case's call phase took
     at: float = 0.0  # seconds from the start of the session to this report
+    worker: str = ""  # the pytest-xdist worker that ran the case ("" without xdist)
 
 
 @dataclass
@@ -111,8 +112,17 @@ class TileSession:
         skip_reason = ""
         if report.skipped and isinstance(report.longrepr, tuple):
             skip_reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        # on the xdist controller a worker's report carries its WorkerController as .node
+        workerinput = getattr(getattr(report, "node", None), "workerinput", None) or {}
         self._observations[report.nodeid] = Observation(
-            case_id, self._matrix_for(path_str), outcome, verdict, skip_reason, report.duration, at
+            case_id,
+            self._matrix_for(path_str),
+            outcome,
+            verdict,
+            skip_reason,
+            report.duration,
+            at,
+            str(workerinput.get("workerid", "")),
         )
 
     def _matrix_for(self, nodeid_path: str) -> Path:

@@ -2,9 +2,7 @@
 # Judge a matrix slice on a GPU host that has no package index, record the expectations with
 # the plugin's update flow and compare hardware with the virtual device on the same builds.
 #
-# The checkout carries .whl/ (ruamel.yaml, pydantic and their needs, as wheels) and
-# .carry/flashinfer-data.tar.xz (FlashInfer's kernel sources: data/{csrc/nv_internal,
-# cutlass, cccl, spdlog, include} and a VERSION file).
+# The checkout carries what scripts/gpu-env.sh needs (.whl/ and .carry/).
 #
 #   [WORKERS=4] [JOBS=$(nproc)] scripts/gpu-record.sh MATRIX KEYWORD NAME
 #
@@ -19,13 +17,8 @@ out=${OUT:-$PWD/gpu-out}
 work=/tmp/gpu-work/$name
 mkdir -p "$out" "$work"
 pack() { tar -czf "$out/$name.tgz" -C "$work" .; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-if [ ! -d /tmp/fi/data ]; then mkdir -p /tmp/fi && tar -xJf .carry/flashinfer-data.tar.xz -C /tmp/fi; fi
-export TILECONFORM_FLASHINFER_SOURCES=/tmp/fi/data TILECONFORM_CACHE_DIR=/tmp/tccache
-pytest=(python3 -m pytest -p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin
-        -p no:cacheprovider -q --tile-matrix "$matrix" -k "$keyword")
+. "$(dirname "$0")/gpu-env.sh"
+pytest=(python3 -m pytest "${plugins[@]}" -q --tile-matrix "$matrix" -k "$keyword")
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader > "$work/$name-device.txt"
 nvcc --version | tail -1 >> "$work/$name-device.txt"
 echo "cpus $(nproc), workers $workers, build jobs $jobs" >> "$work/$name-device.txt"

@@ -3,19 +3,17 @@
 # the same machine lease): the same slice with one xdist worker and with `-n auto` (one worker
 # per GPU), then the two reports compared verdict for verdict.
 #
-#   scripts/gpu-speedup.sh MATRIX KEYWORD NAME
+#   [RUNS="1 auto 4"] scripts/gpu-speedup.sh MATRIX KEYWORD NAME   (-n values; the first two are compared)
 set -uo pipefail
 matrix=$1 keyword=$2 name=$3
 out=${OUT:-$PWD/gpu-out}
 work=/tmp/gpu-work/$name
 mkdir -p "$out" "$work"
 pack() { tar -czf "$out/$name.tgz" -C "$work" .; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-export TILECONFORM_FLASHINFER_SOURCES=/tmp/fi/data TILECONFORM_CACHE_DIR=/tmp/tccache
-pytest=(python3 -m pytest -p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin
-        -p no:cacheprovider -q --tile-matrix "$matrix" -k "$keyword" --tile-device hardware)
+. "$(dirname "$0")/gpu-env.sh"
+pytest=(python3 -m pytest "${plugins[@]}" -q --tile-matrix "$matrix" -k "$keyword" --tile-device hardware)
 nvidia-smi -L > "$work/$name-gpus.txt"
-for n in 1 auto; do
+for n in ${RUNS:-1 auto}; do
   start=$(date +%s)
   "${pytest[@]}" -n "$n" --tile-report "$work/$name-n$n.json" > "$work/$name-n$n.log" 2>&1
   echo "-n $n: exit $? in $(( $(date +%s) - start )) s" | tee -a "$work/$name-times.txt"
@@ -28,7 +26,8 @@ runs = [{c["id"]: c for c in json.load(open(p))["cases"]} for p in sys.argv[1:]]
 key = lambda c: (c["outcome"], (c.get("verdict") or {}).get("failed_stage"), (c.get("verdict") or {}).get("smem_requested"))
 for label, run in zip(("-n 1", "-n auto"), runs):
     gpus = collections.Counter(((c.get("verdict") or {}).get("extra") or {}).get("gpu") for c in run.values())
-    print(f"{label}: cases per GPU {dict(gpus)}")
+    workers = collections.Counter(c.get("worker", "?") for c in run.values())
+    print(f"{label}: cases per GPU {dict(gpus)}, per worker {dict(workers)}")
 same = [i for i in runs[0] if i in runs[1] and key(runs[0][i]) == key(runs[1][i])]
 for i in sorted(runs[0].keys() ^ runs[1].keys()):
     print(f"only in one run: {i}")

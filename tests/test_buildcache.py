@@ -143,3 +143,51 @@ def test_linked_entry_leads_to_the_shared_build(tmp_path: Path, compiler: tuple[
     assert cache.lookup(case_a) is None
     rebuilt = cache.build([case_a], jobs=1)[case_a.key]
     assert rebuilt.ok and rebuilt.artifact.read_text() == "a alone\n"
+
+
+def test_eta_counts_rounds_of_parallel_compiles() -> None:
+    from pytest_tileconform.buildcache import _eta
+
+    assert _eta(130.0, 1, 8, 8) == ", ETA 0s"  # all 8 started together: they end together
+    assert _eta(100.0, 2, 4, 1) == ", ETA 100s"  # one at a time: 2 more of 50 s
+    assert _eta(200.0, 16, 32, 16) == ", ETA 200s"  # one round of two done
+    assert _eta(10.0, 4, 4, 2) == ""
+
+
+def test_keys_do_not_depend_on_install_roots(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    from pytest_tileconform.buildcache import portable
+
+    script, counter = compiler
+    here, there = tmp_path / "here", tmp_path / "there"
+    for root in (here, there):
+        root.mkdir()
+        (root / "fake_nvcc.py").write_text(script.read_text())
+    specs = []
+    for root in (here, there):
+        command, roots = portable(
+            (sys.executable, str(root / "fake_nvcc.py"), "{src}", "{out}", str(counter)), {"tools": root}
+        )
+        assert command[1] == "{tools}/fake_nvcc.py"
+        specs.append(BuildSpec("a\n", command, "nvcc 13.0", 1 << 30, "a", roots))
+    assert specs[0].key == specs[1].key
+    # a cache filled with one install's paths serves the other; a build runs the real path
+    cache = BuildCache(tmp_path / "cache")
+    built = cache.build([specs[1]], jobs=1)[specs[1].key]
+    assert built.ok and built.artifact.read_text() == "a\n"
+    assert cache.lookup(specs[0]) == built
+    assert json.loads((built.path / "build.json").read_text())["command"][1] == "{tools}/fake_nvcc.py"
+
+
+def test_an_altered_entry_is_built_again(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    cache = BuildCache(tmp_path / "cache")
+    s = spec("a\n", compiler)
+    built = cache.build([s], jobs=1)[s.key]
+    built.artifact.write_text("something else\n")
+    messages: list[str] = []
+    fresh = BuildCache(tmp_path / "cache", messages.append)  # another process
+    assert fresh.lookup(s) is None
+    assert "fails its checksums" in messages[0]
+    rebuilt = fresh.build([s], jobs=1)[s.key]
+    assert rebuilt.ok and rebuilt.artifact.read_text() == "a\n"
+    assert BuildCache(tmp_path / "cache").lookup(s) is not None
+    assert invocations(compiler) == ["a", "a"]

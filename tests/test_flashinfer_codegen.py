@@ -9,10 +9,8 @@ by :func:`instantiation` for the KernelConfig it describes.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import itertools
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -37,6 +35,7 @@ from pytest_tileconform.flashinfer.codegen import (
     tile_k_bytes,
     tile_k_elements,
 )
+from pytest_tileconform.flashinfer.generator import load_generator
 from pytest_tileconform.flashinfer.sources import (
     ENV_SOURCES,
     LAUNCHER_INL,
@@ -64,25 +63,9 @@ def sources() -> FlashInferSources:
 @pytest.fixture(scope="module")
 def generator(sources: FlashInferSources) -> ModuleType:
     """flashinfer/jit/gemm/cutlass/generate_kernels.py, loaded as a private package."""
-    script = sources.generate_kernels_py
-    if script is None:
+    if sources.generate_kernels_py is None:
         pytest.skip("FlashInfer sources come without jit/gemm/cutlass/generate_kernels.py")
-    package = "_tileconform_flashinfer_cutlass_gen"
-    init = importlib.util.spec_from_file_location(
-        package, script.parent / "__init__.py", submodule_search_locations=[str(script.parent)]
-    )
-    assert init is not None and init.loader is not None
-    sys.modules[package] = importlib.util.module_from_spec(init)
-    init.loader.exec_module(sys.modules[package])
-    module = None
-    for name in ("cutlass_library", "generate_kernels"):
-        spec = importlib.util.spec_from_file_location(f"{package}.{name}", script.parent / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    assert module is not None
-    return module
+    return load_generator(sources)
 
 
 @pytest.fixture(scope="module")
@@ -608,3 +591,23 @@ def test_sm100_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:
     ]
     with pytest.raises(UnsupportedConfig, match=r"12\.8"):
         sm100_gencode((12, 6))
+
+
+def test_remembered_fingerprint_follows_the_files(tmp_path: Path) -> None:
+    import os
+
+    root = tmp_path / "data"
+    header = root / "csrc" / "nv_internal" / "a.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("int a;\n")
+    (root / "cutlass" / "include").mkdir(parents=True)
+    (root / "cutlass" / "include" / "b.h").write_text("int b;\n")
+    memo = tmp_path / "memo"
+    first = FlashInferSources(root, "9.9.9").remembered_fingerprint(memo)
+    assert first == FlashInferSources(root, "9.9.9").fingerprint
+    assert len(list(memo.iterdir())) == 1
+    assert FlashInferSources(root, "9.9.9").remembered_fingerprint(memo) == first  # from the memo
+    header.write_text("int c;\n")  # same size: the new modification time tells
+    os.utime(header, ns=(header.stat().st_atime_ns, header.stat().st_mtime_ns + 1_000_000))
+    second = FlashInferSources(root, "9.9.9").remembered_fingerprint(memo)
+    assert second != first and second == FlashInferSources(root, "9.9.9").fingerprint

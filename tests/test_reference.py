@@ -594,3 +594,13 @@ def test_policy_catches_a_wrong_expert() -> None:
     actual = reference_output(swapped, case).to(torch.bfloat16).float()
     report = compare(actual, expected, policy_for(case))
     assert not report.ok and report.bad_elements > 0.5 * report.total
+
+
+def test_worst_element_index_is_row_major() -> None:
+    from pytest_tileconform.flashinfer.tolerance import _unravel
+
+    t = torch.zeros(3, 4, 5)
+    for flat in (0, 7, 23, 59):
+        assert _unravel(flat, (3, 4, 5)) == tuple(
+            int(i) for i in torch.unravel_index(torch.tensor(flat), t.shape)
+        )

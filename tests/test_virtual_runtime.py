@@ -347,3 +347,16 @@ def test_verdict_of_unchecked_launch_refusal() -> None:
     launch = {"call": "<<<>>>", "result": "cudaErrorInvalidValue", "reason": "block exceeds"}
     verdict = verdict_of(_run("run", [launch]), "virtual sm90")
     assert verdict.failed_stage is Stage.LAUNCH
+
+
+def test_verdict_detail_leads_with_the_deciding_refusal_and_counts_repeats() -> None:
+    placeholder = {
+        "call": "cuTensorMapEncodeTiled",
+        "result": "CUDA_ERROR_INVALID_VALUE",
+        "reason": "NULL globalAddress",
+    }
+    run = _run("initialize", [placeholder, placeholder, placeholder])
+    run.log = [placeholder, *run.log, placeholder]  # the refusals around the deciding one
+    detail = verdict_of(run, "virtual sm120").detail
+    assert detail.startswith("cudaFuncSetAttribute: dynamic + static shared memory exceed")
+    assert detail.endswith("; cuTensorMapEncodeTiled: NULL globalAddress (x5)")

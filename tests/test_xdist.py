@@ -42,6 +42,7 @@ def test_outcomes_and_report_under_xdist(tc: TileRun) -> None:
     judged = [c for c in cases if c["verdict"] is not None]
     assert len(judged) == 7
     assert {c["verdict"]["extra"]["worker"] for c in judged} <= {"gw0", "gw1"}
+    assert {c["worker"] for c in cases} <= {"gw0", "gw1"}  # the report names each case's worker
 
 
 def test_tile_update_under_xdist(tc: TileRun) -> None:
@@ -73,6 +74,7 @@ def test_auto_workers_one_per_gpu_and_pinned(tc: TileRun, monkeypatch: pytest.Mo
     cases = json.loads((tc.path / "r.json").read_text())["cases"]
     pinned = {(c["verdict"]["extra"]["worker"], c["verdict"]["extra"]["cuda_visible_devices"]) for c in cases}
     assert pinned == {("gw0", "3"), ("gw1", "5")}
+    assert {c["worker"] for c in cases} == {"gw0", "gw1"}
 
 
 def test_auto_workers_follow_gpus_whatever_the_plugin_order(

@@ -22,16 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..buildcache import BuildCache, BuildResult, BuildSpec, parallel_jobs
+from ..buildcache import BuildCache, BuildResult, BuildSpec, parallel_jobs, portable
 from ..cases import Case
 from ..devices import Gpu, current_gpu
 from ..verdict import NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, builtin
 from ..virtual.run import run_virtual, verdict_of
-from .codegen import KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
+from .codegen import HARNESS_DIR, KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
 from .compat import harness_error, incompatibility
-from .sources import FlashInferSources, find_cuda_home, find_sources
+from .sources import FlashInferSources, find_cublas_include, find_cuda_home, find_sources
 
 T = TypeVar("T")
 NAME = "flashinfer-cutlass-moe"
@@ -147,6 +147,7 @@ class FlashInferBackend:
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
+        self._cores_shared = False
 
     # -- what is here -------------------------------------------------------------------
     @property
@@ -160,7 +161,8 @@ class FlashInferBackend:
         """CUDA home, the cache salt (nvcc, FlashInfer version and sources) and the virtual runtime."""
         if self._toolchain is None:
             home = find_cuda_home()
-            salt = f"{_nvcc_version(home)}|flashinfer {self.sources.version}|{self.sources.fingerprint}"
+            fingerprint = self.sources.remembered_fingerprint(self.settings.cache_dir)
+            salt = f"{_nvcc_version(home)}|flashinfer {self.sources.version}|{fingerprint}"
             self._toolchain = (home, salt, build_runtime(self.settings.cache_dir, home))
         return self._toolchain
 
@@ -217,12 +219,25 @@ class FlashInferBackend:
         command = nvcc_command(configs[0], self.sources, Path("{src}"), Path("{out}"), home)
         ram = RAM_PER_COMPILE.get(cases[0].sm, RAM_PER_COMPILE_DEFAULT)
         label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
+        # the key must not depend on where things are installed: their contents are in the salt
+        # (nvcc version, FlashInfer's sources fingerprint) or the unit (harness fingerprint)
+        portable_command, roots = portable(
+            build_script(command, runtime),
+            {
+                "flashinfer": self.sources.root,
+                "harness": HARNESS_DIR,
+                "cuda": home,
+                "cublas": find_cublas_include(home),
+                "cache": self.settings.cache_dir,
+            },
+        )
         return BuildSpec(
             source=generate_translation_unit(configs, self.sources.version),
-            command=build_script(command, runtime),
+            command=portable_command,
             salt=salt,
             ram_bytes=ram + RAM_PER_EXTRA_INSTANTIATION * (len(configs) - 1),
             label=label,
+            roots=roots,
         )
 
     def prepare(self, cases: Sequence[Case]) -> None:
@@ -327,9 +342,20 @@ class FlashInferBackend:
             return self._run_virtual(case, build, base)
         return self._run(case, build, base)
 
+    def _share_cores(self) -> None:
+        """Under xdist each worker's torch gets its share of the cores: by default every worker
+        would use all of them for its inputs and reference checks, and oversubscribe the host."""
+        if self._cores_shared or self.settings.worker_count <= 1:
+            return
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.settings.worker_count))
+        self._cores_shared = True
+
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
         from .reference import make_inputs, write_inputs
 
+        self._share_cores()
         profile = self._profile(case)
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
@@ -346,6 +372,7 @@ class FlashInferBackend:
         from .reference import make_inputs, read_output, reference_output, write_inputs
         from .tolerance import compare, policy_for
 
+        self._share_cores()
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
         source = f"hardware ({gpu.describe()})"

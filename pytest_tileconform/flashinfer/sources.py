@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from ..update import write_atomic
+
 ENV_SOURCES = "TILECONFORM_FLASHINFER_SOURCES"
 DISTRIBUTION = "flashinfer-python"
 
@@ -100,20 +102,41 @@ class FlashInferSources:
         common = self.nv_internal / "cpp" / "common"
         return [common / "tllmException.cpp", common / "stringUtils.cpp", common / "logger.cpp"]
 
+    def _fingerprinted_files(self) -> list[Path]:
+        directories = [self.nv_internal, *self.cccl_include_dirs, *self.system_include_dirs]
+        directories.remove(self.csrc)  # of csrc only nv_internal is used
+        return [p for d in directories for p in sorted(p for p in d.rglob("*") if p.is_file())]
+
     @cached_property
     def fingerprint(self) -> str:
         """SHA-256 over the names, sizes and contents of every file a harness build can include
         from here: csrc/nv_internal and the CCCL, CUTLASS, FlashInfer and spdlog headers."""
-        directories = [self.nv_internal, *self.cccl_include_dirs, *self.system_include_dirs]
-        directories.remove(self.csrc)  # of csrc only nv_internal is used
         digest = hashlib.sha256()
-        for directory in directories:
-            for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-                data = path.read_bytes()
-                digest.update(str(path.relative_to(self.root)).encode())
-                digest.update(len(data).to_bytes(8, "little"))
-                digest.update(data)
+        for path in self._fingerprinted_files():
+            data = path.read_bytes()
+            digest.update(str(path.relative_to(self.root)).encode())
+            digest.update(len(data).to_bytes(8, "little"))
+            digest.update(data)
         return digest.hexdigest()
+
+    def remembered_fingerprint(self, memo_dir: Path) -> str:
+        """:attr:`fingerprint`, remembered in ``memo_dir`` under a signature of the files'
+        names, sizes and modification times: reading every header takes seconds on a cold
+        page cache, listing them a fraction of that."""
+        signature = hashlib.sha256()
+        for path in self._fingerprinted_files():
+            stat = path.stat()
+            signature.update(f"{path.relative_to(self.root)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+        memo = memo_dir / f"sources-{signature.hexdigest()[:32]}.sha256"
+        try:
+            text = memo.read_text().strip()
+            if len(text) == 64:
+                return text
+        except OSError:
+            pass
+        memo_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(memo, self.fingerprint + "\n")
+        return self.fingerprint
 
     @property
     def generate_kernels_py(self) -> Path | None:

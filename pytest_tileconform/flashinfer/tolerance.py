@@ -127,6 +127,15 @@ class NumericsReport:
         )
 
 
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major index of element ``flat``; torch.unravel_index would import sympy (seconds)."""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))
+
+
 def compare(
     actual: torch.Tensor,
     expected: torch.Tensor,
@@ -161,7 +170,7 @@ def compare(
     # the worst element is the largest violation relative to its limit (NaN/Inf first)
     ratio = err / limit.clamp_min(torch.finfo(torch.float64).tiny)
     flat = int(torch.argmax(ratio.reshape(-1)))
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), exp.shape))
+    index = _unravel(flat, tuple(exp.shape))
     finite_err = err[finite]
     return NumericsReport(
         ok=nonfinite == 0 and bad_count <= allowed,

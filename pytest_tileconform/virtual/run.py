@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,8 @@ def verdict_of(run: VirtualRun, source: str) -> Verdict:
         # placeholder descriptors with a NULL address: the refusals of calls CUTLASS checks
         # (cudaFuncSetAttribute, launches) come first, so they lead the detail.
         ordered = sorted(run.refusals, key=lambda r: r.get("call") == "cuTensorMapEncodeTiled")
-        detail = "; ".join(f"{r['call']}: {r.get('reason', r.get('result'))}" for r in ordered)
+        reasons = Counter(f"{r['call']}: {r.get('reason', r.get('result'))}" for r in ordered)
+        detail = "; ".join(f"{text} (x{n})" if n > 1 else text for text, n in reasons.items())
         return Verdict(
             HARNESS_STAGES[stage],
             status=report.get("status", ""),

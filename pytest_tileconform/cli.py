@@ -1,0 +1,419 @@
+"""``tileconform`` (also ``python -m pytest_tileconform``): commands around tile matrices and results.
+
+Data goes to stdout (or to ``-o FILE``, written atomically), messages to stderr. Exit status:
+0 success, 1 the command worked and found what it was asked to flag (``drift --strict``),
+2 bad usage or unreadable input, 3 a needed tool or FlashInfer itself is missing or failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_FLAGGED = 1
+EXIT_USAGE = 2
+EXIT_ENVIRONMENT = 3
+
+
+class CommandError(Exception):
+    """A failure to report on stderr as ``tileconform: message``, with an exit status."""
+
+    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def emit(text: str, output: Path | None) -> None:
+    """Write data to ``output`` atomically, or to stdout."""
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        return
+    from .update import write_atomic
+
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(output, text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
+    message(f"wrote {output}")
+
+
+def message(text: str) -> None:
+    print(f"tileconform: {text}", file=sys.stderr, flush=True)
+
+
+# -- report merge ------------------------------------------------------------------------------
+def _report_merge(args: argparse.Namespace) -> int:
+    from .merge import ReportError, merge, to_html, to_markdown
+
+    try:
+        merged = merge(args.results)
+    except ReportError as exc:
+        raise CommandError(str(exc)) from None
+    for warning in merged.warnings:
+        message(f"warning: {warning}")
+    if not merged.devices:
+        message("warning: no case in these files has a verdict")
+    if args.html is not None:
+        emit(to_html(merged), args.html)
+    if args.html is None or args.output is not None:
+        emit(to_markdown(merged), args.output)
+    return EXIT_OK
+
+
+def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    report = subparsers.add_parser(
+        "report",
+        help="work with --tile-report results files",
+        description="Work with --tile-report results files.",
+    )
+    actions = report.add_subparsers(dest="action", metavar="ACTION", required=True)
+    merge = actions.add_parser(
+        "merge",
+        help="merge results files into one compatibility table (Markdown and/or HTML)",
+        description="Merge --tile-report results files from several runners, architectures and "
+        "shards into one compatibility table: one row per device fingerprint (GPU or virtual "
+        "profile, compute capability, opt-in shared memory, driver, CUDA, FlashInfer, nvcc), one "
+        "table per architecture and dtypes, one column per CTA tile. Markdown goes to stdout "
+        "unless -o is given; --html writes a self-contained HTML page (then Markdown is written "
+        "only if -o is given too).",
+    )
+    merge.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json", help="--tile-report files")
+    merge.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write Markdown here")
+    merge.add_argument("--html", type=Path, default=None, metavar="FILE", help="write an HTML page here")
+    merge.set_defaults(handler=_report_merge)
+
+
+# -- gen-matrix --------------------------------------------------------------------------------
+def _sources(override: Path | None) -> object:
+    from .flashinfer.sources import FlashInferSourcesError, find_sources
+
+    try:
+        return find_sources(override)
+    except FlashInferSourcesError as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+
+
+def _split_list(values: Sequence[str]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def _gen_matrix(args: argparse.Namespace) -> int:
+    from .flashinfer.generator import GENERATOR_ARCH, GeneratorError, generator_path, instantiated_configs
+    from .flashinfer.sources import FlashInferSources
+    from .genmatrix import GenMatrixError, check_text, matrix_text, select_dtypes
+
+    if not args.from_flashinfer:
+        raise CommandError("gen-matrix needs --from-flashinfer (the only source of configurations so far)")
+    arch = args.arch.lower()
+    if arch not in GENERATOR_ARCH:
+        raise CommandError(f"--arch {args.arch}: choose one of {', '.join(GENERATOR_ARCH)}")
+    sources = _sources(args.flashinfer_sources)
+    assert isinstance(sources, FlashInferSources)
+    try:
+        configs, skipped = instantiated_configs(sources, arch)
+        configs = select_dtypes(configs, _split_list(args.dtype))
+    except GeneratorError as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+    except GenMatrixError as exc:
+        raise CommandError(str(exc)) from None
+    for item in skipped:
+        if args.verbose:
+            message(f"left out: {item.description}: {item.reason}")
+    if skipped:
+        reasons = sorted({s.reason for s in skipped})
+        message(
+            f"{len(skipped)} generator operation(s) for {arch} are not built by this harness and are "
+            f"left out ({'; '.join(reasons)}); -v lists them"
+        )
+    command = "tileconform gen-matrix --from-flashinfer --arch " + arch
+    if args.dtype:
+        command += " --dtype " + ",".join(_split_list(args.dtype))
+    try:
+        text = matrix_text(
+            configs,
+            arch,
+            flashinfer_version=sources.version,
+            generator=generator_path(sources),
+            skipped=skipped,
+            command=command,
+        )
+    except GenMatrixError as exc:
+        raise CommandError(str(exc)) from None
+    check_text(text, configs, arch, args.output or Path(f"{arch}-generated.yaml"))
+    message(f"{len(configs)} configuration(s) of FlashInfer {sources.version} for {arch}")
+    emit(text, args.output)
+    return EXIT_OK
+
+
+def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    gen = subparsers.add_parser(
+        "gen-matrix",
+        help="write a matrix of the configurations the installed FlashInfer instantiates",
+        description="Write a tile matrix (format version 1) of exactly the MoE grouped-GEMM "
+        "configurations FlashInfer's generator (jit/gemm/cutlass/generate_kernels.py, loaded on "
+        "its own, without importing flashinfer) instantiates for an architecture and that this "
+        "harness builds. It has no expectations: run it with --tile-update to record them.",
+    )
+    gen.add_argument(
+        "--from-flashinfer", action="store_true", help="take the configurations from FlashInfer's generator"
+    )
+    gen.add_argument("--arch", required=True, help="sm90, sm100, sm103, sm120 or sm121")
+    gen.add_argument(
+        "--dtype",
+        action="append",
+        default=[],
+        metavar="DTYPES",
+        help="only these dtype combinations, as case ids spell them (nvfp4-bf16, fp8_e4m3-fp16, "
+        "bf16) or by activation (nvfp4); comma-separated or repeated",
+    )
+    gen.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write the matrix here")
+    gen.add_argument(
+        "--flashinfer-sources",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="FlashInfer's data directory (default: the installed flashinfer-python)",
+    )
+    gen.add_argument("-v", "--verbose", action="store_true", help="list the operations left out")
+    gen.set_defaults(handler=_gen_matrix)
+
+
+# -- drift -------------------------------------------------------------------------------------
+def _load_results(paths: Sequence[Path]) -> list[dict[str, object]]:
+    from .merge import ReportError, load_report
+
+    try:
+        return [load_report(path) for path in paths]
+    except ReportError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _tactic_lines(args: argparse.Namespace, arch: str, sources: object) -> list[str]:
+    """The tactics probe's output: replayed from --tactics, or from FlashInfer's own host code."""
+    from .buildcache import default_cache_dir
+    from .flashinfer.sources import FlashInferSources, FlashInferSourcesError
+    from .flashinfer.tactics import PROBE_SMS, ProbeError, offered_tactics
+
+    if args.tactics is not None:
+        try:
+            return args.tactics.read_text(encoding="utf-8").splitlines()  # type: ignore[no-any-return]
+        except OSError as exc:
+            raise CommandError(f"cannot read {args.tactics}: {exc.strerror or exc}") from None
+    if arch not in PROBE_SMS:
+        raise CommandError(f"--arch {arch}: the tactics probe answers for {', '.join(PROBE_SMS)}")
+    if not isinstance(sources, FlashInferSources):
+        sources = _sources(args.flashinfer_sources)
+        assert isinstance(sources, FlashInferSources)
+    cache = args.cache_dir or default_cache_dir()
+    message(
+        f"asking FlashInfer {sources.version}'s heuristic and dispatch (tactics probe, cached in {cache})"
+    )
+    try:
+        lines = offered_tactics(sources, [arch], cache, message)
+    except (ProbeError, FlashInferSourcesError) as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+    if args.save_tactics is not None:
+        emit("\n".join(lines), args.save_tactics)
+    return lines
+
+
+def _drift(args: argparse.Namespace) -> int:
+    from .drift import compare, to_markdown
+    from .flashinfer.generator import GENERATOR_ARCH, GeneratorError, generated_ops
+    from .flashinfer.sources import FlashInferSources
+    from .flashinfer.tactics import ProbeError, parse
+
+    arch = args.arch.lower()
+    if arch not in GENERATOR_ARCH:
+        raise CommandError(f"--arch {args.arch}: choose one of {', '.join(GENERATOR_ARCH)}")
+    results = _load_results(args.results)
+    sources = _sources(args.flashinfer_sources)
+    assert isinstance(sources, FlashInferSources)
+    try:
+        tactics = [t for t in parse(_tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
+    except ProbeError as exc:
+        raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
+    if not tactics:
+        raise CommandError(f"no tactic for {arch} in {args.tactics or 'the probe output'}")
+    try:
+        generated = generated_ops(sources, arch)
+    except GeneratorError as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+    drift = compare(arch, tactics, generated, results)
+    header = [
+        f"# Drift for {arch}: FlashInfer {sources.version}",
+        "",
+        "(a) offered: autotuner tactic ids (G1 / G2: GEMM 1 / GEMM 2) from MoeGemmRunner::getConfigs "
+        + ("(replayed from " + str(args.tactics) + ")" if args.tactics else "(tactics probe)")
+        + "; (b) dispatch: dispatchMoeGemmSelectTileShapeTmaWarpSpecialized; (c) generated: "
+        "generate_kernels.py; (d) verdict: "
+        + (", ".join(f"`{p.name}`" for p in args.results) if args.results else "no --results given"),
+    ]
+    emit(to_markdown(drift, flagged_only=args.flagged_only, header=header), args.output)
+    flagged = drift.flagged
+    message(f"{len(drift.rows)} configuration(s), {len(flagged)} flagged")
+    return EXIT_FLAGGED if flagged and args.strict else EXIT_OK
+
+
+def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    drift = subparsers.add_parser(
+        "drift",
+        help="compare FlashInfer's offered tactics, its dispatch, its generator and observed verdicts",
+        description="One table per configuration: (a) offered by FlashInfer's runtime heuristic as an "
+        "autotuner tactic, (b) accepted by its TMA warp-specialized dispatch, both obtained by "
+        "compiling and running FlashInfer's own host code (a probe built once into the build cache, "
+        "no GPU needed), (c) instantiated by its generator, (d) the verdicts of --results files. "
+        "Offered but not instantiated, rejected by the dispatch, or always failing is flagged.",
+    )
+    drift.add_argument("--arch", required=True, help="sm90, sm100, sm120 or sm121")
+    drift.add_argument(
+        "--results",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="--tile-report file with observed verdicts (repeatable)",
+    )
+    drift.add_argument("--strict", action="store_true", help="exit with status 1 if anything is flagged")
+    drift.add_argument("--flagged-only", action="store_true", help="list only the flagged configurations")
+    drift.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write the table here")
+    drift.add_argument(
+        "--tactics",
+        type=Path,
+        default=None,
+        metavar="JSONL",
+        help="replay a saved tactics probe output instead of running the probe",
+    )
+    drift.add_argument(
+        "--save-tactics", type=Path, default=None, metavar="JSONL", help="save the tactics probe output here"
+    )
+    drift.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="build cache for the probe (default: $TILECONFORM_CACHE_DIR or ~/.cache/pytest-tileconform)",
+    )
+    drift.add_argument(
+        "--flashinfer-sources",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="FlashInfer's data directory (default: the installed flashinfer-python)",
+    )
+    drift.set_defaults(handler=_drift)
+
+
+# -- export-blocklist ----------------------------------------------------------------------------
+def _export_blocklist(args: argparse.Namespace) -> int:
+    from .blocklist import BlocklistError, build_export, dumps
+    from .flashinfer.sources import FlashInferSources
+    from .flashinfer.tactics import ProbeError, parse
+
+    arch = args.arch.lower()
+    if arch not in ("sm90", "sm100", "sm120", "sm121"):
+        raise CommandError(f"--arch {args.arch}: choose one of sm90, sm100, sm120, sm121")
+    results = _load_results(args.results)
+    sources = _sources(args.flashinfer_sources) if args.tactics is None else None
+    if sources is not None:
+        assert isinstance(sources, FlashInferSources)
+    try:
+        tactics = [t for t in parse(_tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
+    except ProbeError as exc:
+        raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
+    try:
+        export = build_export(tactics, results, arch, dtypes=args.dtype, gpu=args.gpu)
+    except BlocklistError as exc:
+        raise CommandError(str(exc)) from None
+    for _key, cases in export.not_offered:
+        message(f"failing but offered by no tactic, not in the blocklist: {', '.join(cases)}")
+    total = sum(len(v) for v in export.document["invalid_tactics"].values())
+    message(f"{total} invalid tactic(s) from {len(export.blocked)} failing configuration(s)")
+    emit(dumps(export.document), args.output)
+    return EXIT_OK
+
+
+def _add_export_blocklist(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    export = subparsers.add_parser(
+        "export-blocklist",
+        help="write failing configurations as a FlashInfer tactics blocklist",
+        description="Write the configurations that failed in --results files as the JSON tactics "
+        "blocklist FlashInfer's autotuner loads from FLASHINFER_TACTICS_BLOCKLIST (the format of "
+        "'flashinfer generate-tactics-blocklist'). Tactic ids come from FlashInfer's own tactic "
+        "list (tactics probe, or --tactics). One file covers one dtype combination.",
+    )
+    export.add_argument("--arch", required=True, help="sm90, sm100, sm120 or sm121")
+    export.add_argument(
+        "--results", action="append", type=Path, required=True, metavar="FILE", help="--tile-report file"
+    )
+    export.add_argument(
+        "--dtype", default=None, metavar="DTYPES", help="dtype combination, as case ids spell it (nvfp4-bf16)"
+    )
+    export.add_argument(
+        "--gpu",
+        default=None,
+        metavar="NAME",
+        help="GPU name for the metadata (default: from hardware results, else *)",
+    )
+    export.add_argument(
+        "-o", "--output", type=Path, default=None, metavar="FILE", help="write the blocklist here"
+    )
+    export.add_argument(
+        "--tactics", type=Path, default=None, metavar="JSONL", help="replay a saved probe output"
+    )
+    export.add_argument("--save-tactics", type=Path, default=None, metavar="JSONL", help=argparse.SUPPRESS)
+    export.add_argument(
+        "--cache-dir", type=Path, default=None, metavar="DIR", help="build cache for the probe"
+    )
+    export.add_argument(
+        "--flashinfer-sources", type=Path, default=None, metavar="DIR", help="FlashInfer's data directory"
+    )
+    export.set_defaults(handler=_export_blocklist)
+
+
+# -- parser ------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tileconform",
+        description="Tile matrices that follow FlashInfer, and what the results of "
+        "pytest --tile-matrix say across runners.",
+        epilog="Exit status: 0 ok, 1 flagged (drift --strict), 2 bad usage or input, "
+        "3 a needed tool or FlashInfer is missing or failed.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in _COMMANDS:
+        add(subparsers)
+    return parser
+
+
+_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    _add_gen_matrix,
+    _add_drift,
+    _add_report,
+    _add_export_blocklist,
+]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except CommandError as exc:
+        message(str(exc))
+        return exc.status
+    except KeyboardInterrupt:
+        message("interrupted")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""``tileconform drift --arch ARCH``: do FlashInfer's heuristic, dispatch and generator agree, and
+do the tactics it offers work?
+
+Per configuration (dtypes, CTA tile in elements, cluster, swap_ab, epilogue fusion and, on SM100,
+the epilogue schedule variant) one row says:
+
+(a) offered   the autotuner's tactic ids for it (``G1:#3`` = GEMM 1 tactic 3), from FlashInfer's
+              ``MoeGemmRunner::getConfigs`` / ``get_candidate_configs`` run by the tactics probe;
+(b) dispatch  whether ``dispatchMoeGemmSelectTileShapeTmaWarpSpecialized`` selects a launcher for
+              it (``accepted``) or throws (``rejected: <message>``), also from the probe;
+(c) generated whether ``generate_kernels.py`` instantiates it;
+(d) verdict   what the plugin observed in the ``--results`` files (``pass`` or the failing stage,
+              with counts), ``not run`` if no results file has it.
+
+Flagged: offered but not instantiated, offered but rejected by the dispatch, offered and every
+observed verdict failing. Instantiated but never offered is shown as information (dead code, not
+a failure).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .flashinfer.codegen import tile_k_elements
+from .flashinfer.generator import GeneratedOp, schedule_variant
+from .flashinfer.tactics import Tactic, runner_dtypes
+
+Shape = tuple[int, int, int]
+
+FLAG_NOT_INSTANTIATED = "offered, not instantiated"
+FLAG_REJECTED = "offered, dispatch rejects"
+FLAG_ALWAYS_FAILS = "offered, always fails"
+INFO_NOT_OFFERED = "instantiated, never offered"
+#: EpilogueScheduleType (gemm_configs.h): AUTO, NO_SMEM, TMA
+_SCHEDULES = {0: "", 1: "NO_SMEM", 2: "TMA"}
+
+
+@dataclass(frozen=True, order=True)
+class ConfigKey:
+    dtypes: str
+    tile: Shape
+    cluster: Shape
+    swap_ab: bool
+    fusion: str
+    variant: str = ""
+
+
+@dataclass
+class Row:
+    key: ConfigKey
+    offered: list[tuple[int, int]] = field(default_factory=list)  # (gemm, tactic id)
+    dispatch: set[str] = field(default_factory=set)  # "accepted" or "rejected: ..."
+    generated: bool = False
+    verdicts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def flags(self) -> list[str]:
+        flags = []
+        if self.offered:
+            if not self.generated:
+                flags.append(FLAG_NOT_INSTANTIATED)
+            if any(d.startswith("rejected") for d in self.dispatch):
+                flags.append(FLAG_REJECTED)
+            if self.verdicts and not self.verdicts["pass"]:
+                flags.append(FLAG_ALWAYS_FAILS)
+        return flags
+
+    @property
+    def info(self) -> list[str]:
+        return [INFO_NOT_OFFERED] if self.generated and not self.offered else []
+
+
+@dataclass
+class Drift:
+    arch: str
+    rows: list[Row]
+    non_tma: Counter[str]  # runner -> tactics that are not TMA warp-specialized (SM80-style)
+
+    @property
+    def flagged(self) -> list[Row]:
+        return [r for r in self.rows if r.flags]
+
+
+def tactic_key(t: Tactic) -> ConfigKey:
+    """The configuration a TMA WS tactic stands for: the instantiation the dispatch selected or,
+    when it rejected the tactic, the tactic's own tile (bytes -> elements) and cluster."""
+    if t.instantiation is not None:
+        inst: dict[str, Any] = t.instantiation
+        return ConfigKey(
+            dtypes=t.runner,
+            tile=tuple(inst["tile"]),
+            cluster=tuple(inst["cluster"]),
+            swap_ab=bool(inst["swap_ab"]),
+            fusion=str(inst["fusion"]),
+            variant=schedule_variant(
+                str(inst.get("epilogue_schedule", "void")), bool(inst.get("dynamic_cga"))
+            ),
+        )
+    if t.tile_bytes is None:
+        raise ValueError(f"tactic {t.tactic} of {t.runner} has no tile")
+    m, n, k = t.tile_bytes
+    variant = ""
+    if t.sm // 10 in (10, 11):
+        variant = schedule_variant(
+            _SCHEDULES.get(t.epilogue_schedule or 0, ""), t.dynamic_cluster is not None
+        )
+    return ConfigKey(
+        dtypes=t.runner,
+        tile=(m, n, tile_k_elements(k, runner_dtypes(t.runner)[0])),
+        cluster=t.cluster or (1, 1, 1),
+        swap_ab=t.swap_ab,
+        fusion=t.fusion,
+        variant=variant,
+    )
+
+
+def _verdict_key(case: dict[str, Any], arch: str) -> ConfigKey:
+    from .schema import DTypes
+
+    label = DTypes(act=case["act"], weight=case["weight"], out=case["out"]).label
+    return ConfigKey(
+        dtypes=label,
+        tile=tuple(int(v) for v in str(case["tile"]).split("x")),  # type: ignore[arg-type]
+        cluster=tuple(int(v) for v in str(case.get("cluster", "1x1x1")).split("x")),  # type: ignore[arg-type]
+        swap_ab=bool(case.get("swap_ab", False)),
+        fusion=str(case.get("fusion", "none")),
+        # the harness builds SM100's TMA epilogue without a dynamic cluster (codegen)
+        variant="tma" if arch in ("sm100", "sm103") else "",
+    )
+
+
+def compare(
+    arch: str,
+    tactics: Iterable[Tactic],
+    generated: Iterable[GeneratedOp],
+    results: Sequence[dict[str, Any]] = (),
+) -> Drift:
+    """Join the four lists. ``results`` are --tile-report documents (already checked)."""
+    rows: dict[ConfigKey, Row] = {}
+
+    def row(key: ConfigKey) -> Row:
+        return rows.setdefault(key, Row(key))
+
+    non_tma: Counter[str] = Counter()
+    for t in tactics:
+        if not t.tma_ws:
+            non_tma[t.runner] += 1
+            continue
+        r = row(tactic_key(t))
+        r.offered.append((t.gemm, t.tactic))
+        r.dispatch.add("accepted" if t.dispatch == "accepted" else f"rejected: {t.error}")
+    for op in generated:
+        row(ConfigKey(op.dtypes, op.tile, op.cluster, op.swap_ab, op.fusion, op.variant)).generated = True
+    for document in results:
+        for entry in document["cases"]:
+            case, verdict = entry.get("case"), entry.get("verdict")
+            if case is None or verdict is None or case.get("arch") != arch:
+                continue
+            row(_verdict_key(case, arch)).verdicts[str(verdict["outcome"])] += 1
+    return Drift(arch, sorted(rows.values(), key=lambda r: r.key), non_tma)
+
+
+def _shape(shape: Shape) -> str:
+    return "x".join(map(str, shape))
+
+
+def _offered(row: Row) -> str:
+    return " ".join(f"G{g}:#{t}" for g, t in sorted(row.offered)) or "-"
+
+
+def _verdicts(row: Row) -> str:
+    if not row.verdicts:
+        return "not run"
+    order = sorted(row.verdicts, key=lambda o: (o != "pass", o))
+    return ", ".join(f"{o} x{row.verdicts[o]}" for o in order)
+
+
+def to_markdown(drift: Drift, *, flagged_only: bool = False, header: Sequence[str] = ()) -> str:
+    rows = drift.flagged if flagged_only else drift.rows
+    with_variant = any(r.key.variant for r in drift.rows)
+    columns = ["dtypes", "tile (K in elements)", "cluster", "swap_ab", "fusion"]
+    columns += ["epilogue"] if with_variant else []
+    columns += ["(a) offered", "(b) dispatch", "(c) generated", "(d) verdict", "flags"]
+    lines = [*header, "", "| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+    for r in rows:
+        cells = [
+            r.key.dtypes,
+            _shape(r.key.tile),
+            _shape(r.key.cluster),
+            str(r.key.swap_ab).lower(),
+            r.key.fusion,
+        ]
+        cells += [r.key.variant or "-"] if with_variant else []
+        dispatch = "; ".join(sorted(r.dispatch)) or "-"
+        notes = [f"**{f}**" for f in r.flags] + r.info
+        cells += [_offered(r), dispatch, "yes" if r.generated else "no", _verdicts(r), ", ".join(notes)]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines.append("")
+    counts = Counter(f for r in drift.rows for f in r.flags)
+    summary = ", ".join(f"{n} {f}" for f, n in sorted(counts.items())) or "nothing flagged"
+    info = sum(1 for r in drift.rows if r.info)
+    lines.append(
+        f"{len(drift.rows)} configuration(s) for {drift.arch}: {summary}; {info} {INFO_NOT_OFFERED}."
+    )
+    if drift.non_tma:
+        listing = ", ".join(f"{runner}: {n}" for runner, n in sorted(drift.non_tma.items()))
+        lines.append(
+            "Also offered, not TMA warp-specialized (SM80-style grouped GEMM, another launcher; "
+            f"not compared): {listing}."
+        )
+    return "\n".join(lines) + "\n"

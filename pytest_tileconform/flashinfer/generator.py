@@ -1,0 +1,240 @@
+"""FlashInfer's kernel generator (``flashinfer/jit/gemm/cutlass/generate_kernels.py``), loaded on
+its own, and the MoE grouped-GEMM configurations it instantiates for an architecture.
+
+The generator is a plain module with one sibling (``cutlass_library.py``); it is loaded as a
+private package from its file, so the ``flashinfer`` package (slow, loads CUDA libraries) is
+never imported. Only operations that use the TMA warp-specialized MoE launcher
+(``moe_gemm_tma_ws_launcher.inl``) count; each is converted to a :class:`KernelConfig` and kept
+only if :func:`codegen.instantiation` reproduces FlashInfer's own instantiation of it byte for
+byte. The others are returned with the reason they were left out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .codegen import KernelConfig, UnsupportedConfig, instantiation
+from .sources import FlashInferSources
+
+_PACKAGE = "_tileconform_flashinfer_cutlass_gen"
+
+#: the arch whose operations an arch's devices run (SM121 builds FlashInfer's SM120 kernel set)
+GENERATOR_ARCH = {"sm90": 90, "sm100": 100, "sm103": 103, "sm120": 120, "sm121": 120}
+
+
+class GeneratorError(RuntimeError):
+    """The generator could not be found, loaded or asked."""
+
+
+def load_generator(sources: FlashInferSources) -> ModuleType:
+    """``generate_kernels.py`` of ``sources``, loaded as a private package (cached per file)."""
+    script = sources.generate_kernels_py
+    if script is None:
+        raise GeneratorError(
+            f"FlashInfer sources at {sources.root} come without jit/gemm/cutlass/generate_kernels.py "
+            "(only an installed flashinfer-python package has it)"
+        )
+    package = f"{_PACKAGE}_{abs(hash(str(script.parent)))}"
+    name = f"{package}.generate_kernels"
+    if name in sys.modules:
+        return sys.modules[name]
+    try:
+        init = importlib.util.spec_from_file_location(
+            package, script.parent / "__init__.py", submodule_search_locations=[str(script.parent)]
+        )
+        if init is None or init.loader is None:
+            raise GeneratorError(f"cannot load {script.parent / '__init__.py'}")
+        sys.modules[package] = importlib.util.module_from_spec(init)
+        init.loader.exec_module(sys.modules[package])
+        module: ModuleType | None = None
+        for part in ("cutlass_library", "generate_kernels"):
+            spec = importlib.util.spec_from_file_location(f"{package}.{part}", script.parent / f"{part}.py")
+            if spec is None or spec.loader is None:
+                raise GeneratorError(f"cannot load {script.parent / (part + '.py')}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+    except GeneratorError:
+        raise
+    except Exception as exc:  # whatever the generator's own code raises while loading
+        raise GeneratorError(f"loading {script} failed: {type(exc).__name__}: {exc}") from exc
+    assert module is not None
+    return module
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A generator operation for the MoE launcher that this harness does not build."""
+
+    description: str
+    reason: str
+
+
+def _operations(generator: ModuleType, arch: int) -> list[Any]:
+    if arch == 90:
+        ops = generator.generate_sm90_grouped_gemm_operations(True)
+    elif arch in (100, 103):
+        ops = generator.generate_sm100_grouped_gemm_operations(True, arch)
+    elif arch == 120:
+        ops = generator.generate_sm120_grouped_gemm_operations(True)
+    else:
+        raise GeneratorError(f"FlashInfer's generator has no MoE grouped GEMM for sm{arch}")
+    # the uniform / block-scaled TMA WS launcher; SM90 mixed inputs use another launcher
+    return [op for op in ops if not (op.arch == 90 and op.act_type != op.weight_type)]
+
+
+def _dtype_names(generator: ModuleType, op: Any) -> tuple[str, str, str]:
+    dt = generator.DataType
+    plain = {dt.bf16: "bf16", dt.f16: "fp16", dt.f32: "fp32", dt.e4m3: "fp8_e4m3"}
+
+    def name(value: Any, role: str) -> str:
+        if isinstance(value, generator.e2m1_type):
+            return "mxfp4" if op.is_mx_fpx else "nvfp4"
+        if value in plain:
+            base = plain[value]
+            if op.is_mx_fpx and base == "fp8_e4m3" and role != "out":
+                return "mxfp8"
+            return base
+        raise UnsupportedConfig(f"{role} type {value} has no name in the matrix format")
+
+    return name(op.act_type, "act"), name(op.weight_type, "weight"), name(op.output_type, "out")
+
+
+def _type_name(value: Any) -> str:
+    return "e2m1" if type(value).__name__ == "e2m1_type" else str(getattr(value, "name", value))
+
+
+def _describe(op: Any) -> str:
+    types = f"{_type_name(op.act_type)}x{_type_name(op.weight_type)}->{_type_name(op.output_type)}"
+    return (
+        f"sm{op.arch} {types} cta {list(op.cta_shape)} "
+        f"cga {list(op.cga_shape)} fusion {getattr(op.epi_fusion, 'name', op.epi_fusion)} "
+        f"epi {getattr(op.epi_schedule, 'name', op.epi_schedule)} mx {op.is_mx_fpx} "
+        f"dynamic_cga {op.dynamic_cga} swap_ab {op.swap_ab}"
+    )
+
+
+def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
+    """The KernelConfig of one generator operation; UnsupportedConfig if codegen cannot build
+    exactly FlashInfer's instantiation of it."""
+    fusions = {
+        generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
+        generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize",
+    }
+    if op.epi_fusion not in fusions:
+        raise UnsupportedConfig(f"epilogue fusion {op.epi_fusion} is not built by the harness")
+    act, weight, out = _dtype_names(generator, op)
+    config = KernelConfig(
+        arch=arch,
+        act=act,
+        weight=weight,
+        out=out,
+        tile=tuple(int(v) for v in op.cta_shape),  # type: ignore[arg-type]
+        cluster=tuple(int(v) for v in op.cga_shape),  # type: ignore[arg-type]
+        swap_ab=bool(op.swap_ab),
+        fusion=fusions[op.epi_fusion],
+    )
+    ours = instantiation(config)  # raises UnsupportedConfig with codegen's reason
+    theirs = generator.instantiate_operation(op)
+    if ours != theirs:
+        raise UnsupportedConfig(
+            "the harness's instantiation differs from FlashInfer's (e.g. epilogue schedule or "
+            "dynamic cluster variant not built here)"
+        )
+    return config
+
+
+def instantiated_configs(sources: FlashInferSources, arch: str) -> tuple[list[KernelConfig], list[Skipped]]:
+    """The configurations FlashInfer's generator instantiates for ``arch`` (e.g. ``sm120``) with
+    the MoE TMA WS launcher, in the generator's order, and those the harness cannot build."""
+    if arch not in GENERATOR_ARCH:
+        known = ", ".join(GENERATOR_ARCH)
+        raise GeneratorError(f"arch {arch!r}: FlashInfer generates MoE grouped GEMMs for {known}")
+    generator = load_generator(sources)
+    number = int(arch[2:])
+    configs: list[KernelConfig] = []
+    skipped: list[Skipped] = []
+    try:
+        ops = _operations(generator, GENERATOR_ARCH[arch])
+    except GeneratorError:
+        raise
+    except Exception as exc:
+        raise GeneratorError(
+            f"FlashInfer's generator failed for {arch}: {type(exc).__name__}: {exc}"
+        ) from exc
+    for op in ops:
+        try:
+            config = to_config(generator, op, number)
+        except UnsupportedConfig as exc:
+            skipped.append(Skipped(_describe(op), str(exc)))
+            continue
+        if config not in configs:
+            configs.append(config)
+    return configs, skipped
+
+
+def generator_path(sources: FlashInferSources) -> Path | None:
+    return sources.generate_kernels_py
+
+
+@dataclass(frozen=True)
+class GeneratedOp:
+    """A generator operation for the MoE TMA WS launcher, whether or not the harness builds it."""
+
+    dtypes: str  # dtype label as case ids spell it (nvfp4-bf16, fp8_e4m3-fp16, ...)
+    tile: tuple[int, int, int]  # CTA tile, K in elements
+    cluster: tuple[int, int, int]
+    swap_ab: bool
+    fusion: str  # none | finalize | activation | ...
+    variant: str  # "" (SM90/SM120: schedule fixed by the launcher); SM100: tma | nosmem, +dynamic
+
+
+def schedule_variant(schedule: str | None, dynamic_cga: bool) -> str:
+    """A short name for an SM100 epilogue schedule (+ dynamic cluster): "" when the launcher
+    fixes it (generator ``None``, dispatch ``void``)."""
+    if not schedule or schedule in ("void", "None"):
+        return ""
+    base = "nosmem" if "nosmem" in schedule.lower().replace("_", "") else "tma"
+    return base + ("+dynamic" if dynamic_cga else "")
+
+
+def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
+    """Every MoE TMA WS launcher operation FlashInfer's generator emits for ``arch``."""
+    from ..schema import DTypes
+
+    if arch not in GENERATOR_ARCH:
+        raise GeneratorError(
+            f"arch {arch!r}: FlashInfer generates MoE grouped GEMMs for {', '.join(GENERATOR_ARCH)}"
+        )
+    generator = load_generator(sources)
+    try:
+        ops = _operations(generator, GENERATOR_ARCH[arch])
+    except Exception as exc:
+        raise GeneratorError(
+            f"FlashInfer's generator failed for {arch}: {type(exc).__name__}: {exc}"
+        ) from exc
+    found = []
+    for op in ops:
+        try:
+            act, weight, out = _dtype_names(generator, op)
+            label = DTypes(act=act, weight=weight, out=out).label
+        except (UnsupportedConfig, ValueError):
+            label = f"{_type_name(op.act_type)}x{_type_name(op.weight_type)}-{_type_name(op.output_type)}"
+        fusion = str(getattr(op.epi_fusion, "name", op.epi_fusion)).removeprefix("epilogue_fusion_")
+        schedule = getattr(op.epi_schedule, "name", None) if op.epi_schedule is not None else None
+        found.append(
+            GeneratedOp(
+                dtypes=label,
+                tile=tuple(int(v) for v in op.cta_shape),  # type: ignore[arg-type]
+                cluster=tuple(int(v) for v in op.cga_shape),  # type: ignore[arg-type]
+                swap_ab=bool(op.swap_ab),
+                fusion=fusion,
+                variant=schedule_variant(schedule, bool(op.dynamic_cga)),
+            )
+        )
+    return found

@@ -1,0 +1,247 @@
+// Tactics probe: asks FlashInfer's own host code which MoE GEMM configurations it offers and
+// which of them its TMA warp-specialized dispatch accepts. Host code only: no kernel is compiled
+// or launched, no GPU is needed.
+//
+//   tactics SM...     (e.g. `tactics 90 120`)
+//
+// For every SM given and every runner FlashInfer's fused-MoE module instantiates for it
+// (MoeGemmRunner<T, WeightType, OutputType>, moe_gemm_kernels_*.cu), prints one JSON line per
+// tactic of GEMM 1 and GEMM 2, in the order CutlassMoeFCRunner::getTactics returns them
+// (= the order of the autotuner's tactic ids, GEMM 2 ids following GEMM 1's):
+//
+//   (a) offered:  MoeGemmRunner<...>::getConfigs(sm, finalize)  (moe_gemm_template_dispatch.h),
+//       which calls get_candidate_configs (cutlass_heuristic.cpp), duplicates the configs with the
+//       FINALIZE epilogue fusion for GEMM 2 when CutlassMoeFCRunner::mayHaveFinalizeFused(sm) and
+//       again with swap_ab, then appends the non-TMA (SM80-style) configs;
+//   (b) dispatch: for each TMA warp-specialized config, dispatchMoeGemmSelectTileShapeTmaWarpSpecialized
+//       (moe_gemm_template_dispatch_tma_ws.h) called as calcMaxWorkspaceSize calls it (workspace
+//       query). The launcher template is defined below so that instead of running a kernel it
+//       records which instantiation the dispatch selected; a rejection is the TllmException the
+//       dispatch throws (its message is printed).
+//
+// The JSON keys: sm, runner, gemm, tactic (the autotuner's id), tma_ws, tile_bytes [M,N,K bytes]
+// (TMA configs: the enum's CtaShapeMxNxKB), cluster, fusion, swap_ab, epilogue_schedule,
+// mainloop_schedule, dynamic_cluster, fallback_cluster, dispatch ("accepted" | "rejected" |
+// "not_tma"), instantiation {arch, tile [M,N,K elements], cluster, fusion, mx, swap_ab} and
+// error.
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_gemm_template_dispatch.h"
+
+namespace tc {
+struct Selected {
+  bool set = false;
+  int arch = 0;
+  int tile[3] = {0, 0, 0};
+  int cluster[3] = {0, 0, 0};
+  int fusion = 0;
+  bool mx = false;
+  bool swap_ab = false;
+  bool dynamic_cga = false;
+  std::string schedule;
+};
+Selected selected;
+}  // namespace tc
+
+namespace tensorrt_llm::kernels::cutlass_kernels_oss {
+// Definition of the launcher FlashInfer generates one explicit instantiation of per
+// configuration (generate_kernels.py); here it only records what the dispatch chose.
+template <typename Arch, typename T, typename WeightType, typename OutputType,
+          typename EpilogueSchedule, typename EpilogueTag,
+          TmaWarpSpecializedGroupedGemmInput::EpilogueFusion FUSION, typename TileShape,
+          typename ClusterShape, bool IsMXFPX, bool DYNAMIC_CGA, bool BIAS, bool SwapAB>
+void tma_warp_specialized_generic_moe_gemm_kernelLauncher(
+    TmaWarpSpecializedGroupedGemmInput, int, int, cudaStream_t, int*, size_t* workspace_size,
+    cute::Shape<int32_t, int32_t, cute::_1>, cute::Shape<int32_t, int32_t, cute::_1>) {
+  tc::selected.set = true;
+  tc::selected.arch = Arch::kMinComputeCapability;
+  tc::selected.tile[0] = cute::size<0>(TileShape{});
+  tc::selected.tile[1] = cute::size<1>(TileShape{});
+  tc::selected.tile[2] = cute::size<2>(TileShape{});
+  tc::selected.cluster[0] = cute::size<0>(ClusterShape{});
+  tc::selected.cluster[1] = cute::size<1>(ClusterShape{});
+  tc::selected.cluster[2] = cute::size<2>(ClusterShape{});
+  tc::selected.fusion = static_cast<int>(FUSION);
+  tc::selected.mx = IsMXFPX;
+  tc::selected.swap_ab = SwapAB;
+  tc::selected.dynamic_cga = DYNAMIC_CGA;
+  if constexpr (std::is_void_v<EpilogueSchedule>) {
+    tc::selected.schedule = "void";
+  } else if constexpr (std::is_same_v<EpilogueSchedule, cutlass::epilogue::PtrArrayNoSmemWarpSpecialized1Sm> ||
+                       std::is_same_v<EpilogueSchedule, cutlass::epilogue::PtrArrayNoSmemWarpSpecialized2Sm>) {
+    tc::selected.schedule = "NO_SMEM";
+  } else {
+    tc::selected.schedule = "TMA";
+  }
+  if (workspace_size) *workspace_size = 0;
+}
+}  // namespace tensorrt_llm::kernels::cutlass_kernels_oss
+
+namespace {
+using namespace tensorrt_llm;
+using cutlass_extensions::CutlassGemmConfig;
+using kernels::cutlass_kernels::MoeGemmRunner;
+using kernels::cutlass_kernels::TmaWarpSpecializedGroupedGemmInput;
+using Fusion = TmaWarpSpecializedGroupedGemmInput::EpilogueFusion;
+
+std::string json_string(std::string const& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string triple(int a, int b, int c) {
+  return "[" + std::to_string(a) + "," + std::to_string(b) + "," + std::to_string(c) + "]";
+}
+
+template <typename E>
+std::string shape_of(E e) {
+  if (static_cast<int>(e) <= 0) return "null";
+  auto [m, n, k] = cutlass_extensions::enum_to_shape_tuple(e);
+  return triple(m, n, k);
+}
+
+int tile_enum(CutlassGemmConfig const& c) {
+  if (c.sm_version == 90) return static_cast<int>(c.tile_config_sm90);
+  if (c.sm_version >= 100 && c.sm_version < 120) return static_cast<int>(c.tile_config_sm100);
+  if (c.sm_version >= 120) return static_cast<int>(c.tile_config_sm120);
+  return static_cast<int>(c.tile_config_sm80);
+}
+
+template <typename T, typename W, typename Out>
+void probe_runner(int sm, char const* runner, TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType scaling) {
+  using Runner = MoeGemmRunner<T, W, Out>;
+  // CutlassMoeFCRunner::getTactics(sm, gemm) / mayHaveFinalizeFused(sm) (moe_kernels.h); the
+  // SM90 mixed-input runners are not among those probed here.
+  bool const finalize_gemm2 = Runner::supportsTmaWarpSpecialized(sm) && sm >= 90;
+  int tactic = 0;
+  for (int gemm = 1; gemm <= 2; ++gemm) {
+    std::vector<CutlassGemmConfig> configs;
+    std::string offered_error;
+    try {
+      configs = Runner::getConfigs(sm, gemm == 2 && finalize_gemm2);
+    } catch (std::exception const& e) {
+      offered_error = e.what();
+    }
+    if (!offered_error.empty()) {
+      std::printf("{\"sm\":%d,\"runner\":\"%s\",\"gemm\":%d,\"offered_error\":%s}\n", sm, runner,
+                  gemm, json_string(offered_error).c_str());
+      continue;
+    }
+    for (auto const& config : configs) {
+      std::string line = "{\"sm\":" + std::to_string(sm) + ",\"runner\":\"" + runner +
+                         "\",\"gemm\":" + std::to_string(gemm) +
+                         ",\"tactic\":" + std::to_string(tactic++) +
+                         ",\"config_sm\":" + std::to_string(config.sm_version) +
+                         ",\"tma_ws\":" + (config.is_tma_warp_specialized ? "true" : "false") +
+                         ",\"tile_enum\":" + std::to_string(tile_enum(config));
+      if (config.is_tma_warp_specialized) {
+        int const e = tile_enum(config);
+        auto [m, n, k] = cutlass_extensions::enum_to_shape_tuple(static_cast<cutlass_extensions::CutlassTileConfigSM90>(e > 0 ? e : 0));
+        line += ",\"tile_bytes\":" + (e > 0 ? triple(m, n, k) : std::string("null"));
+        line += ",\"cluster\":" + shape_of(config.cluster_shape);
+        line += ",\"dynamic_cluster\":" + shape_of(config.dynamic_cluster_shape);
+        line += ",\"fallback_cluster\":" + shape_of(config.fallback_cluster_shape);
+        line += ",\"epilogue_schedule\":" + std::to_string(static_cast<int>(config.epilogue_schedule));
+        line += ",\"mainloop_schedule\":" + std::to_string(static_cast<int>(config.mainloop_schedule));
+        bool const finalize = config.epilogue_fusion_type == CutlassGemmConfig::EpilogueFusionType::FINALIZE;
+        line += std::string(",\"fusion\":\"") + (finalize ? "finalize" : "none") + "\"";
+        line += std::string(",\"swap_ab\":") + (config.swap_ab ? "true" : "false");
+        TmaWarpSpecializedGroupedGemmInput input{};
+        input.fpX_block_scaling_type = scaling;
+        input.swap_ab = config.swap_ab;
+        tc::selected = tc::Selected{};
+        size_t workspace = 0;
+        std::string error;
+        try {
+          if (finalize) {
+            kernels::cutlass_kernels_oss::dispatchMoeGemmSelectTileShapeTmaWarpSpecialized<
+                T, W, Out, cutlass_extensions::EpilogueOpDefault, Fusion::FINALIZE>(
+                input, 8, config, 1, cudaStream_t{0}, nullptr, &workspace);
+          } else {
+            kernels::cutlass_kernels_oss::dispatchMoeGemmSelectTileShapeTmaWarpSpecialized<
+                T, W, Out, cutlass_extensions::EpilogueOpDefault, Fusion::NONE>(
+                input, 8, config, 1, cudaStream_t{0}, nullptr, &workspace);
+          }
+        } catch (std::exception const& e) {
+          error = e.what();
+        }
+        if (tc::selected.set) {
+          auto const& s = tc::selected;
+          line += ",\"dispatch\":\"accepted\",\"instantiation\":{\"arch\":" + std::to_string(s.arch) +
+                  ",\"tile\":" + triple(s.tile[0], s.tile[1], s.tile[2]) +
+                  ",\"cluster\":" + triple(s.cluster[0], s.cluster[1], s.cluster[2]) +
+                  ",\"fusion\":\"" + (s.fusion == static_cast<int>(Fusion::FINALIZE) ? "finalize" : "none") +
+                  "\",\"mx\":" + (s.mx ? "true" : "false") +
+                  ",\"swap_ab\":" + (s.swap_ab ? "true" : "false") +
+                  ",\"dynamic_cga\":" + (s.dynamic_cga ? "true" : "false") +
+                  ",\"epilogue_schedule\":\"" + s.schedule + "\"}";
+        } else {
+          // the first line of TensorRT-LLM's message; the rest is a backtrace
+          std::string first = error.substr(0, error.find('\n'));
+          line += ",\"dispatch\":\"rejected\",\"error\":" + json_string(first.empty() ? "no launcher selected" : first);
+        }
+      } else {
+        line += ",\"dispatch\":\"not_tma\"";
+      }
+      std::printf("%s}\n", line.c_str());
+    }
+  }
+}
+
+void probe(int sm) {
+  using Scaling = TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType;
+  // moe_gemm_kernels_{bf16_bf16,fp16_fp16,fp32_fp32,fp8_fp8,fp4_fp4,fp8_fp4}.cu
+  probe_runner<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16>(sm, "bf16", Scaling::NONE);
+  probe_runner<half, half, half>(sm, "fp16", Scaling::NONE);
+  probe_runner<float, float, float>(sm, "fp32", Scaling::NONE);
+  probe_runner<__nv_fp8_e4m3, __nv_fp8_e4m3, __nv_bfloat16>(sm, "fp8_e4m3-bf16", Scaling::NONE);
+  probe_runner<__nv_fp8_e4m3, __nv_fp8_e4m3, half>(sm, "fp8_e4m3-fp16", Scaling::NONE);
+  probe_runner<kernels::cutlass_kernels::Fp4Type, kernels::cutlass_kernels::Fp4Type, __nv_bfloat16>(
+      sm, "nvfp4-bf16", Scaling::NVFP4);
+  probe_runner<kernels::cutlass_kernels::Fp4Type, kernels::cutlass_kernels::Fp4Type, half>(
+      sm, "nvfp4-fp16", Scaling::NVFP4);
+  probe_runner<__nv_fp8_e4m3, kernels::cutlass_kernels::Fp4Type, __nv_bfloat16>(
+      sm, "mxfp8xmxfp4-bf16", Scaling::MXFPX);
+  probe_runner<__nv_fp8_e4m3, kernels::cutlass_kernels::Fp4Type, half>(
+      sm, "mxfp8xmxfp4-fp16", Scaling::MXFPX);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s SM...  (e.g. 90 100 120)\n", argv[0]);
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    char* end = nullptr;
+    long sm = std::strtol(argv[i], &end, 10);
+    if (end == argv[i] || *end != '\0' || sm < 70 || sm > 200) {
+      std::fprintf(stderr, "tactics: %s is not an SM number (e.g. 90, 120)\n", argv[i]);
+      return 2;
+    }
+    probe(static_cast<int>(sm));
+  }
+  std::fflush(stdout);
+  return 0;
+}

@@ -1,0 +1,217 @@
+"""FlashInfer's own answer to "which MoE GEMM tactics do you offer, and does your dispatch take them?"
+
+``probe/tactics.cu`` is compiled once per (FlashInfer sources, nvcc) into the build cache, like a
+harness, from FlashInfer's headers plus TensorRT-LLM's ``cutlass_heuristic.cpp`` and the three
+host support files, and run on the CPU: it calls ``MoeGemmRunner<...>::getConfigs`` (which calls
+``get_candidate_configs`` of the heuristic) and, for every TMA warp-specialized tactic,
+``dispatchMoeGemmSelectTileShapeTmaWarpSpecialized`` as the workspace query calls it, with the
+launcher template defined to record the instantiation the dispatch selected instead of running
+it. See the comment at the top of ``probe/tactics.cu`` for the output.
+
+The tactic ids are those of FlashInfer's autotuner for ``cutlass_fused_moe``
+(``MoERunner``): GEMM 1's tactics first, GEMM 2's numbered after them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..buildcache import BuildCache, BuildSpec
+from .codegen import COMMON_NVCC_FLAGS, tile_k_elements
+from .sources import FlashInferSources, find_cublas_include, find_cuda_home
+
+PROBE_SOURCE = Path(__file__).resolve().parent / "probe" / "tactics.cu"
+HEURISTIC_CPP = "tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp"
+#: measured: about 65 s and 2 GB of RAM on one core (nvcc 13.0, FlashInfer 0.7.4)
+PROBE_RAM = 2_500_000_000
+#: architectures the probe is asked about (SM103 is left out: its dispatch branch depends on a
+#: macro of FlashInfer's separate SM103 module)
+PROBE_SMS = {"sm90": 90, "sm100": 100, "sm120": 120, "sm121": 121}
+
+
+class ProbeError(RuntimeError):
+    """The tactics probe could not be built or run."""
+
+
+@dataclass(frozen=True)
+class Tactic:
+    """One entry of CutlassMoeFCRunner::getTactics for one runner (dtype combination)."""
+
+    sm: int
+    runner: str  # dtype label as case ids spell it: bf16, fp8_e4m3-bf16, nvfp4-bf16, mxfp8xmxfp4-bf16
+    gemm: int  # 1 or 2
+    tactic: int  # the autotuner's tactic id
+    tma_ws: bool
+    tile_bytes: tuple[int, int, int] | None
+    cluster: tuple[int, int, int] | None
+    dynamic_cluster: tuple[int, int, int] | None
+    epilogue_schedule: int | None
+    fusion: str
+    swap_ab: bool
+    dispatch: str  # accepted | rejected | not_tma
+    instantiation: dict[str, Any] | None
+    error: str
+
+    @property
+    def act(self) -> str:
+        return runner_dtypes(self.runner)[0]
+
+    def tile_elements(self) -> tuple[int, int, int] | None:
+        """The CTA tile in elements of the activation (what the dispatch's SHAPE_CASE computes)."""
+        if self.instantiation is not None:
+            return tuple(self.instantiation["tile"])
+        if self.tile_bytes is None:
+            return None
+        m, n, k = self.tile_bytes
+        return (m, n, tile_k_elements(k, self.act))
+
+
+def runner_dtypes(runner: str) -> tuple[str, str, str]:
+    """``mxfp8xmxfp4-bf16`` -> (mxfp8, mxfp4, bf16), ``fp8_e4m3-bf16`` -> (fp8_e4m3, fp8_e4m3, bf16)."""
+    from ..schema import ACTIVATION_DTYPES, WEIGHT_DTYPES
+
+    inputs, _, out = runner.rpartition("-")
+    if not inputs:
+        return runner, runner, runner
+    for act in ACTIVATION_DTYPES:
+        for weight in WEIGHT_DTYPES:
+            if inputs == f"{act}x{weight}":
+                return act, weight, out
+    return inputs, inputs, out
+
+
+def _triple(value: Any) -> tuple[int, int, int] | None:
+    return None if value is None else (int(value[0]), int(value[1]), int(value[2]))
+
+
+def parse(lines: Sequence[str]) -> list[Tactic]:
+    tactics = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ProbeError(
+                f"tactics probe output line {number} is not JSON: {exc.msg}: {line[:200]}"
+            ) from None
+        if "offered_error" in row:
+            raise ProbeError(
+                f"FlashInfer's getConfigs failed for sm{row['sm']} {row['runner']} GEMM {row['gemm']}: "
+                f"{row['offered_error']}"
+            )
+        tactics.append(
+            Tactic(
+                sm=int(row["sm"]),
+                runner=str(row["runner"]),
+                gemm=int(row["gemm"]),
+                tactic=int(row["tactic"]),
+                tma_ws=bool(row["tma_ws"]),
+                tile_bytes=_triple(row.get("tile_bytes")),
+                cluster=_triple(row.get("cluster")),
+                dynamic_cluster=_triple(row.get("dynamic_cluster")),
+                epilogue_schedule=row.get("epilogue_schedule"),
+                fusion=str(row.get("fusion", "none")),
+                swap_ab=bool(row.get("swap_ab", False)),
+                dispatch=str(row["dispatch"]),
+                instantiation=row.get("instantiation"),
+                error=str(row.get("error", "")),
+            )
+        )
+    return tactics
+
+
+def probe_spec(sources: FlashInferSources, cuda_home: Path, salt: str) -> BuildSpec:
+    includes = [f"-I{d}" for d in sources.include_dirs]
+    system = [cuda_home / "include", *sources.system_include_dirs, find_cublas_include(cuda_home)]
+    command = [
+        str(cuda_home / "bin" / "nvcc"),
+        "-std=c++17",
+        "-O1",
+        "-DNDEBUG",
+        "--expt-relaxed-constexpr",
+        *includes,
+        *(arg for d in system for arg in ("-isystem", str(d))),
+        *COMMON_NVCC_FLAGS,
+        "-DENABLE_BF16",
+        "-DENABLE_FP8",
+        "-DENABLE_FP4",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+        # every arch's TMA WS dispatch branch is compiled in (as FlashInfer's modules do per arch);
+        # no kernel is compiled: the probe holds no device code
+        "-DCOMPILE_HOPPER_TMA_GROUPED_GEMMS",
+        "-DCOMPILE_BLACKWELL_TMA_GROUPED_GEMMS",
+        "-DCOMPILE_BLACKWELL_SM120_TMA_GROUPED_GEMMS",
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "{src}",
+        str(sources.nv_internal / HEURISTIC_CPP),
+        *(str(p) for p in sources.common_sources),
+        "-o",
+        "{out}",
+    ]
+    return BuildSpec(
+        source=PROBE_SOURCE.read_text(),
+        command=tuple(command),
+        salt=salt,
+        ram_bytes=PROBE_RAM,
+        label="tactics probe (FlashInfer heuristic + dispatch, host only)",
+    )
+
+
+def _nvcc_version(cuda_home: Path) -> str:
+    try:
+        out = subprocess.run(
+            [str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ProbeError(f"nvcc is not usable at {cuda_home}: {exc}") from None
+    return out.strip().splitlines()[-1]
+
+
+def build_probe(
+    sources: FlashInferSources, cache_dir: Path, progress: Callable[[str], None] | None = None
+) -> Path:
+    """The probe executable, compiled into the build cache on first use."""
+    home = find_cuda_home()
+    salt = f"{_nvcc_version(home)}|flashinfer {sources.version}|{sources.fingerprint}"
+    spec = probe_spec(sources, home, salt)
+    result = BuildCache(cache_dir, progress).build([spec], 1)[spec.key]
+    if not result.ok:
+        raise ProbeError(f"building the tactics probe failed: {result.first_error} (log: {result.log})")
+    return result.artifact
+
+
+def run_probe(executable: Path, archs: Sequence[str]) -> list[Tactic]:
+    return parse(probe_output(executable, archs))
+
+
+def probe_output(executable: Path, archs: Sequence[str]) -> list[str]:
+    """The probe's JSON lines for ``archs``."""
+    sms = []
+    for arch in archs:
+        if arch not in PROBE_SMS:
+            raise ProbeError(f"the tactics probe answers for {', '.join(PROBE_SMS)}, not {arch}")
+        sms.append(str(PROBE_SMS[arch]))
+    try:
+        proc = subprocess.run([str(executable), *sms], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ProbeError(f"running {executable} failed: {exc}") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise ProbeError(f"{executable} exited with status {proc.returncode}: {' | '.join(tail)}")
+    return proc.stdout.splitlines()
+
+
+def offered_tactics(
+    sources: FlashInferSources,
+    archs: Sequence[str],
+    cache_dir: Path,
+    progress: Callable[[str], None] | None = None,
+) -> list[str]:
+    """The probe's output (JSON lines) for ``archs``, building the probe if needed."""
+    return probe_output(build_probe(sources, cache_dir, progress), archs)

@@ -1,0 +1,163 @@
+"""``tileconform gen-matrix --from-flashinfer``: a matrix (format version 1) of exactly the MoE
+grouped-GEMM configurations the installed FlashInfer instantiates for an architecture.
+
+One suite per dtype combination; per tile, the clusters, swap_ab and fusions FlashInfer emits for
+it, split into several tile entries where they are not a full product, so that the matrix
+expands to exactly the generator's set (checked by loading the text before it is written).
+The matrix carries no expectations: run it (``--tile-device virtual`` without the GPU) with
+``--tile-update`` to record the verdicts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .flashinfer.codegen import KernelConfig
+from .flashinfer.generator import Skipped
+from .matrix import MatrixInvalid, load_matrix
+from .schema import DTypes
+
+DEFAULT_PROBLEM = "{experts: 4, rows: [0, 1, 77, 300], n: 384, k: 512}"
+BACKEND = "flashinfer-cutlass-moe"
+
+
+class GenMatrixError(ValueError):
+    pass
+
+
+def _shape(values: Iterable[int]) -> str:
+    return "x".join(str(v) for v in values)
+
+
+def dtype_label(config: KernelConfig) -> str:
+    return DTypes(act=config.act, weight=config.weight, out=config.out).label
+
+
+def select_dtypes(configs: Sequence[KernelConfig], wanted: Sequence[str]) -> list[KernelConfig]:
+    """Keep the configs whose dtype label (``nvfp4-bf16``) or activation (``nvfp4``) is wanted."""
+    if not wanted:
+        return list(configs)
+    labels = {dtype_label(c) for c in configs} | {c.act for c in configs}
+    unknown = [w for w in wanted if w not in labels]
+    if unknown:
+        raise GenMatrixError(
+            f"--dtype {', '.join(unknown)}: not instantiated for this arch; choose from "
+            f"{', '.join(sorted(labels))}"
+        )
+    return [c for c in configs if dtype_label(c) in wanted or c.act in wanted]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    tile: tuple[int, int, int]
+    clusters: tuple[tuple[int, int, int], ...]
+    swaps: tuple[bool, ...]
+    fusions: tuple[str, ...]
+
+    def yaml(self) -> str:
+        parts = [f"shape: {_shape(self.tile)}"]
+        parts.append("cluster: [" + ", ".join(_shape(c) for c in self.clusters) + "]")
+        parts.append("swap_ab: [" + ", ".join(str(s).lower() for s in self.swaps) + "]")
+        parts.append("fusion: [" + ", ".join(self.fusions) + "]")
+        return "{" + ", ".join(parts) + "}"
+
+
+def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
+    """Tile entries whose products are exactly ``configs`` (all of one dtype combination)."""
+    by_tile: dict[tuple[int, int, int], set[tuple[tuple[int, int, int], bool, str]]] = defaultdict(set)
+    for c in configs:
+        by_tile[c.tile].add((c.cluster, c.swap_ab, c.fusion))
+    entries = []
+    for tile, combos in by_tile.items():
+        # clusters that come with the same (swap_ab, fusion) set share an entry
+        by_cluster: dict[tuple[int, int, int], frozenset[tuple[bool, str]]] = {}
+        for cluster in sorted({c for c, _, _ in combos}):
+            by_cluster[cluster] = frozenset((s, f) for c, s, f in combos if c == cluster)
+        groups: dict[frozenset[tuple[bool, str]], list[tuple[int, int, int]]] = defaultdict(list)
+        for cluster, pairs in by_cluster.items():
+            groups[pairs].append(cluster)
+        for pairs, clusters in groups.items():
+            swaps = sorted({s for s, _ in pairs})
+            fusions = sorted({f for _, f in pairs}, key=("none", "finalize").index)
+            if len(pairs) == len(swaps) * len(fusions):
+                entries.append(_Entry(tile, tuple(clusters), tuple(swaps), tuple(fusions)))
+            else:  # not a product: one entry per swap_ab value
+                for swap in swaps:
+                    fs = sorted({f for s, f in pairs if s == swap}, key=("none", "finalize").index)
+                    entries.append(_Entry(tile, tuple(clusters), (swap,), tuple(fs)))
+    return entries
+
+
+def matrix_text(
+    configs: Sequence[KernelConfig],
+    arch: str,
+    *,
+    flashinfer_version: str,
+    generator: Path | None,
+    skipped: Sequence[Skipped],
+    command: str,
+) -> str:
+    if not configs:
+        raise GenMatrixError(f"no configuration to write for {arch}")
+    suites: dict[str, list[KernelConfig]] = defaultdict(list)
+    for c in configs:
+        suites[dtype_label(c)].append(c)
+    today = dt.date.today().isoformat()
+    if generator is not None and "flashinfer" in generator.parts:
+        # the path inside the package, not this machine's site-packages
+        parts = generator.parts
+        generator = Path(*parts[len(parts) - 1 - parts[::-1].index("flashinfer") :])
+    lines = [
+        f"# FlashInfer {flashinfer_version}'s CUTLASS MoE grouped GEMM for {arch}, exactly as its generator",
+        f"# instantiates it ({generator or 'generate_kernels.py'}),",
+        f"# written by `{command}` on {today}: {len(configs)} configurations.",
+        "# Tiles are CTA M x N x K with K in ELEMENTS of the activation type.",
+    ]
+    if skipped:
+        lines.append(
+            f"# Left out: {len(skipped)} generator operation(s) this harness does not build "
+            "(`tileconform gen-matrix -v` lists them)."
+        )
+    lines += [
+        "# No expectations yet: run it, e.g. `pytest --tile-matrix THIS.yaml --tile-device virtual",
+        "# --tile-update`, to record the verdicts.",
+        "version: 1",
+        f"backend: {BACKEND}",
+        "defaults:",
+        f"  arch: {arch}",
+        "  problems:",
+        "    # 4 experts: one with no rows, one with a single row, two that are not multiples of 128",
+        f"    - {DEFAULT_PROBLEM}",
+        "suites:",
+    ]
+    for label, members in suites.items():
+        first = members[0]
+        lines += [
+            f"  - name: {label}",
+            f"    dtype: {{act: {first.act}, weight: {first.weight}, out: {first.out}}}",
+            "    tile:",
+        ]
+        lines += [f"      - {entry.yaml()}" for entry in _entries(members)]
+    return "\n".join(lines) + "\n"
+
+
+def check_text(text: str, configs: Sequence[KernelConfig], arch: str, where: Path) -> None:
+    """The written matrix must expand to exactly ``configs`` (guards the entry grouping)."""
+    try:
+        loaded = load_matrix(where, {BACKEND}, text=text)
+    except MatrixInvalid as exc:  # a bug here, not bad input
+        raise AssertionError(f"gen-matrix wrote an invalid matrix:\n{exc}") from None
+    got = {
+        (c.act, c.weight, c.out, c.tile, c.cluster, c.swap_ab, c.fusion)
+        for c in loaded.cases
+        if c.arch == arch
+    }
+    want = {(c.act, c.weight, c.out, c.tile, c.cluster, c.swap_ab, c.fusion) for c in configs}
+    if got != want or len(loaded.cases) != len(configs):
+        raise AssertionError(
+            f"gen-matrix grouping is wrong: {len(got - want)} extra, {len(want - got)} missing case(s)"
+        )

@@ -1,0 +1,10 @@
+# Sourced by the scripts/gpu-*.sh: makes the plugin runnable on a GPU host without a package
+# index. The checkout carries .whl/ (ruamel.yaml, pydantic and their needs, as wheels) and
+# .carry/flashinfer-data.tar.xz (FlashInfer's kernel sources: data/{csrc/nv_internal, cutlass,
+# cccl, spdlog, include} and a VERSION file).
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+if [ ! -d /tmp/fi/data ]; then mkdir -p /tmp/fi && tar -xJf .carry/flashinfer-data.tar.xz -C /tmp/fi; fi
+export TILECONFORM_FLASHINFER_SOURCES=/tmp/fi/data TILECONFORM_CACHE_DIR=${TILECONFORM_CACHE_DIR:-/tmp/tccache}
+plugins=(-p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin -p no:cacheprovider)

@@ -1,0 +1,149 @@
+"""tileconform drift: heuristic (offered) x dispatch x generator x observed verdicts.
+
+``data/tactics-sm120-flashinfer-0.7.4.jsonl`` is what the tactics probe printed for sm120 with
+FlashInfer 0.7.4 (``tileconform drift --arch sm120 --save-tactics``). ``data/tactics-sm120-drift.jsonl``
+is a drift fixture made from its nvfp4 -> bf16 runner: the swap_ab 128x32x128 tactics are removed
+(instantiated, never offered), and two tactics are added to GEMM 1: CtaShape128x128x256B, which
+the dispatch rejects (as FlashInfer's heuristic offered before PR #2984), and CtaShape128x16x64B,
+which the dispatch accepts but the generator does not instantiate.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_tileconform.cli import main
+from pytest_tileconform.drift import (
+    FLAG_ALWAYS_FAILS,
+    FLAG_NOT_INSTANTIATED,
+    FLAG_REJECTED,
+    INFO_NOT_OFFERED,
+    ConfigKey,
+    compare,
+)
+from pytest_tileconform.flashinfer.generator import generated_ops
+from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_sources
+from pytest_tileconform.flashinfer.tactics import parse
+
+DATA = Path(__file__).resolve().parent / "data"
+REPO = DATA.parent.parent
+SM120_RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
+RECORDED = DATA / "tactics-sm120-flashinfer-0.7.4.jsonl"
+FIXTURE = DATA / "tactics-sm120-drift.jsonl"
+
+
+@pytest.fixture(scope="module")
+def sources():  # type: ignore[no-untyped-def]
+    try:
+        found = find_sources()
+    except FlashInferSourcesError as exc:
+        pytest.skip(str(exc))
+    if found.generate_kernels_py is None:
+        pytest.skip("FlashInfer sources come without generate_kernels.py")
+    return found
+
+
+@pytest.fixture(scope="module")
+def flashinfer_074(sources):  # type: ignore[no-untyped-def]
+    if sources.version != "0.7.4":
+        pytest.skip(f"the recorded probe output is FlashInfer 0.7.4's, installed is {sources.version}")
+    return sources
+
+
+def test_fixture_disagreements_are_flagged(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
+    tactics = parse(FIXTURE.read_text().splitlines())
+    results = [json.loads(SM120_RESULTS.read_text())]
+    drift = compare("sm120", tactics, generated_ops(flashinfer_074, "sm120"), results)
+    flagged = {
+        (r.key.tile, r.key.swap_ab, r.key.fusion): r.flags
+        for r in drift.flagged
+        if r.key.dtypes == "nvfp4-bf16"
+    }
+    assert flagged == {
+        ((128, 16, 128), False, "none"): [FLAG_NOT_INSTANTIATED],
+        ((128, 128, 512), False, "none"): [FLAG_NOT_INSTANTIATED, FLAG_REJECTED],
+        ((128, 256, 128), False, "finalize"): [FLAG_ALWAYS_FAILS],
+        ((256, 128, 128), False, "finalize"): [FLAG_ALWAYS_FAILS],
+    }
+    assert len(drift.flagged) == 4
+    rows = {r.key: r for r in drift.rows}
+    dropped = ConfigKey("nvfp4-bf16", (128, 32, 128), (1, 1, 1), True, "none")
+    assert rows[dropped].info == [INFO_NOT_OFFERED] and not rows[dropped].flags
+    ok = rows[ConfigKey("nvfp4-bf16", (128, 128, 128), (1, 1, 1), False, "none")]
+    assert ok.offered == [(1, 1), (2, 18)] and ok.dispatch == {"accepted"} and ok.generated
+    assert ok.verdicts == {"pass": 1} and not ok.flags
+
+
+def test_a_passing_verdict_clears_always_failing(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
+    tactics = parse(FIXTURE.read_text().splitlines())
+    failing = json.loads(SM120_RESULTS.read_text())
+    rerun = json.loads(SM120_RESULTS.read_text())
+    for entry in rerun["cases"]:
+        if entry["verdict"] and entry["verdict"]["outcome"] == "initialize":
+            entry["verdict"]["outcome"] = "pass"
+    drift = compare("sm120", tactics, generated_ops(flashinfer_074, "sm120"), [failing, rerun])
+    assert not [r for r in drift.flagged if FLAG_ALWAYS_FAILS in r.flags]
+
+
+def test_strict_exit_status(flashinfer_074, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    argv = ["drift", "--arch", "sm120", "--tactics", str(FIXTURE), "--results", str(SM120_RESULTS)]
+    assert main(argv) == 0
+    assert main([*argv, "--strict"]) == 1
+    assert main([*argv, "--strict", "--flagged-only"]) == 1
+    out = capsys.readouterr().out.split("# Drift")[-1]
+    table = [line for line in out.splitlines() if line.startswith("| nvfp4")]
+    assert len(table) == 4
+    assert "rejected: [TensorRT-LLM][ERROR] Assertion failed: Unsupported tile shape config 128128256" in out
+
+
+def test_installed_flashinfer_074_sm120(flashinfer_074, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """FlashInfer 0.7.4 itself: every offered SM120 tactic is accepted and instantiated; only the
+    two finalize tiles the virtual sm120 device rejects at initialize are flagged."""
+    argv = ["drift", "--arch", "sm120", "--tactics", str(RECORDED)]
+    assert main([*argv, "--strict"]) == 0
+    assert (
+        "88 configuration(s) for sm120: nothing flagged; 0 instantiated, never offered."
+        in capsys.readouterr().out
+    )
+    assert main([*argv, "--results", str(SM120_RESULTS), "--strict", "--flagged-only"]) == 1
+    out = capsys.readouterr().out
+    assert "2 offered, always fails" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message", "status"),
+    [
+        (["--arch", "sm80"], "--arch sm80: choose one of", 2),
+        (["--arch", "sm120", "--tactics", "/nonexistent.jsonl"], "cannot read /nonexistent.jsonl", 2),
+        (["--arch", "sm120", "--results", "/nonexistent.json"], "/nonexistent.json: cannot read", 2),
+    ],
+)
+def test_bad_input(
+    sources, capsys: pytest.CaptureFixture[str], argv: list[str], message: str, status: int
+) -> None:  # type: ignore[no-untyped-def]
+    assert main(["drift", *argv]) == status
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+
+
+def test_corrupt_tactics_file(sources, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "t.jsonl"
+    bad.write_text(RECORDED.read_text().splitlines()[0] + "\n{oops\n")
+    assert main(["drift", "--arch", "sm120", "--tactics", str(bad)]) == 3
+    assert "line 2 is not JSON" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_probe_reproduces_the_recorded_output(flashinfer_074, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Builds the tactics probe (about 65 s and 2 GB once; cached in the user build cache) and asks
+    the installed FlashInfer itself: its output for sm120 must be the recorded one."""
+    from pytest_tileconform.buildcache import default_cache_dir
+    from pytest_tileconform.flashinfer.tactics import offered_tactics
+
+    lines = offered_tactics(flashinfer_074, ["sm120"], default_cache_dir())
+    assert lines == RECORDED.read_text().splitlines()
+    assert importlib.metadata.version("flashinfer-python") == "0.7.4"

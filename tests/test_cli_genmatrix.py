@@ -1,0 +1,113 @@
+"""tileconform gen-matrix --from-flashinfer: the matrix of what FlashInfer's generator instantiates."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from pytest_tileconform.cli import main
+from pytest_tileconform.flashinfer.codegen import SM120_INPUTS, SM120_MIXED_TILES, SM120_TILES
+from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_sources
+from pytest_tileconform.matrix import load_matrix
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _flashinfer() -> None:
+    try:
+        sources = find_sources()
+    except FlashInferSourcesError as exc:
+        pytest.skip(str(exc))
+    if sources.generate_kernels_py is None:
+        pytest.skip("FlashInfer sources come without generate_kernels.py")
+
+
+def _generate(tmp_path: Path, *args: str) -> Path:
+    out = tmp_path / "gen.yaml"
+    assert main(["gen-matrix", "--from-flashinfer", *args, "-o", str(out)]) == 0
+    return out
+
+
+def _coords(path: Path) -> set[tuple[object, ...]]:
+    return {
+        (c.arch, c.act, c.weight, c.out, c.tile, c.cluster, c.swap_ab, c.fusion)
+        for c in load_matrix(path).cases
+    }
+
+
+def test_sm90_is_the_shipped_sm90_space(tmp_path: Path) -> None:
+    """matrices/sm90.yaml was written by hand from the generator; the generated one must equal it."""
+    generated = load_matrix(_generate(tmp_path, "--arch", "sm90"))
+    shipped = load_matrix(REPO / "matrices" / "sm90.yaml")
+    assert len(generated.cases) == 360
+    assert {c.id for c in generated.cases} == {c.id for c in shipped.cases}
+    assert generated.model.expectations is None
+
+
+def test_sm120_is_what_codegen_supports(tmp_path: Path) -> None:
+    coords = _coords(_generate(tmp_path, "--arch", "sm120"))
+    want = set()
+    for (act, weight), out, swap, fusion in itertools.product(
+        SM120_INPUTS, ("bf16", "fp16"), (False, True), ("none", "finalize")
+    ):
+        tiles = SM120_TILES if act == "nvfp4" else SM120_MIXED_TILES
+        want |= {("sm120", act, weight, out, t, (1, 1, 1), swap, fusion) for t in tiles}
+    assert coords == want
+    assert len(coords) == 88
+    shipped = {c.id for c in load_matrix(REPO / "matrices" / "sm120.yaml").cases}
+    assert shipped <= {c.id for c in load_matrix(tmp_path / "gen.yaml").cases}
+
+
+def test_sm121_runs_the_sm120_kernel_set(tmp_path: Path) -> None:
+    sm121 = {c[1:] for c in _coords(_generate(tmp_path, "--arch", "sm121"))}
+    sm120 = {c[1:] for c in _coords(_generate(tmp_path, "--arch", "sm120"))}
+    assert sm121 == sm120
+
+
+def test_dtype_filter(tmp_path: Path) -> None:
+    coords = _coords(_generate(tmp_path, "--arch", "sm120", "--dtype", "nvfp4-bf16"))
+    assert len(coords) == 32 and {c[1:4] for c in coords} == {("nvfp4", "nvfp4", "bf16")}
+    coords = _coords(_generate(tmp_path, "--arch", "sm90", "--dtype", "fp8_e4m3", "--dtype", "fp32"))
+    assert {c[3] for c in coords if c[1] == "fp8_e4m3"} == {"bf16", "fp16"}
+    assert {c[1] for c in coords} == {"fp8_e4m3", "fp32"}
+
+
+def test_sm100_keeps_only_what_the_harness_builds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    coords = _coords(_generate(tmp_path, "--arch", "sm100"))
+    assert {c[5] for c in coords} == {(1, 1, 1), (2, 1, 1)}
+    assert {c[1] for c in coords} == {"bf16", "fp16", "fp32", "fp8_e4m3"}
+    err = capsys.readouterr().err
+    assert "are not built by this harness and are left out" in err
+
+
+def test_stdout_and_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gen-matrix", "--from-flashinfer", "--arch", "sm120", "--dtype", "mxfp8"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("# FlashInfer ")
+    assert "version: 1" in captured.out and "\nexpectations:" not in captured.out
+    assert "24 configuration(s)" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--arch", "sm120"], "gen-matrix needs --from-flashinfer"),
+        (["--from-flashinfer", "--arch", "sm80"], "--arch sm80: choose one of"),
+        (["--from-flashinfer", "--arch", "sm120", "--dtype", "bf16"], "--dtype bf16: not instantiated"),
+    ],
+)
+def test_bad_usage(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    assert main(["gen-matrix", *argv]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+
+
+def test_sources_without_generator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["gen-matrix", "--from-flashinfer", "--arch", "sm90", "--flashinfer-sources", str(tmp_path)])
+        == 3
+    )
+    assert "incomplete" in capsys.readouterr().err

@@ -1,0 +1,273 @@
+"""tileconform report merge: results of several runners and shards -> one compatibility table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_backend import TileRun
+
+from pytest_tileconform.cli import main
+from pytest_tileconform.merge import merge, to_html, to_markdown
+
+REPO = Path(__file__).resolve().parent.parent
+
+MATRIX = """\
+version: 1
+backend: fake
+suites:
+  - arch: sm90
+    dtype: [bf16, {act: fp8, weight: fp8, out: bf16}]
+    tile: [128x64x64, 128x128x64, 256x128x64]
+    cluster: [1x1x1, 2x1x1]
+    fusion: [none, finalize]
+    problems: {experts: 2, rows: 64, n: 256, k: 128}
+"""
+
+VERDICTS = {
+    "sm90-bf16-256x128x64-c2x1x1-finalize": {
+        "stage": "initialize",
+        "status": "Error Internal",
+        "smem": 240000,
+        "limit": 232448,
+        "source": "hardware (NVIDIA H200, CC 9.0)",
+    },
+}
+
+
+def _verdicts_all_hardware(tc: TileRun, ids: list[str]) -> None:
+    table: dict[str, Any] = {
+        i: {"stage": "pass", "smem": 200000, "limit": 232448, "source": "hardware (NVIDIA H200, CC 9.0)"}
+        for i in ids
+    }
+    table.update(VERDICTS)
+    tc.verdicts(table)
+
+
+def _case_ids(tc: TileRun) -> list[str]:
+    return [n.rpartition("::")[2] for n in tc.collect()]
+
+
+@pytest.fixture
+def sharded(tc: TileRun) -> tuple[TileRun, list[Path], Path]:
+    """The same matrix run whole and as three shards, each writing --tile-report."""
+    tc.matrix(MATRIX)
+    _verdicts_all_hardware(tc, _case_ids(tc))
+    whole = tc.path / "whole.json"
+    tc.run("--tile-report", str(whole))
+    shards = []
+    for i in (1, 2, 3):
+        path = tc.path / f"shard{i}.json"
+        tc.run("--tile-shard", f"{i}/3", "--tile-report", str(path))
+        shards.append(path)
+    return tc, shards, whole
+
+
+def test_shards_merge_to_the_whole_run(sharded: tuple[TileRun, list[Path], Path]) -> None:
+    _, shards, whole = sharded
+    merged_shards, merged_whole = merge(shards), merge([whole])
+    assert sum(merged_shards.devices.values()) == sum(merged_whole.devices.values()) == 24
+    body = to_markdown(merged_shards).split("## Devices", 1)[1]
+    assert body == to_markdown(merged_whole).split("## Devices", 1)[1]
+    assert "pass 3/4 · initialize 1/4 (Error Internal, 240,000 B > 232,448)" in body
+    assert "| D1 | NVIDIA H200 | hardware | 9.0 | 232,448 |" in body
+    assert (
+        "`sm90-bf16-256x128x64-c2x1x1-finalize` | initialize | Error Internal | 240,000 | 232,448 |" in body
+    )
+
+
+def test_report_records_a_host_fingerprint(sharded: tuple[TileRun, list[Path], Path]) -> None:
+    _, _, whole = sharded
+    host = json.loads(whole.read_text())["host"]
+    assert set(host["fingerprint"]) == {"gpus", "driver", "cuda_driver", "nvcc", "flashinfer", "tileconform"}
+
+
+def test_rows_per_device_fingerprint(tmp_path: Path) -> None:
+    """An H200 file, a virtual sm120 file and a file without fingerprint (old format) merge."""
+    hw = _document(
+        [("sm90-bf16-128x128x64-c1x1x1-none", "sm90", "bf16", "128x128x64", "pass", 215040, 232448, _H200)],
+        fingerprint={
+            "driver": "580.159.04",
+            "cuda_driver": "13.0",
+            "nvcc": "Build cuda_13.0.r13.0/x",
+            "flashinfer": "0.7.4",
+        },
+    )
+    virtual = _document(
+        [
+            (
+                "sm120-nvfp4-bf16-128x256x128-c1x1x1-finalize",
+                "sm120",
+                "nvfp4",
+                "128x256x128",
+                "initialize",
+                102400,
+                101376,
+                "virtual (sm120 profile)",
+            ),
+            (
+                "sm120-nvfp4-bf16-128x256x128-c1x1x1-none",
+                "sm120",
+                "nvfp4",
+                "128x256x128",
+                "pass",
+                98304,
+                101376,
+                "virtual (sm120 profile)",
+            ),
+        ],
+        fingerprint=None,
+    )
+    (tmp_path / "hw.json").write_text(json.dumps(hw))
+    (tmp_path / "v.json").write_text(json.dumps(virtual))
+    merged = merge([tmp_path / "hw.json", tmp_path / "v.json"])
+    text = to_markdown(merged)
+    assert (
+        "| D1 | NVIDIA H200 | hardware | 9.0 | 232,448 | 580.159.04 | 13.0 | 0.7.4 "
+        "| Build cuda_13.0.r13.0/x |" in text
+    )
+    assert "| D2 | virtual sm120 | virtual | 12.0 | 101,376 | n/a | ? | 0.7.4 | ? |" in text
+    assert "## sm120 · nvfp4-bf16" in text
+    assert "pass 1/2 · initialize 1/2 (102,400 B > 101,376)" in text
+    page = to_html(merged)
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
+    assert 'class="mixed"' in page and 'class="pass"' in page
+
+
+_H200 = "hardware (NVIDIA H200, CC 9.0)"
+
+
+def _document(rows: list[tuple[Any, ...]], fingerprint: dict[str, Any] | None) -> dict[str, Any]:
+    cases = []
+    for case_id, arch, dtype, tile, outcome, smem, limit, source in rows:
+        out = "bf16"
+        cases.append(
+            {
+                "id": case_id,
+                "outcome": "passed" if outcome == "pass" else "failed",
+                "case": {
+                    "arch": arch,
+                    "act": dtype,
+                    "weight": dtype,
+                    "out": out,
+                    "tile": tile,
+                    "cluster": "1x1x1",
+                    "swap_ab": False,
+                    "fusion": "none",
+                    "problem": {"name": None, "rows": [1], "n": 8, "k": 8},
+                },
+                "verdict": {
+                    "outcome": outcome,
+                    "failed_stage": None if outcome == "pass" else outcome,
+                    "judged_through": "launch",
+                    "source": source,
+                    "status": "",
+                    "smem_requested": smem,
+                    "smem_limit": limit,
+                    "extra": {"flashinfer": "0.7.4"},
+                },
+            }
+        )
+    host: dict[str, Any] = {"node": "x"}
+    if fingerprint is not None:
+        host["fingerprint"] = fingerprint
+    return {"format": 1, "created": "2026-11-29T00:00:00+00:00", "host": host, "cases": cases}
+
+
+def test_conflicting_verdicts_are_flagged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    row = ("sm90-bf16-128x128x64-c1x1x1-none", "sm90", "bf16", "128x128x64")
+    (tmp_path / "a.json").write_text(json.dumps(_document([(*row, "pass", 1, 2, _H200)], None)))
+    (tmp_path / "b.json").write_text(json.dumps(_document([(*row, "run", 1, 2, _H200)], None)))
+    assert main(["report", "merge", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    captured = capsys.readouterr()
+    assert "conflict x1" in captured.out
+    assert "warning: conflict: sm90-bf16-128x128x64-c1x1x1-none on NVIDIA H200: pass" in captured.err
+
+
+def test_shipped_results_merge(tmp_path: Path) -> None:
+    """The H200 run and the virtual sm100 / sm120 runs of results/: one table, HTML and Markdown."""
+    files = [
+        REPO / "results/h200-2026-11-29/sm90-bf16-hardware.json",
+        REPO / "results/sm100-virtual-2026-11-29.json",
+        REPO / "results/sm120-virtual-2026-11-29.json",
+    ]
+    code = main(
+        [
+            "report",
+            "merge",
+            *map(str, files),
+            "-o",
+            str(tmp_path / "t.md"),
+            "--html",
+            str(tmp_path / "t.html"),
+        ]
+    )
+    assert code == 0
+    text = (tmp_path / "t.md").read_text()
+    for heading in (
+        "## sm90 · bf16",
+        "## sm100 · bf16",
+        "## sm120 · nvfp4-bf16",
+        "## sm120 · mxfp8xmxfp4-bf16",
+    ):
+        assert heading in text
+    assert text.count("| D") >= 3
+    assert (tmp_path / "t.html").read_text().count("<table>") == 1 + 5 + 1  # devices, 5 sections, rejected
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "t.json:1:2: not JSON"),
+        ('{"format": 1}', "t.json: not a tileconform results file"),
+        ('{"format": 7, "cases": []}', "t.json: results format 7 is not one this version reads"),
+        ('{"format": 1, "cases": [{"id": "x"}]}', "t.json: cases[0]: missing 'case'"),
+        (
+            '{"format": 1, "cases": [{"id": "x", "case": {"arch": "sm90"}}]}',
+            "t.json: cases[0].case: missing 'act', 'weight', 'out', 'tile'",
+        ),
+        (
+            '{"format": 1, "cases": [{"id": "x", "case": null, '
+            '"verdict": {"outcome": "weird", "source": "s"}}]}',
+            "t.json: cases[0].verdict.outcome: unknown outcome 'weird'",
+        ),
+    ],
+)
+def test_bad_input_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    (tmp_path / "t.json").write_text(content)
+    assert main(["report", "merge", str(tmp_path / "t.json")]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.out == ""
+
+
+def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "merge", str(tmp_path / "nope.json")]) == 2
+    assert "nope.json: cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["report", "--help"], ["report", "merge", "--help"]])
+def test_help_everywhere(argv: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_tileconform", *argv], capture_output=True, text=True, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: tileconform")
+
+
+def test_usage_error_exit_status() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_tileconform", "report", "merge"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2
+    assert "the following arguments are required: RESULTS.json" in proc.stderr
+    assert proc.stdout == ""
