@@ -154,6 +154,7 @@ def bisect(
         split(mid, hi)
 
     judge_at(0)
+    judge_at(len(releases) - 1)  # also when the two ends are neighbours, which split never judges
     split(0, len(releases) - 1)
     return result
 
@@ -528,13 +529,3 @@ def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
     if args.json:
         _write_atomic(args.json, json.dumps(to_json(result), indent=1) + "\n")
     return 0
-
-
-def _main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_tileconform.bisect")
-    configure_parser(parser)
-    return main(parser.parse_args())
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

@@ -391,11 +391,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_bisect(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from . import bisect
+
+    bisect.add_parser(subparsers).set_defaults(handler=bisect.main)
+
+
 _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_gen_matrix,
     _add_drift,
     _add_report,
     _add_export_blocklist,
+    _add_bisect,
 ]
 
 

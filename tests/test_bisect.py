@@ -104,6 +104,15 @@ def test_no_change_judges_only_the_ends(cases: list[Case]) -> None:
     assert judge.calls == ["0.6.0", "0.6.19"] and result.changes() == []
 
 
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_the_ends_are_always_judged(cases: list[Case], count: int) -> None:
+    releases = RELEASES[12 : 12 + count]  # 0.6.12 (failing) .. : 0.6.13 fixed it
+    judge = FakeJudge({FINALIZE: [(0, FAIL), (13, FIXED)]})
+    result = bisect(releases, cases, judge)
+    assert set(judge.calls) == set(releases)
+    assert result.changes() == ([] if count == 1 else [("0.6.12", "0.6.13")])
+
+
 def test_all_judges_everything(cases: list[Case]) -> None:
     judge = FakeJudge({FINALIZE: [(0, FAIL), (13, FIXED)]})
     result = bisect(RELEASES, cases, judge, everything=True)
