@@ -114,13 +114,18 @@ def available_memory() -> int:
 
 
 def parallel_jobs(
-    specs: Sequence[BuildSpec], share: int = 1, cores: int | None = None, memory: int | None = None
+    specs: Sequence[BuildSpec],
+    share: int = 1,
+    cores: int | None = None,
+    memory: int | None = None,
+    per_job: int | None = None,
 ) -> int:
-    """How many compiles may run at once: bounded by cores and by RAM, divided among ``share``
-    processes building at the same time (one per xdist worker)."""
+    """How many compiles may run at once: bounded by cores and by RAM (each compile needing the
+    most any of ``specs`` needs, or ``per_job``), divided among ``share`` processes building at
+    the same time (one per xdist worker)."""
     cores = cores or os.cpu_count() or 1
     memory = available_memory() if memory is None else memory
-    per_job = max((s.ram_bytes for s in specs), default=1)
+    per_job = per_job or max((s.ram_bytes for s in specs), default=1)
     return max(1, min(cores, int(memory * 0.85) // per_job) // max(1, share))
 
 

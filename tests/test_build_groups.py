@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from test_reference import make_case
 
 from pytest_tileconform.buildcache import BuildSpec
 from pytest_tileconform.cases import Case
-from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings, plan_groups
+from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings, plan_groups, unit_size
 from pytest_tileconform.verdict import Stage
 
 
@@ -94,3 +94,32 @@ def test_a_unit_that_fails_to_compile_is_rebuilt_case_by_case(
     # two good ones were built one by one
     assert units[(128, 64, 64)].path == units[(128, 128, 64)].path  # type: ignore[union-attr]
     assert units[(256, 128, 64)].path != units[(128, 32, 64)].path  # type: ignore[union-attr]
+
+
+GB = 1_000_000_000
+
+
+def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
+    """Parallel compiles a host allows for a unit of ``size`` (the backend's RAM model: 4.7 GB
+    for one SM90 instantiation, 1 GB per further one, 85 % of the memory usable)."""
+    return lambda size: min(cores, int(memory * 0.85) // (4_700_000_000 + GB * (size - 1)))
+
+
+@pytest.mark.parametrize(
+    ("cases", "cores", "memory", "expected"),
+    [
+        (16, 2, 20 * GB, (4, 2)),  # a 2-core CI runner: two units of 4 beat one unit of 8
+        (126, 32, 256 * GB, (6, 22)),  # one round of 21 units of 6 on the x2 host
+        (360, 16, 128 * GB, (5, 12)),
+        (1, 16, 128 * GB, (1, 16)),  # ties go to the larger unit: 1 case, 1 unit
+        (8, 1, 100 * GB, (8, 1)),  # one core: the biggest units
+    ],
+)
+def test_unit_size_from_cores_and_ram(cases: int, cores: int, memory: int, expected: tuple[int, int]) -> None:
+    assert unit_size(cases, 8, ram_bound(cores, memory)) == expected
+
+
+def test_unit_size_with_jobs_given() -> None:
+    # --tile-build-jobs 32 on 126 cases: one round of 32 units of about 4 (what ran on the x2 host)
+    assert unit_size(126, 8, lambda _size: 32) == (4, 32)
+    assert unit_size(126, 1, lambda _size: 32) == (1, 32)  # --tile-build-group 1
