@@ -11,6 +11,11 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the commands import what they need when they run: --help stays fast
+    from .flashinfer.sources import FlashInferSources
+    from .flashinfer.tactics import Tactic
 
 EXIT_OK = 0
 EXIT_FLAGGED = 1
@@ -89,7 +94,7 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 # -- gen-matrix --------------------------------------------------------------------------------
-def _sources(override: Path | None) -> object:
+def _sources(override: Path | None) -> FlashInferSources:
     from .flashinfer.sources import FlashInferSourcesError, find_sources
 
     try:
@@ -104,7 +109,6 @@ def _split_list(values: Sequence[str]) -> list[str]:
 
 def _gen_matrix(args: argparse.Namespace) -> int:
     from .flashinfer.generator import GENERATOR_ARCH, GeneratorError, generator_path, instantiated_configs
-    from .flashinfer.sources import FlashInferSources
     from .genmatrix import GenMatrixError, check_text, matrix_text, select_dtypes
 
     if not args.from_flashinfer:
@@ -113,7 +117,6 @@ def _gen_matrix(args: argparse.Namespace) -> int:
     if arch not in GENERATOR_ARCH:
         raise CommandError(f"--arch {args.arch}: choose one of {', '.join(GENERATOR_ARCH)}")
     sources = _sources(args.flashinfer_sources)
-    assert isinstance(sources, FlashInferSources)
     try:
         configs, skipped = instantiated_configs(sources, arch)
         configs = select_dtypes(configs, _split_list(args.dtype))
@@ -193,10 +196,10 @@ def _load_results(paths: Sequence[Path]) -> list[dict[str, object]]:
         raise CommandError(str(exc)) from None
 
 
-def _tactic_lines(args: argparse.Namespace, arch: str, sources: object) -> list[str]:
+def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[str]:
     """The tactics probe's output: replayed from --tactics, or from FlashInfer's own host code."""
     from .buildcache import default_cache_dir
-    from .flashinfer.sources import FlashInferSources, FlashInferSourcesError
+    from .flashinfer.sources import FlashInferSourcesError
     from .flashinfer.tactics import PROBE_SMS, ProbeError, offered_tactics
 
     if args.tactics is not None:
@@ -206,9 +209,8 @@ def _tactic_lines(args: argparse.Namespace, arch: str, sources: object) -> list[
             raise CommandError(f"cannot read {args.tactics}: {exc.strerror or exc}") from None
     if arch not in PROBE_SMS:
         raise CommandError(f"--arch {arch}: the tactics probe answers for {', '.join(PROBE_SMS)}")
-    if not isinstance(sources, FlashInferSources):
+    if sources is None:
         sources = _sources(args.flashinfer_sources)
-        assert isinstance(sources, FlashInferSources)
     cache = args.cache_dir or default_cache_dir()
     message(
         f"asking FlashInfer {sources.version}'s heuristic and dispatch (tactics probe, cached in {cache})"
@@ -222,22 +224,26 @@ def _tactic_lines(args: argparse.Namespace, arch: str, sources: object) -> list[
     return lines
 
 
+def _tactics(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[Tactic]:
+    """FlashInfer's tactics for ``arch`` (see :func:`_tactic_lines`)."""
+    from .flashinfer.tactics import ProbeError, parse
+
+    try:
+        return [t for t in parse(_tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
+    except ProbeError as exc:
+        raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
+
+
 def _drift(args: argparse.Namespace) -> int:
     from .drift import compare, to_markdown
     from .flashinfer.generator import GENERATOR_ARCH, GeneratorError, generated_ops
-    from .flashinfer.sources import FlashInferSources
-    from .flashinfer.tactics import ProbeError, parse
 
     arch = args.arch.lower()
     if arch not in GENERATOR_ARCH:
         raise CommandError(f"--arch {args.arch}: choose one of {', '.join(GENERATOR_ARCH)}")
     results = _load_results(args.results)
     sources = _sources(args.flashinfer_sources)
-    assert isinstance(sources, FlashInferSources)
-    try:
-        tactics = [t for t in parse(_tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
-    except ProbeError as exc:
-        raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
+    tactics = _tactics(args, arch, sources)
     if not tactics:
         raise CommandError(f"no tactic for {arch} in {args.tactics or 'the probe output'}")
     try:
@@ -312,20 +318,13 @@ def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 # -- export-blocklist ----------------------------------------------------------------------------
 def _export_blocklist(args: argparse.Namespace) -> int:
     from .blocklist import BlocklistError, build_export, dumps
-    from .flashinfer.sources import FlashInferSources
-    from .flashinfer.tactics import ProbeError, parse
 
     arch = args.arch.lower()
     if arch not in ("sm90", "sm100", "sm120", "sm121"):
         raise CommandError(f"--arch {args.arch}: choose one of sm90, sm100, sm120, sm121")
     results = _load_results(args.results)
     sources = _sources(args.flashinfer_sources) if args.tactics is None else None
-    if sources is not None:
-        assert isinstance(sources, FlashInferSources)
-    try:
-        tactics = [t for t in parse(_tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
-    except ProbeError as exc:
-        raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
+    tactics = _tactics(args, arch, sources)
     try:
         export = build_export(tactics, results, arch, dtypes=args.dtype, gpu=args.gpu)
     except BlocklistError as exc:

@@ -58,13 +58,11 @@ def _gpus() -> tuple[list[dict[str, Any]], str | None]:
 def _nvcc() -> str | None:
     """The last line of ``nvcc --version`` (e.g. ``Build cuda_13.0.r13.0/compiler.36424714_0``)."""
     try:
-        from .flashinfer.sources import FlashInferSourcesError, find_cuda_home
+        from .flashinfer.sources import FlashInferSourcesError, find_cuda_home, nvcc_build
 
-        home = find_cuda_home()
-    except (ImportError, FlashInferSourcesError):
+        return nvcc_build(find_cuda_home())
+    except (ImportError, FlashInferSourcesError, IndexError):
         return None
-    out = _run([str(home / "bin" / "nvcc"), "--version"])
-    return out.strip().splitlines()[-1] if out and out.strip() else None
 
 
 def _distribution(name: str) -> str | None:

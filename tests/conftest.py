@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from fake_backend import TileRun
 
+from pytest_tileconform.flashinfer.sources import FlashInferSources, FlashInferSourcesError, find_sources
+
 
 @pytest.fixture
 def tc(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> TileRun:
@@ -15,3 +17,15 @@ def tc(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> TileRun:
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     return TileRun(pytester)
+
+
+@pytest.fixture(scope="session")
+def generator_sources() -> FlashInferSources:
+    """The installed FlashInfer's sources, with its kernel generator (skips without them)."""
+    try:
+        found = find_sources()
+    except FlashInferSourcesError as exc:
+        pytest.skip(str(exc))
+    if found.generate_kernels_py is None:
+        pytest.skip("FlashInfer sources come without generate_kernels.py")
+    return found

@@ -26,7 +26,7 @@ from pytest_tileconform.drift import (
     compare,
 )
 from pytest_tileconform.flashinfer.generator import generated_ops
-from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_sources
+from pytest_tileconform.flashinfer.sources import FlashInferSources
 from pytest_tileconform.flashinfer.tactics import parse
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -37,14 +37,8 @@ FIXTURE = DATA / "tactics-sm120-drift.jsonl"
 
 
 @pytest.fixture(scope="module")
-def sources():  # type: ignore[no-untyped-def]
-    try:
-        found = find_sources()
-    except FlashInferSourcesError as exc:
-        pytest.skip(str(exc))
-    if found.generate_kernels_py is None:
-        pytest.skip("FlashInfer sources come without generate_kernels.py")
-    return found
+def sources(generator_sources: FlashInferSources) -> FlashInferSources:
+    return generator_sources
 
 
 @pytest.fixture(scope="module")

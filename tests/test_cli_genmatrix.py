@@ -9,20 +9,12 @@ import pytest
 
 from pytest_tileconform.cli import main
 from pytest_tileconform.flashinfer.codegen import SM120_INPUTS, SM120_MIXED_TILES, SM120_TILES
-from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_sources
 from pytest_tileconform.matrix import load_matrix
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _flashinfer() -> None:
-    try:
-        sources = find_sources()
-    except FlashInferSourcesError as exc:
-        pytest.skip(str(exc))
-    if sources.generate_kernels_py is None:
-        pytest.skip("FlashInfer sources come without generate_kernels.py")
+pytestmark = pytest.mark.usefixtures("generator_sources")
 
 
 def _generate(tmp_path: Path, *args: str) -> Path:

@@ -31,7 +31,14 @@ from ..virtual.profiles import BUILTIN, ArchProfile, builtin
 from ..virtual.run import run_virtual, verdict_of
 from .codegen import HARNESS_DIR, KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
 from .compat import harness_error, incompatibility
-from .sources import FlashInferSources, find_cublas_include, find_cuda_home, find_sources
+from .sources import (
+    FlashInferSources,
+    FlashInferSourcesError,
+    build_salt,
+    find_cublas_include,
+    find_cuda_home,
+    find_sources,
+)
 
 T = TypeVar("T")
 NAME = "flashinfer-cutlass-moe"
@@ -86,16 +93,6 @@ def kernel_config(case: Case) -> KernelConfig:
         swap_ab=case.swap_ab,
         fusion=case.fusion,
     )
-
-
-def _nvcc_version(cuda_home: Path) -> str:
-    try:
-        out = subprocess.run(
-            [str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise NotJudgeable(f"nvcc is not usable at {cuda_home}: {exc}") from None
-    return out.strip().splitlines()[-1]
 
 
 def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
@@ -182,8 +179,10 @@ class FlashInferBackend:
         """CUDA home, the cache salt (nvcc, FlashInfer version and sources) and the virtual runtime."""
         if self._toolchain is None:
             home = find_cuda_home()
-            fingerprint = self.sources.remembered_fingerprint(self.settings.cache_dir)
-            salt = f"{_nvcc_version(home)}|flashinfer {self.sources.version}|{fingerprint}"
+            try:
+                salt = build_salt(self.sources, home, self.settings.cache_dir)
+            except FlashInferSourcesError as exc:  # nvcc unusable: nothing here can be judged
+                raise NotJudgeable(str(exc)) from None
             self._toolchain = (home, salt, build_runtime(self.settings.cache_dir, home))
         return self._toolchain
 

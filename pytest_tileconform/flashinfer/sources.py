@@ -229,6 +229,23 @@ def find_cuda_home() -> Path:
     )
 
 
+def nvcc_build(cuda_home: Path) -> str:
+    """The last line of ``nvcc --version`` (``Build cuda_13.0.r13.0/compiler.36424714_0``)."""
+    try:
+        out = subprocess.run(
+            [str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise FlashInferSourcesError(f"nvcc is not usable at {cuda_home}: {exc}") from None
+    return out.strip().splitlines()[-1]
+
+
+def build_salt(sources: FlashInferSources, cuda_home: Path, memo_dir: Path) -> str:
+    """What every build from ``sources`` with this toolkit is keyed by besides its own text and
+    command: the nvcc build, the FlashInfer version and the sources' fingerprint."""
+    return f"{nvcc_build(cuda_home)}|flashinfer {sources.version}|{sources.remembered_fingerprint(memo_dir)}"
+
+
 def cuda_version(cuda_home: Path) -> tuple[int, int]:
     """(major, minor) of the toolkit: from ``version.json``, else from ``nvcc --version``."""
     version_json = cuda_home / "version.json"

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..buildcache import BuildCache, BuildSpec
 from .codegen import COMMON_NVCC_FLAGS, tile_k_elements
-from .sources import FlashInferSources, find_cublas_include, find_cuda_home
+from .sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
 
 PROBE_SOURCE = Path(__file__).resolve().parent / "probe" / "tactics.cu"
 HEURISTIC_CPP = "tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp"
@@ -163,23 +163,12 @@ def probe_spec(sources: FlashInferSources, cuda_home: Path, salt: str) -> BuildS
     )
 
 
-def _nvcc_version(cuda_home: Path) -> str:
-    try:
-        out = subprocess.run(
-            [str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise ProbeError(f"nvcc is not usable at {cuda_home}: {exc}") from None
-    return out.strip().splitlines()[-1]
-
-
 def build_probe(
     sources: FlashInferSources, cache_dir: Path, progress: Callable[[str], None] | None = None
 ) -> Path:
     """The probe executable, compiled into the build cache on first use."""
     home = find_cuda_home()
-    salt = f"{_nvcc_version(home)}|flashinfer {sources.version}|{sources.fingerprint}"
-    spec = probe_spec(sources, home, salt)
+    spec = probe_spec(sources, home, build_salt(sources, home, cache_dir))
     result = BuildCache(cache_dir, progress).build([spec], 1)[spec.key]
     if not result.ok:
         raise ProbeError(f"building the tactics probe failed: {result.first_error} (log: {result.log})")
