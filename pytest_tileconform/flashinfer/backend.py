@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..buildcache import BuildCache, BuildResult, BuildSpec, parallel_jobs, portable
+from ..buildcache import BuildCache, BuildResult, BuildSpec, Roots, parallel_jobs, portable
 from ..cases import Case
 from ..devices import Gpu, current_gpu
 from ..verdict import NotJudgeable, Stage, Verdict
@@ -164,6 +164,7 @@ class FlashInferBackend:
         self._builds: dict[Case, BuildResult | Verdict] = {}
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
+        self._commands: dict[int, tuple[tuple[str, ...], Roots]] = {}
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
         self._cores_shared = False
 
@@ -232,29 +233,34 @@ class FlashInferBackend:
         )
 
     # -- building ----------------------------------------------------------------------
-    def _spec(self, cases: Sequence[Case]) -> BuildSpec:
-        """The build of one translation unit holding ``cases`` (one arch)."""
-        home, salt, runtime = self.toolchain
-        configs = list(dict.fromkeys(kernel_config(case) for case in cases))
-        command = nvcc_command(configs[0], self.sources, Path("{src}"), Path("{out}"), home)
-        ram = RAM_PER_COMPILE.get(cases[0].sm, RAM_PER_COMPILE_DEFAULT)
-        label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
-        # the key must not depend on where things are installed: their contents are in the salt
-        # (nvcc version, FlashInfer's sources fingerprint) or the unit (harness fingerprint)
-        portable_command, roots = portable(
-            build_script(command, runtime),
-            {
+    def _command(self, config: KernelConfig) -> tuple[tuple[str, ...], Roots]:
+        """The build script for ``config``'s arch (the same for every unit of an arch), with
+        the install roots as placeholders: the key must not depend on where things are
+        installed; their contents are in the salt (nvcc, FlashInfer's sources fingerprint) or in
+        the unit itself (harness fingerprint)."""
+        if config.arch not in self._commands:
+            home, _, runtime = self.toolchain
+            command = nvcc_command(config, self.sources, Path("{src}"), Path("{out}"), home)
+            roots = {
                 "flashinfer": self.sources.root,
                 "harness": HARNESS_DIR,
                 "cuda": home,
                 "cublas": find_cublas_include(home),
                 "cache": self.settings.cache_dir,
-            },
-        )
+            }
+            self._commands[config.arch] = portable(build_script(command, runtime), roots)
+        return self._commands[config.arch]
+
+    def _spec(self, cases: Sequence[Case]) -> BuildSpec:
+        """The build of one translation unit holding ``cases`` (one arch)."""
+        configs = list(dict.fromkeys(kernel_config(case) for case in cases))
+        command, roots = self._command(configs[0])
+        ram = RAM_PER_COMPILE.get(cases[0].sm, RAM_PER_COMPILE_DEFAULT)
+        label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
         return BuildSpec(
             source=generate_translation_unit(configs, self.sources.version),
-            command=portable_command,
-            salt=salt,
+            command=command,
+            salt=self.toolchain[1],
             ram_bytes=ram + RAM_PER_EXTRA_INSTANTIATION * (len(configs) - 1),
             label=label,
             roots=roots,
