@@ -2,7 +2,9 @@
 sm90 device, through the plugin as users run it, checked against the verdicts the H200 gave for
 the same cases (results/). The two cases are compiled together in one shared translation unit
 (one compile job), so this also checks that grouped builds judge as single builds did on the
-H200: about 130 s and 5 GB here, cached in the user cache."""
+H200: about 130 s and 5 GB here, cached in the user cache. The unit's hardware form (a shared
+library) is then run by the case runner, which on this GPU-less machine gets as far as the
+device query."""
 
 from __future__ import annotations
 
@@ -12,6 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from pytest_tileconform.devices import current_gpu
+from pytest_tileconform.flashinfer.backend import kernel_config
+from pytest_tileconform.flashinfer.reference import make_inputs, write_inputs
+from pytest_tileconform.flashinfer.runner import HarnessRunner, build_runner
+from pytest_tileconform.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("sm90-bf16-128x128x64-c1x1x1-none", "sm90-fp32-128x64x32-c1x1x1-none")
@@ -60,3 +68,22 @@ def test_virtual_sm90_verdicts_of_a_shared_unit_match_the_h200(tmp_path: Path) -
         assert verdict["smem_requested"] == hardware[case]["verdict"]["smem_requested"]
         assert verdict["smem_limit"] == 232448  # sm90 opt-in limit, CUDA guide / CUTLASS arch.h
         assert verdict["workspace_bytes"] == hardware[case]["verdict"]["workspace_bytes"]
+
+    hardware_unit = Path(units.pop()) / "harness"
+    matrix_cases = {c.id: c for c in load_matrix(ROOT / "matrices" / "smoke-sm90.yaml").cases}
+    runner = HarnessRunner(build_runner(tmp_path / "cache"))
+    for case in CASES:
+        run_dir = tmp_path / case
+        run_dir.mkdir()
+        write_inputs(make_inputs(matrix_cases[case], 0), run_dir)
+        result = runner.run(hardware_unit, run_dir, kernel_config(matrix_cases[case]).name, 120)
+        ran = json.loads((run_dir / "verdict.json").read_text())
+        assert result.failure is None, result.failure
+        assert ran["config"]["tile"] == list(matrix_cases[case].tile)
+        if current_gpu() is None:
+            assert (result.status, ran["stage"]) == (1, "setup")
+            assert ran["status"] in ("cudaErrorNoDevice", "cudaErrorInsufficientDriver"), ran
+        else:
+            assert (result.status, ran["stage"]) == (0, "pass")
+    assert runner.started == 1
+    runner.close()

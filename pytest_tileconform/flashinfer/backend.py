@@ -1,8 +1,10 @@
 """The FlashInfer CUTLASS MoE grouped-GEMM backend: build the harnesses, run each case, check D.
 
 Cases are compiled together, up to ``group`` instantiations per translation unit (as FlashInfer
-does; the front end is shared), and each runs in its own process of that executable: a kernel
-that traps or leaves a sticky CUDA error takes down only that process, and a timeout bounds it.
+does; the front end is shared). On hardware, a worker runs its cases in one long-lived runner
+process that loads each unit once (:mod:`.runner`); a kernel that traps or leaves a sticky CUDA
+error ends only that runner (the next case starts a new one), and a timeout bounds each case.
+On the virtual device each case runs in its own process of the unit's virtual executable.
 A shared unit that fails to compile is rebuilt case by case, so a compile error is the verdict
 of the case that has it.
 """
@@ -14,9 +16,8 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from ..virtual.profiles import BUILTIN, ArchProfile, builtin
 from ..virtual.run import run_virtual, verdict_of
 from .codegen import HARNESS_DIR, KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
 from .compat import harness_error, incompatibility
+from .runner import HarnessRunner, build_runner
 from .sources import (
     FlashInferSources,
     FlashInferSourcesError,
@@ -97,7 +99,8 @@ def kernel_config(case: Case) -> KernelConfig:
 
 def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
     """One build, two programs: compile the unit once to objects, then link the hardware
-    harness (static cudart) and the virtual one (the project's runtime) from the same objects.
+    harness (a shared library with static cudart, which the runner loads: :mod:`.runner`) and
+    the virtual one (an executable on the project's runtime) from the same objects.
 
     ``hardware_command`` is :func:`codegen.nvcc_command` (``... --cudart=static SRC COMMON...
     -o OUT``); ``--no-compress`` keeps the cubins readable for the virtual device's resource
@@ -113,7 +116,7 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
         "sh",
         "-c",
         f"set -e; mkdir -p {objdir}; {compile_cmd} -odir {objdir}; "
-        f"{q(nvcc)} --cudart=static {objdir}/*.o -o {{out}}; "
+        f"{q(nvcc)} --cudart=static -shared {objdir}/*.o -o {{out}}; "
         f"{q(nvcc)} --cudart=none {objdir}/*.o {q(str(runtime))} -o {{out}}{VIRTUAL_SUFFIX}; "
         f"rm -rf {objdir}",
     )
@@ -167,6 +170,7 @@ class FlashInferBackend:
         self._commands: dict[int, tuple[tuple[str, ...], Roots]] = {}
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
         self._cores_shared = False
+        self._runner: HarnessRunner | None = None
 
     # -- what is here -------------------------------------------------------------------
     @property
@@ -408,14 +412,22 @@ class FlashInferBackend:
         assert gpu is not None  # _mode made sure
         source = f"hardware ({gpu.describe()})"
         run_dir = Path(tempfile.mkdtemp(prefix="tileconform-run-"))
+        started = time.perf_counter()
         try:
             inputs = make_inputs(case, self.settings.seed)
             write_inputs(inputs, run_dir, extra_problem={"timing_iters": self.settings.timing_iters})
             if os.environ.get("TILECONFORM_INJECT_FAULT") == case.id:  # test-only switch
                 with (run_dir / "problem.txt").open("a") as handle:
                     handle.write("inject_fault trap\n")
+            inputs_done = time.perf_counter()
             report, failure = self._execute(build.artifact, run_dir, kernel_config(case).name)
-            extra: dict[str, Any] = {**base, "gpu": f"{gpu.index} ({gpu.uuid})"}
+            harness_done = time.perf_counter()
+            # where a case's time goes: the targets of issue 7 are about the part that is not the kernel
+            seconds = {
+                "inputs": round(inputs_done - started, 4),
+                "harness": round(harness_done - inputs_done, 4),
+            }
+            extra: dict[str, Any] = {**base, "gpu": f"{gpu.index} ({gpu.uuid})", "seconds": seconds}
             extra.update({k: report[k] for k in ("kernel_ms", "device", "cuda_error") if k in report})
             common: dict[str, Any] = {
                 "judged_through": Stage.NUMERICS,
@@ -440,6 +452,7 @@ class FlashInferBackend:
             actual = read_output(run_dir, case, inputs)
             expected = reference_output(inputs, case)
             numerics = compare(actual, expected, policy_for(case))
+            seconds["check"] = round(time.perf_counter() - harness_done, 4)
             extra["numerics"] = numerics.summary()
             if not numerics.ok:
                 return Verdict(
@@ -450,24 +463,12 @@ class FlashInferBackend:
             if not self.settings.keep_runs:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _execute(self, artifact: Path, run_dir: Path, name: str) -> tuple[dict[str, Any], str | None]:
-        """Run case ``name`` of the harness; return its verdict.json and, if the process itself
-        failed, why."""
-        try:
-            proc = subprocess.run(
-                [str(artifact), str(run_dir), name],
-                capture_output=True,
-                text=True,
-                timeout=self.settings.timeout,
-            )
-            failure = None
-            if proc.returncode < 0:
-                failure = f"harness killed by {signal.Signals(-proc.returncode).name}"
-            elif proc.returncode not in (0, 1):  # 0: pass, 1: any other verdict
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
-                failure = f"harness exited with status {proc.returncode}: {tail[0]}"
-        except subprocess.TimeoutExpired:
-            failure = f"timeout after {self.settings.timeout:.0f}s"
+    def _execute(self, unit: Path, run_dir: Path, name: str) -> tuple[dict[str, Any], str | None]:
+        """Run case ``name`` of the harness ``unit`` in this worker's runner; return its
+        verdict.json and, if the runner itself failed, why."""
+        if self._runner is None:
+            self._runner = HarnessRunner(build_runner(self.settings.cache_dir))
+        failure = self._runner.run(unit, run_dir, name, self.settings.timeout).failure
         try:
             report = json.loads((run_dir / "verdict.json").read_text())
         except (OSError, ValueError):

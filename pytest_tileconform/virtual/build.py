@@ -10,17 +10,13 @@ is the driver too.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shlex
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
+from ..hostbuild import HostBuildError, build_once, compiler_id, cxx, run_tool
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 RUNTIME_SOURCE = RUNTIME_DIR / "vcudart.cpp"
@@ -29,71 +25,34 @@ RUNTIME_LIB = "libvcudart.a"
 _CUDART_FLAGS = ("--cudart", "-cudart")
 
 
-class VirtualBuildError(RuntimeError):
+class VirtualBuildError(HostBuildError):
     """The virtual runtime or a program linked against it could not be built."""
 
 
-def _run(command: Sequence[str], what: str) -> None:
-    proc = subprocess.run(list(command), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise VirtualBuildError(f"{what} failed ({shlex.join(command)}):\n{proc.stdout}{proc.stderr}")
-
-
-def _compiler_id(cxx: str) -> str:
-    try:
-        return subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise VirtualBuildError(f"C++ compiler {cxx!r} is not usable: {exc}") from None
-
-
-def build_runtime(cache_dir: Path, cuda_home: Path, cxx: str | None = None) -> Path:
+def build_runtime(cache_dir: Path, cuda_home: Path, compiler: str | None = None) -> Path:
     """Compile vcudart once per (source, compiler, CUDA headers) and return ``libvcudart.a``.
 
     The library's directory is named by that hash, so a virtual nvcc command that names it
     changes whenever the runtime does, and build caches keyed by the command stay correct.
-    Safe to call from several processes at once (file lock, atomic rename).
+    Safe to call from several processes at once (:func:`hostbuild.build_once`).
     """
-    cxx = cxx or os.environ.get("CXX") or "g++"
+    compiler = compiler or cxx()
     include = cuda_home / "include"
-    digest = hashlib.sha256()
-    for part in (
+
+    def produce(directory: Path) -> None:
+        obj = directory / "vcudart.o"
+        flags = ["-std=c++17", "-O2", "-fPIC", f"-I{include}"]
+        run_tool([compiler, *flags, "-c", str(RUNTIME_SOURCE), "-o", str(obj)], "compiling vcudart")
+        run_tool(["ar", "rcs", str(directory / RUNTIME_LIB), str(obj)], "archiving vcudart")
+        obj.unlink()
+
+    inputs = (
         RUNTIME_SOURCE.read_bytes(),
-        _compiler_id(cxx).encode(),
+        compiler_id(compiler).encode(),
         (include / "cuda_runtime_api.h").read_bytes(),
         (include / "cuda.h").read_bytes(),
-    ):
-        digest.update(hashlib.sha256(part).digest())
-    final = cache_dir / f"vcudart-{digest.hexdigest()[:16]}"
-    lib = final / RUNTIME_LIB
-    if lib.exists():
-        return lib
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(final) + ".lock"):
-        if lib.exists():
-            return lib
-        tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".vcudart-"))
-        try:
-            obj = tmp / "vcudart.o"
-            _run(
-                [
-                    cxx,
-                    "-std=c++17",
-                    "-O2",
-                    "-fPIC",
-                    f"-I{include}",
-                    "-c",
-                    str(RUNTIME_SOURCE),
-                    "-o",
-                    str(obj),
-                ],
-                "compiling vcudart",
-            )
-            _run(["ar", "rcs", str(tmp / RUNTIME_LIB), str(obj)], "archiving vcudart")
-            obj.unlink()
-            os.rename(tmp, final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return lib
+    )
+    return build_once(cache_dir, "vcudart", inputs, RUNTIME_LIB, produce)
 
 
 def virtual_command(command: Sequence[str], runtime: Path) -> list[str]:

@@ -17,12 +17,13 @@
 //   finalize                   EpilogueFusion::FINALIZE instantiated
 //
 // Usage: harness RUN_DIR [CASE]; CASE (a KernelConfig name) may be left out when the
-// executable holds one case. Inputs and outputs are described in codegen.py (module docstring).
+// executable holds one case. Linked as a shared library instead, a unit exports
+// tileconform_run_case (end of this file), which the runner (runner.cpp) calls. Inputs and outputs are described in codegen.py (module docstring).
 //
 // CUDA runtime entry points this file calls itself (keep this list short, a fake runtime must
 // provide them): cudaGetDeviceCount, cudaGetDeviceProperties, cudaDeviceGetAttribute,
 // cudaMalloc, cudaFree, cudaMemcpy, cudaStreamCreate, cudaStreamDestroy, cudaStreamSynchronize,
-// cudaGetLastError, cudaGetErrorName, cudaGetErrorString, cudaEventCreate, cudaEventRecord,
+// cudaDeviceSynchronize, cudaGetLastError, cudaGetErrorName, cudaGetErrorString, cudaEventCreate, cudaEventRecord,
 // cudaEventSynchronize, cudaEventElapsedTime, cudaEventDestroy, plus a <<<>>> launch of
 // the fault-injection kernel. The full list of cudart symbols in a linked harness (including
 // those used by CUTLASS) is in codegen.py's NOTES.
@@ -716,23 +717,28 @@ extern const int kCaseCount;
 
 const CaseEntry* find_case(const char* name) {
   for (int i = 0; i < kCaseCount; ++i) {
-    if (name == nullptr ? kCaseCount == 1 : std::strcmp(kCases[i].name, name) == 0) return &kCases[i];
+    if (name != nullptr && std::strcmp(kCases[i].name, name) == 0) return &kCases[i];
   }
   return nullptr;
 }
 
 }  // namespace tileconform
 
-int main(int argc, char** argv) {
+// Runs case CASE_NAME with its inputs in RUN_DIR and writes RUN_DIR/verdict.json. Returns 0 if
+// it passed, 1 for any other verdict, 2 if this unit has no such case. Sets *context_lost when
+// the device is unusable afterwards (a trap or a fault leaves a sticky error in the context):
+// a process that runs further cases must end and be started again.
+//
+// Exported so that the runner (runner.cpp) can run the cases of many units in one process,
+// with one CUDA context; the executable form (main below) runs one case.
+extern "C" __attribute__((visibility("default"))) int tileconform_run_case(const char* run_dir,
+                                                                          const char* case_name,
+                                                                          int* context_lost) {
   using namespace tileconform;
-  const CaseEntry* entry = argc == 2 || argc == 3 ? find_case(argc == 3 ? argv[2] : nullptr) : nullptr;
-  if (entry == nullptr) {
-    std::fprintf(stderr, "usage: %s RUN_DIR%s\n", argv[0], kCaseCount == 1 ? " [CASE]" : " CASE");
-    std::fprintf(stderr, "cases in this executable:\n");
-    for (int i = 0; i < kCaseCount; ++i) std::fprintf(stderr, "  %s\n", kCases[i].name);
-    return 2;
-  }
-  const std::string run_dir = argv[1];
+  *context_lost = 0;
+  const CaseEntry* entry = find_case(case_name);
+  if (entry == nullptr) return 2;
+  tileconform_cudart_probe() = TileconformCudartProbe{};
   Verdict verdict;
   verdict.config_json = entry->config_json;
   try {
@@ -746,5 +752,19 @@ int main(int argc, char** argv) {
   }
   verdict.final_ = true;
   write_verdict(run_dir, verdict);
+  if (verdict.have_device && cudaDeviceSynchronize() != cudaSuccess) *context_lost = 1;
   return verdict.stage == "pass" ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  using namespace tileconform;
+  const char* name = argc == 3 ? argv[2] : (kCaseCount == 1 ? kCases[0].name : nullptr);
+  if ((argc != 2 && argc != 3) || find_case(name) == nullptr) {
+    std::fprintf(stderr, "usage: %s RUN_DIR%s\n", argv[0], kCaseCount == 1 ? " [CASE]" : " CASE");
+    std::fprintf(stderr, "cases in this executable:\n");
+    for (int i = 0; i < kCaseCount; ++i) std::fprintf(stderr, "  %s\n", kCases[i].name);
+    return 2;
+  }
+  int context_lost = 0;
+  return tileconform_run_case(argv[1], name, &context_lost);
 }

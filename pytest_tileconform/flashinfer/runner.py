@@ -1,0 +1,152 @@
+"""Run hardware cases in one long-lived process per worker (``runner.cpp``).
+
+A harness unit is linked as a shared library that exports ``tileconform_run_case``. The runner
+loads each unit once and runs case after case in it, so a worker pays for process start, CUDA
+context creation and module loading once, not once per case. Crash isolation is kept: a case
+that kills the runner, never returns, or leaves the CUDA context unusable ends that runner, and
+the next case starts a new one.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..hostbuild import build_once, compiler_id, cxx, run_tool
+
+RUNNER_SOURCE = Path(__file__).resolve().parent / "runner.cpp"
+RUNNER = "runner"
+LOG = "harness.log"  # what a case printed, in its run directory
+#: Reply statuses of runner.cpp: 0 passed, 1 any other verdict
+NO_SUCH_CASE, UNLOADABLE = 2, 3
+
+
+def build_runner(cache_dir: Path) -> Path:
+    """The runner executable, compiled once per (source, compiler)."""
+    compiler = cxx()
+
+    def produce(directory: Path) -> None:
+        command = [compiler, "-std=c++17", "-O2", str(RUNNER_SOURCE), "-o", str(directory / RUNNER), "-ldl"]
+        run_tool(command, "compiling the case runner")
+
+    inputs = (RUNNER_SOURCE.read_bytes(), compiler_id(compiler).encode())
+    return build_once(cache_dir, "runner", inputs, RUNNER, produce)
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    """How running one case went, as far as the process is concerned (the verdict itself is
+    the unit's verdict.json)."""
+
+    status: int | None  # the unit's status (0 passed, 1 other verdict); None: no reply
+    failure: str | None  # why there was no reply: the runner died or timed out
+
+
+class HarnessRunner:
+    """One runner process, started on first use and again after a case ended it."""
+
+    def __init__(self, executable: Path) -> None:
+        self.executable = executable
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.started = 0  # runner processes started so far
+
+    def run(self, unit: Path, run_dir: Path, case: str, timeout: float) -> CaseRun:
+        proc = self._process()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(f"{unit.resolve()}\t{run_dir.resolve()}\t{case}\n".encode())
+            proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died before reading: no reply, reported below
+        reply = self._reply(proc, timeout)
+        if reply is None:
+            self._kill(proc)
+            return CaseRun(None, f"timeout after {timeout:.0f}s")
+        if not reply:
+            proc.wait()
+            self._proc = None
+            return CaseRun(None, self._death(proc.returncode, run_dir))
+        status, _, restart = reply.partition(" ")
+        if restart:
+            proc.wait()
+            self._proc = None
+        code = int(status)
+        if code == UNLOADABLE:
+            return CaseRun(None, f"the runner could not load {unit}: {_tail(run_dir)}")
+        if code == NO_SUCH_CASE:
+            return CaseRun(None, f"{unit} has no case {case}")
+        return CaseRun(code, None)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            _close(self._proc)
+            self._proc = None
+
+    def _process(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [str(self.executable)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                bufsize=0,
+            )
+            self.started += 1
+            weakref.finalize(self, _close, self._proc)
+        return self._proc
+
+    @staticmethod
+    def _reply(proc: subprocess.Popen[bytes], timeout: float) -> str | None:
+        """The next reply line, "" if the runner ended first, None on timeout."""
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        data = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            while not data.endswith(b"\n"):
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    return None
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    return ""
+                data += chunk
+        return data.decode().strip()
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        proc.kill()
+        proc.wait()
+        self._proc = None
+
+    @staticmethod
+    def _death(returncode: int, run_dir: Path) -> str:
+        if returncode < 0:
+            return f"harness killed by {signal.Signals(-returncode).name}"
+        return f"harness exited with status {returncode}: {_tail(run_dir)}"
+
+
+def _tail(run_dir: Path) -> str:
+    try:
+        lines = (run_dir / LOG).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def _close(proc: subprocess.Popen[bytes]) -> None:
+    """End a runner: closing its stdin ends its loop; it is killed if that takes too long."""
+    if proc.poll() is not None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

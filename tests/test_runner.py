@@ -1,0 +1,138 @@
+"""The case runner (runner.cpp, flashinfer/runner.py) with stand-in units: a small shared
+library that exports ``tileconform_run_case`` and, by case name, passes, fails, loses the CUDA
+context, crashes, hangs or exits. The real units are loaded by the e2e test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_tileconform.flashinfer.runner import LOG, HarnessRunner, build_runner
+from pytest_tileconform.hostbuild import cxx
+
+STAND_IN_UNIT = r"""
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+extern "C" int tileconform_run_case(const char* run_dir, const char* name, int* context_lost) {
+  *context_lost = 0;
+  std::printf("stdout of %s\n", name);
+  std::fprintf(stderr, "stderr of %s\n", name);
+  if (std::strcmp(name, "missing") == 0) return 2;
+  std::ofstream(std::string(run_dir) + "/verdict.json")
+      << "{\"stage\": \"" << name << "\", \"pid\": " << getpid() << "}";
+  if (std::strcmp(name, "crash") == 0) std::raise(SIGSEGV);
+  if (std::strcmp(name, "hang") == 0) sleep(60);
+  if (std::strcmp(name, "exit") == 0) {
+    std::fprintf(stderr, "giving up\n");
+    std::exit(7);
+  }
+  if (std::strcmp(name, "lost") == 0) *context_lost = 1;
+  return std::strcmp(name, "pass") == 0 ? 0 : 1;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def unit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("unit")
+    (directory / "unit.cpp").write_text(STAND_IN_UNIT)
+    subprocess.run(
+        [cxx(), "-shared", "-fPIC", str(directory / "unit.cpp"), "-o", str(directory / "harness")], check=True
+    )
+    return directory / "harness"
+
+
+@pytest.fixture(scope="module")
+def runner_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_runner(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture
+def runner(runner_exe: Path) -> HarnessRunner:
+    return HarnessRunner(runner_exe)
+
+
+def _pid(run_dir: Path) -> int:
+    return int(json.loads((run_dir / "verdict.json").read_text())["pid"])
+
+
+def test_cases_share_one_process_and_their_output_goes_to_their_log(
+    runner: HarnessRunner, unit: Path, tmp_path: Path
+) -> None:
+    first = tmp_path / "a"
+    second = tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    assert runner.run(unit, first, "pass", 30).status == 0
+    assert runner.run(unit, second, "fail", 30).status == 1
+    assert _pid(first) == _pid(second) and runner.started == 1
+    assert (first / LOG).read_text() == "stdout of pass\nstderr of pass\n"
+    assert (second / LOG).read_text() == "stdout of fail\nstderr of fail\n"
+    runner.close()
+
+
+@pytest.mark.parametrize(
+    ("case", "failure"),
+    [
+        ("crash", "harness killed by SIGSEGV"),
+        ("exit", "harness exited with status 7: giving up"),
+        ("hang", "timeout after 1s"),
+        ("missing", "has no case missing"),
+    ],
+)
+def test_a_case_that_ends_the_runner_is_reported_and_the_next_gets_a_new_one(
+    runner: HarnessRunner, unit: Path, tmp_path: Path, case: str, failure: str
+) -> None:
+    before = tmp_path / "before"
+    before.mkdir()
+    assert runner.run(unit, before, "pass", 30).status == 0
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    result = runner.run(unit, bad, case, 1)
+    assert result.status is None and result.failure is not None and result.failure.endswith(failure)
+    after = tmp_path / "after"
+    after.mkdir()
+    assert runner.run(unit, after, "pass", 30).status == 0
+    same_process = case == "missing"
+    assert (_pid(after) == _pid(before)) == same_process
+    assert runner.started == (1 if same_process else 2)
+    runner.close()
+
+
+def test_a_lost_context_ends_the_runner_after_its_verdict(
+    runner: HarnessRunner, unit: Path, tmp_path: Path
+) -> None:
+    lost, after = tmp_path / "lost", tmp_path / "after"
+    lost.mkdir()
+    after.mkdir()
+    assert runner.run(unit, lost, "lost", 30).status == 1
+    assert runner.run(unit, after, "pass", 30).status == 0
+    assert _pid(lost) != _pid(after) and runner.started == 2
+    runner.close()
+
+
+def test_a_unit_that_cannot_be_loaded_is_reported(runner: HarnessRunner, tmp_path: Path) -> None:
+    not_a_library = tmp_path / "harness"
+    not_a_library.write_text("not a shared library\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    result = runner.run(not_a_library, run_dir, "pass", 30)
+    assert result.status is None and result.failure is not None
+    assert result.failure.startswith(f"the runner could not load {not_a_library}:")
+    assert "harness" in (run_dir / LOG).read_text()
+    runner.close()
+
+
+def test_one_case_from_the_command_line(runner_exe: Path, unit: Path, tmp_path: Path) -> None:
+    proc = subprocess.run([str(runner_exe), str(unit), str(tmp_path), "fail"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "stdout of fail" in proc.stdout
+    assert json.loads((tmp_path / "verdict.json").read_text())["stage"] == "fail"
