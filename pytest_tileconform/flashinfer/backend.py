@@ -170,7 +170,6 @@ class FlashInferBackend:
         self._commands: dict[int, tuple[tuple[str, ...], Roots]] = {}
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
         self._cores_shared = False
-        self._runner: HarnessRunner | None = None
 
     # -- what is here -------------------------------------------------------------------
     @property
@@ -196,6 +195,10 @@ class FlashInferBackend:
         if self._gpu is False:
             self._gpu = current_gpu() if self.settings.device in ("auto", "hardware") else None
         return self._gpu  # type: ignore[return-value]
+
+    @functools.cached_property
+    def _hardware_runner(self) -> HarnessRunner:
+        return HarnessRunner(build_runner(self.settings.cache_dir))
 
     def _profile(self, case: Case) -> ArchProfile:
         _, _, arch = self.settings.device.partition(":")
@@ -279,7 +282,8 @@ class FlashInferBackend:
         specs: dict[Case, BuildSpec] = {}
         for case in cases:
             try:
-                self._mode(case)
+                if self._mode(case) == "hardware":
+                    self._hardware_runner.start()
                 specs[case] = self._spec([case])
             except NotJudgeable:
                 continue
@@ -466,9 +470,7 @@ class FlashInferBackend:
     def _execute(self, unit: Path, run_dir: Path, name: str) -> tuple[dict[str, Any], str | None]:
         """Run case ``name`` of the harness ``unit`` in this worker's runner; return its
         verdict.json and, if the runner itself failed, why."""
-        if self._runner is None:
-            self._runner = HarnessRunner(build_runner(self.settings.cache_dir))
-        failure = self._runner.run(unit, run_dir, name, self.settings.timeout).failure
+        failure = self._hardware_runner.run(unit, run_dir, name, self.settings.timeout).failure
         try:
             report = json.loads((run_dir / "verdict.json").read_text())
         except (OSError, ValueError):

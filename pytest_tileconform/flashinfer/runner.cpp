@@ -32,6 +32,27 @@ using RunCase = int (*)(const char* run_dir, const char* case_name, int* context
 
 constexpr int kUnloadable = 3;
 
+// Creates the device's primary context through the driver API, so that its cost (hundreds of
+// milliseconds) is paid while the worker is still busy elsewhere (importing torch, making the
+// first inputs), not when the first case asks for it. The units' CUDA runtimes use this same
+// primary context. Without a driver it does nothing: the first case reports what is missing.
+void create_primary_context() {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver == nullptr) return;
+  using Init = int (*)(unsigned);
+  using DeviceGet = int (*)(int*, int);
+  using Retain = int (*)(void**, int);
+  auto init = reinterpret_cast<Init>(dlsym(driver, "cuInit"));
+  auto device_get = reinterpret_cast<DeviceGet>(dlsym(driver, "cuDeviceGet"));
+  auto retain = reinterpret_cast<Retain>(dlsym(driver, "cuDevicePrimaryCtxRetain"));
+  int device = 0;
+  void* context = nullptr;
+  if (init != nullptr && device_get != nullptr && retain != nullptr && init(0) == 0 &&
+      device_get(&device, 0) == 0) {
+    retain(&context, device);  // kept for the life of the process
+  }
+}
+
 // The entry point of UNIT, loaded once; nullptr (and a message on stderr) if it cannot be.
 RunCase entry_of(const std::string& unit) {
   static std::map<std::string, RunCase> loaded;
@@ -82,6 +103,7 @@ int serve() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a case's log keeps its lines in order
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the worker that started us
   if (getppid() == 1) return 0;
+  create_primary_context();
   std::string line;
   while (std::getline(std::cin, line)) {
     const size_t a = line.find('\t');

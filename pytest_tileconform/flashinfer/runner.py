@@ -56,6 +56,10 @@ class HarnessRunner:
         self._proc: subprocess.Popen[bytes] | None = None
         self.started = 0  # runner processes started so far
 
+    def start(self) -> None:
+        """Start the runner now: it creates the CUDA context while this process does other work."""
+        self._process()
+
     def run(self, unit: Path, run_dir: Path, case: str, timeout: float) -> CaseRun:
         proc = self._process()
         assert proc.stdin is not None
