@@ -1,0 +1,70 @@
+"""Per-case overhead of hardware runs, from the plugin's run reports (``--tile-report``).
+
+Overhead of a case = its duration (pytest's call phase) minus the kernel's own time, measured
+with CUDA events (``--tile-timing-iters N`` records kernel_ms, the mean of N launcher calls;
+the checked run is one more). Where the rest goes, per case, is the verdict's ``seconds``:
+inputs (torch makes and writes them), harness (the runner: load inputs, launcher, kernel, D),
+check (read D, torch reference, compare).
+
+    python benchmarks/case_overhead.py REPORT.json [...] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+
+def summarize(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    cases = [c for r in reports for c in r["cases"] if c.get("verdict")]
+    overheads: list[float] = []
+    parts: dict[str, list[float]] = {}
+    for case in cases:
+        extra = case["verdict"].get("extra", {})
+        kernel_s = (extra.get("kernel_ms") or 0.0) / 1000
+        overheads.append(case["duration_s"] - kernel_s)
+        for name, seconds in extra.get("seconds", {}).items():
+            parts.setdefault(name, []).append(seconds)
+    wall = max((c.get("finished_at_s") or 0.0) for c in cases) if cases else 0.0
+
+    def spread(values: list[float]) -> dict[str, float]:
+        ordered = sorted(values)
+        return {
+            "median_ms": round(1000 * statistics.median(ordered), 2),
+            "p90_ms": round(1000 * ordered[int(0.9 * (len(ordered) - 1))], 2),
+            "max_ms": round(1000 * ordered[-1], 2),
+        }
+
+    kernel_ms = [c["verdict"]["extra"].get("kernel_ms") for c in cases]
+    timed = [k for k in kernel_ms if k is not None]
+    return {
+        "cases": len(cases),
+        "outcomes": {o: sum(c["outcome"] == o for c in cases) for o in sorted({c["outcome"] for c in cases})},
+        "last_case_finished_s": round(wall, 2),
+        "sum_of_case_durations_s": round(sum(c["duration_s"] for c in cases), 2),
+        "kernel_ms": spread([k / 1000 for k in timed]) if timed else None,
+        "overhead": spread(overheads) if overheads else None,
+        "overhead_mean_ms": round(1000 * statistics.fmean(overheads), 2) if overheads else None,
+        "parts": {name: spread(values) for name, values in sorted(parts.items())},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("reports", nargs="+", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the summary here")
+    args = parser.parse_args()
+    summary = summarize([json.loads(p.read_text()) for p in args.reports])
+    text = json.dumps(summary, indent=1)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
