@@ -16,6 +16,7 @@ import json
 import os
 import shlex
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .. import nvcc_pipeline
 from ..buildcache import BuildCache, BuildResult, BuildSpec, Roots, parallel_jobs, portable
 from ..cases import Case
 from ..devices import Gpu, current_gpu
@@ -44,8 +46,12 @@ from .sources import (
 
 T = TypeVar("T")
 NAME = "flashinfer-cutlass-moe"
-#: Peak RAM of one compile, measured: SM90 3.7-4.6 GB here; SM120 NVFP4 about 6.6 GB.
-RAM_PER_COMPILE = {90: 4_700_000_000}
+#: Peak RAM of one compile, measured: SM90 3.7-4.6 GB here with nvcc alone; SM120 NVFP4 about
+#: 6.6 GB. Through :mod:`..nvcc_pipeline` cudafe++ (1.9 GB) runs beside cicc: for SM90 while
+#: cicc nears its peak (bf16 128x128x64: 5.7 GB, cicc 3.76 + cudafe++ 1.90 at once, against
+#: 3.8 GB for nvcc alone), so up to about 6.5 GB; for SM120 cicc peaks after cudafe++ has ended
+#: (NVFP4 128x128x128: 6.0 GB, cicc 5.9), which the default still covers.
+RAM_PER_COMPILE = {90: 6_600_000_000}
 RAM_PER_COMPILE_DEFAULT = 7_000_000_000
 #: Extra peak RAM per further instantiation in a shared unit (measured here: 6 SM90 cases of
 #: mixed dtypes 8.6 GB, 4 bf16 cases 5.1 GB, one 3.6 GB).
@@ -67,6 +73,10 @@ HARNESS_STAGES = {
     "run": Stage.RUN,
 }
 VIRTUAL_SUFFIX = "-virtual"
+#: Compiles run nvcc's passes side by side (:mod:`..nvcc_pipeline`), by this interpreter and this
+#: copy of the module (``-I``: only the standard library, whatever the environment says).
+PIPELINE_SCRIPT = Path(nvcc_pipeline.__file__).resolve()
+PYTHON = sys.executable or shutil.which("python3") or "/usr/bin/python3"
 
 
 @dataclass(frozen=True)
@@ -104,14 +114,17 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
 
     ``hardware_command`` is :func:`codegen.nvcc_command` (``... --cudart=static SRC COMMON...
     -o OUT``); ``--no-compress`` keeps the cubins readable for the virtual device's resource
-    table and changes no code.
+    table and changes no code. The compile runs through :mod:`..nvcc_pipeline` (nvcc's passes
+    side by side, the same objects).
     """
     cudart = hardware_command.index("--cudart=static")
     nvcc, flags = hardware_command[0], hardware_command[1:cudart]
     sources = hardware_command[cudart + 1 : hardware_command.index("-o")]
     objdir = "{out}.o.d"
     q = shlex.quote
-    compile_cmd = shlex.join([nvcc, *flags, "--no-compress", "-c", *sources]).replace(q("{src}"), "{src}")
+    pipeline = [PYTHON, "-I", str(PIPELINE_SCRIPT)]
+    compile_cmd = shlex.join([*pipeline, nvcc, *flags, "--no-compress", "-c", *sources])
+    compile_cmd = compile_cmd.replace(q("{src}"), "{src}")
     return (
         "sh",
         "-c",
@@ -254,6 +267,8 @@ class FlashInferBackend:
                 "cuda": home,
                 "cublas": find_cublas_include(home),
                 "cache": self.settings.cache_dir,
+                "python": Path(PYTHON),
+                "tileconform": PIPELINE_SCRIPT.parent,
             }
             self._commands[config.arch] = portable(build_script(command, runtime), roots)
         return self._commands[config.arch]
