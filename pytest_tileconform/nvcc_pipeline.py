@@ -281,7 +281,7 @@ def parse(text: str, private: str, argv: Sequence[str], base_env: dict[str, str]
             steps.append(
                 Step(index, command.body, command.tool, files, command.output, frozenset(earlier), spare)
             )
-    return Plan(tuple(steps), env, module_ids, b"", messages.encode())
+    return Plan(tuple(steps), env, module_ids, b"", messages.encode(errors="surrogateescape"))
 
 
 def _same_file(a: int, b: int) -> bool:
@@ -393,11 +393,16 @@ def _unsupported(argv: Sequence[str]) -> str | None:
         return f"{DISABLE}=0"
     args = list(argv[1:])
     for variable in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"):
-        args += shlex.split(os.environ.get(variable, ""))
+        try:
+            args += shlex.split(os.environ.get(variable, ""))
+        except ValueError:
+            return f"{variable} is not understood"
+    passed_on = False  # the value of -Xptxas and the like: another tool's options (-Xptxas -v)
     for arg in args:
         option = arg.split("=", 1)[0]
-        if option in UNSUPPORTED_OPTIONS:
+        if option in UNSUPPORTED_OPTIONS and not passed_on:
             return f"option {option}"
+        passed_on = (arg.startswith("-X") and "=" not in arg) or arg.endswith("-options")
     if "-c" not in args and "--compile" not in args:
         return "not a compile to objects (-c)"
     return None

@@ -223,6 +223,29 @@ def test_plans_it_does_not_know(fake: Fake, old: str, new: str, reason: str) -> 
         parse(text, fake.private, ["nvcc", "-c", "x.cu"], dict(os.environ))
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "reason"),
+    [
+        (["-c", "x.cu", "-Xptxas", "-v"], {}, None),  # ptxas's -v: its report comes in nvcc's order
+        (["-c", "x.cu", "--ptxas-options", "-v", "-Xptxas=-v"], {}, None),
+        (["-c", "x.cu", "-v"], {}, "option -v"),  # nvcc's own: it prints the commands as they run
+        (["-c", "x.cu", "--keep-dir=k"], {}, "option --keep-dir"),
+        (["-c", "x.cu"], {"NVCC_APPEND_FLAGS": "--dryrun"}, "option --dryrun"),
+        (["-c", "x.cu"], {"NVCC_PREPEND_FLAGS": "'"}, "NVCC_PREPEND_FLAGS is not understood"),
+        (["x.cu", "-o", "x"], {}, "not a compile to objects (-c)"),
+        (["-c", "x.cu"], {"TILECONFORM_NVCC_PIPELINE": "0"}, "TILECONFORM_NVCC_PIPELINE=0"),
+    ],
+)
+def test_options_it_leaves_to_nvcc(
+    args: list[str], env: dict[str, str], reason: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "TILECONFORM_NVCC_PIPELINE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert nvcc_pipeline._unsupported(["nvcc", *args]) == reason
+
+
 # ------------------------------------------------------------------------------------------
 # with the real nvcc
 
