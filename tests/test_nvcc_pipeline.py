@@ -49,7 +49,8 @@ if (code := setting("FAKE_FAIL")) is not None:
     print(f"{name}: error: it failed", file=sys.stderr)
     log("end")
     sys.exit(int(code))
-for option in ("-o", "--gen_c_file_name", "--stub_file_name", "--create", "--embedded-fatbin"):
+outputs = ("-o", "--gen_c_file_name", "--create", "--embedded-fatbin")
+for option in outputs + (("--stub_file_name",) if name == "cicc" else ()):  # cudafe++'s: a name
     for i, arg in enumerate(args[:-1]):
         if arg == option:
             pathlib.Path(args[i + 1]).write_text(name)
@@ -119,6 +120,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Fake:
     (src / "y.cpp").write_text("int y;\n")
     log = tmp_path / "log"
     monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.chdir(tmp_path)  # where the steps run
     text = DRYRUN.format(bin=bin_dir, path=os.environ["PATH"], src=src, p=f"{private}/", out=out)
     return Fake(tmp_path, text, f"{private}/", out, log)
 
