@@ -2,9 +2,9 @@
 sm90 device, through the plugin as users run it, checked against the verdicts the H200 gave for
 the same cases (results/). The two cases are compiled together in one shared translation unit
 (one compile job), so this also checks that grouped builds judge as single builds did on the
-H200: about 130 s and 5 GB here, cached in the user cache. The unit's hardware form (a shared
-library) is then run by the case runner, which on this GPU-less machine gets as far as the
-device query."""
+H200: about 80 s and 6.6 GB here (nvcc's passes side by side), cached in the user cache. The
+unit's hardware form (a shared library) is then run by the case runner, which on this GPU-less
+machine gets as far as the device query."""
 
 from __future__ import annotations
 
