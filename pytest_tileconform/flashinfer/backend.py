@@ -114,8 +114,8 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
 
     ``hardware_command`` is :func:`codegen.nvcc_command` (``... --cudart=static SRC COMMON...
     -o OUT``); ``--no-compress`` keeps the cubins readable for the virtual device's resource
-    table and changes no code. The compile runs through :mod:`..nvcc_pipeline` (nvcc's passes
-    side by side, the same objects).
+    table and changes no code. The compile runs through :mod:`..nvcc_pipeline`: nvcc's passes
+    side by side, nvcc's objects but for the module id in the names of internal-linkage symbols.
     """
     cudart = hardware_command.index("--cudart=static")
     nvcc, flags = hardware_command[0], hardware_command[1:cudart]
