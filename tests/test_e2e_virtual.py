@@ -2,7 +2,7 @@
 sm90 device, through the plugin as users run it, checked against the verdicts the H200 gave for
 the same cases (results/). The two cases are compiled together in one shared translation unit
 (one compile job), so this also checks that grouped builds judge as single builds did on the
-H200: about 80 s and 6.6 GB here (nvcc's passes side by side), cached in the user cache. The
+H200: about 80-100 s and 6.6 GB here (nvcc's passes side by side), cached in the user cache. The
 unit's hardware form (a shared library) is then run by the case runner, which on this GPU-less
 machine gets as far as the device query."""
 
