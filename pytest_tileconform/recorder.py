@@ -3,6 +3,7 @@ end of the session writes matrix updates and the results file once, then prints 
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,16 @@ from .session import TileSession
 from .update import Change, expectation_change, update_matrix
 
 
+def process_age() -> float | None:
+    """Seconds since this process started (Linux's /proc), None where that cannot be read."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
+        return round(time.clock_gettime(time.CLOCK_BOOTTIME) - started, 3)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
 class Recorder:
     def __init__(self, session: TileSession, *, update: bool, report_path: Path | None) -> None:
         self.session = session
@@ -24,6 +35,7 @@ class Recorder:
         self.report_path = report_path
         self.changes: dict[Path, dict[str, Change]] = {}
         self.started = time.monotonic()
+        self.startup = process_age()  # finished_at_s counts from here; this is how late that is
         self.update_errors: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -54,7 +66,10 @@ class Recorder:
                     self.update_errors.append(f"{path}: not updated: {exc}")
         if self.report_path is not None:
             document = results_document(
-                self.session, self.session.observations, fingerprint={"fingerprint": host_fingerprint()}
+                self.session,
+                self.session.observations,
+                fingerprint={"fingerprint": host_fingerprint()},
+                startup_s=self.startup,
             )
             write_results(self.report_path, document)
 

@@ -73,8 +73,15 @@ def source_lines(observations: Sequence[Observation]) -> list[str]:
 
 
 def results_document(
-    session: TileSession, observations: Sequence[Observation], *, fingerprint: dict[str, Any]
+    session: TileSession,
+    observations: Sequence[Observation],
+    *,
+    fingerprint: dict[str, Any],
+    startup_s: float | None = None,
 ) -> dict[str, Any]:
+    """The run report. ``finished_at_s`` of a case counts from the plugin's start in the pytest
+    process; ``startup_s`` is how long after the process's own start that was (Python, pytest
+    and plugin imports), so a verdict's time since the command started is their sum."""
     cases = []
     for obs in observations:
         case: Case | None = session.case_by_id(obs.matrix, obs.case_id)
@@ -97,6 +104,7 @@ def results_document(
         "format": REPORT_FORMAT,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "host": {"node": platform.node(), "python": platform.python_version(), **fingerprint},
+        "startup_s": startup_s,
         "cases": cases,
     }
 

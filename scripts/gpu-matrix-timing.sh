@@ -4,7 +4,7 @@
 # warm reruns of everything with one worker and with one worker per GPU.
 #
 #   scripts/gpu-matrix-timing.sh cold MATRIX KEYWORD NAME    # one slice; run each slice once
-#   scripts/gpu-matrix-timing.sh warm MATRIX NAME            # after the slices, same machine
+#   scripts/gpu-matrix-timing.sh warm MATRIX KEYWORD NAME    # after the slices, same machine
 #
 # Cold slices use the host's cores as the plugin sizes them (cores and RAM) and record their
 # expectations with --tile-update (nothing changes unless a verdict does). Warm reruns time 20
@@ -30,15 +30,16 @@ if [ "$phase" = cold ]; then
   echo "cold -k '$keyword': exit $? in $(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$work/$name-times.txt"
   cp "$matrix" "$work/"
 else
-  name=$3
+  keyword=$3 name=$4
   work=/tmp/gpu-work/$name
   mkdir -p "$work"
   for workers in 1 auto; do
     start=$(date +%s%N)
-    "${pytest[@]}" -n "$workers" --tile-timing-iters 20 --tile-report "$work/$name-warm-n$workers.json" \
+    "${pytest[@]}" -k "$keyword" -n "$workers" --tile-timing-iters 20 --tile-report "$work/$name-warm-n$workers.json" \
       > "$work/$name-warm-n$workers.log" 2>&1
-    echo "warm -n $workers: exit $? in $(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$work/$name-times.txt"
+    echo "warm -k '$keyword' -n $workers: exit $? in $(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$work/$name-times.txt"
   done
 fi
+if [ "$phase" = warm ]; then python3 benchmarks/case_overhead.py "$work/$name-warm-n1.json" | tee "$work/$name-overhead.json"; fi
 tar -czf "$out/$name.tgz" -C "$work" .
 tail -3 "$work/$name-"*.log | tail -12

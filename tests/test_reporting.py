@@ -104,6 +104,7 @@ def test_tile_report_json(tc: TileRun) -> None:
     result.stdout.fnmatch_lines([f"tileconform: results written to {path}"])
     document = json.loads(path.read_text())
     assert document["format"] == 1
+    assert document["startup_s"] > 0  # the pytest process's age when the plugin started (Linux)
     by_id = {c["id"]: c for c in document["cases"]}
     assert len(document["cases"]) == len(by_id) == 10
     assert {i: (c["outcome"], c["expected"]) for i, c in by_id.items()} == {
