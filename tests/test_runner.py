@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,14 @@ STAND_IN_UNIT = r"""
 #include <string>
 #include <unistd.h>
 
+// after case "slow" the unit's teardown is slow, as a CUDA runtime's can be
+bool slow = false;
+struct SlowTeardown {
+  ~SlowTeardown() {
+    if (slow) sleep(30);
+  }
+} slow_teardown;
+
 extern "C" int tileconform_run_case(const char* run_dir, const char* name, int* context_lost) {
   *context_lost = 0;
   std::printf("stdout of %s\n", name);
@@ -36,7 +45,8 @@ extern "C" int tileconform_run_case(const char* run_dir, const char* name, int* 
     std::exit(7);
   }
   if (std::strcmp(name, "lost") == 0) *context_lost = 1;
-  return std::strcmp(name, "pass") == 0 ? 0 : 1;
+  slow = slow || std::strcmp(name, "slow") == 0;
+  return std::strcmp(name, "pass") == 0 || std::strcmp(name, "slow") == 0 ? 0 : 1;
 }
 """
 
@@ -136,3 +146,12 @@ def test_one_case_from_the_command_line(runner_exe: Path, unit: Path, tmp_path: 
     proc = subprocess.run([str(runner_exe), str(unit), str(tmp_path), "fail"], capture_output=True, text=True)
     assert proc.returncode == 1 and "stdout of fail" in proc.stdout
     assert json.loads((tmp_path / "verdict.json").read_text())["stage"] == "fail"
+
+
+def test_closing_does_not_wait_for_the_runner_to_tear_down(
+    runner: HarnessRunner, unit: Path, tmp_path: Path
+) -> None:
+    assert runner.run(unit, tmp_path, "slow", 30).status == 0
+    started = time.monotonic()
+    runner.close()
+    assert time.monotonic() - started < 3  # the unit's teardown alone takes 30 s
