@@ -70,7 +70,7 @@ class HarnessRunner:
             pass  # it died before reading: no reply, reported below
         reply = self._reply(proc, timeout)
         if reply is None:
-            self._kill(proc)
+            self.close()
             return CaseRun(None, f"timeout after {timeout:.0f}s")
         if not reply:
             proc.wait()
@@ -78,8 +78,7 @@ class HarnessRunner:
             return CaseRun(None, self._death(proc.returncode, run_dir))
         status, _, restart = reply.partition(" ")
         if restart:  # it exits by itself; not waiting for its teardown
-            _close(proc)
-            self._proc = None
+            self.close()
         code = int(status)
         if code == UNLOADABLE:
             return CaseRun(None, f"the runner could not load {unit}: {_tail(run_dir)}")
@@ -122,11 +121,6 @@ class HarnessRunner:
                     return ""
                 data += chunk
         return data.decode().strip()
-
-    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
-        proc.kill()
-        proc.wait()
-        self._proc = None
 
     @staticmethod
     def _death(returncode: int, run_dir: Path) -> str:
