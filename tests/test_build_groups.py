@@ -12,7 +12,14 @@ from test_reference import make_case
 
 from pytest_tileconform.buildcache import BuildSpec
 from pytest_tileconform.cases import Case
-from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings, plan_groups, unit_size
+from pytest_tileconform.flashinfer.backend import (
+    RAM_PER_COMPILE,
+    RAM_PER_EXTRA_INSTANTIATION,
+    FlashInferBackend,
+    Settings,
+    plan_groups,
+    unit_size,
+)
 from pytest_tileconform.verdict import Stage
 
 
@@ -100,17 +107,19 @@ GB = 1_000_000_000
 
 
 def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
-    """Parallel compiles a host allows for a unit of ``size`` (the backend's RAM model: 4.7 GB
-    for one SM90 instantiation, 1 GB per further one, 85 % of the memory usable)."""
-    return lambda size: min(cores, int(memory * 0.85) // (4_700_000_000 + GB * (size - 1)))
+    """Parallel compiles a host allows for a unit of ``size`` (the backend's RAM model for SM90,
+    85 % of the memory usable)."""
+    one, extra = RAM_PER_COMPILE[90], RAM_PER_EXTRA_INSTANTIATION
+    return lambda size: min(cores, int(memory * 0.85) // (one + extra * (size - 1)))
 
 
 @pytest.mark.parametrize(
     ("cases", "cores", "memory", "expected"),
     [
-        (16, 2, 20 * GB, (4, 2)),  # a 2-core CI runner: two units of 4 beat one unit of 8
-        (126, 32, 256 * GB, (6, 22)),  # one round of 21 units of 6 on the x2 host
-        (360, 16, 128 * GB, (5, 12)),
+        (16, 2, 20 * GB, (8, 1)),  # a 2-core CI runner: RAM allows one unit of 8 at a time
+        (126, 32, 256 * GB, (8, 16)),  # one round of 16 units of 8 on the x2 host
+        (72, 16, 128 * GB, (3, 12)),  # what a 72-case slice got on the 16-core H200 host
+        (360, 16, 128 * GB, (6, 9)),
         (1, 16, 128 * GB, (1, 16)),  # ties go to the larger unit: 1 case, 1 unit
         (8, 1, 100 * GB, (8, 1)),  # one core: the biggest units
     ],
