@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import pytest
 from fake_backend import TileRun
 
+from pytest_tileconform.flashinfer.backend import Settings
 from pytest_tileconform.flashinfer.sources import FlashInferSources, FlashInferSourcesError, find_sources
 
 
@@ -29,3 +35,27 @@ def generator_sources() -> FlashInferSources:
     if found.generate_kernels_py is None:
         pytest.skip("FlashInfer sources come without generate_kernels.py")
     return found
+
+
+@pytest.fixture
+def backend_settings(tmp_path: Path) -> Callable[..., Settings]:
+    """The FlashInfer backend's settings for a compile-only run in one process, one job, a cache
+    under tmp_path; keyword arguments change any of them."""
+    plain = Settings(
+        device="compile",
+        cache_dir=tmp_path / "cache",
+        sources=None,
+        jobs=1,
+        group=None,
+        timeout=10.0,
+        seed=0,
+        timing_iters=0,
+        keep_runs=False,
+        worker_count=1,
+        worker_index=0,
+    )
+
+    def settings(**changes: Any) -> Settings:
+        return dataclasses.replace(plain, **changes)
+
+    return settings

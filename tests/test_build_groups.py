@@ -59,23 +59,11 @@ out.write_text(text)
 
 
 def test_a_unit_that_fails_to_compile_is_rebuilt_case_by_case(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_settings: Callable[..., Settings]
 ) -> None:
     compiler = tmp_path / "fake_nvcc.py"
     compiler.write_text(FAKE_COMPILER)
-    settings = Settings(
-        device="compile",
-        cache_dir=tmp_path / "cache",
-        sources=None,
-        jobs=1,
-        group=8,
-        timeout=10.0,
-        seed=0,
-        timing_iters=0,
-        keep_runs=False,
-        worker_count=1,
-        worker_index=0,
-    )
+    settings = backend_settings(group=8)
     backend = FlashInferBackend(settings, progress=lambda _msg: None)
 
     def spec(cases: Sequence[Case]) -> BuildSpec:

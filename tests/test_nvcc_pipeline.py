@@ -16,12 +16,14 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pytest_tileconform import nvcc_pipeline
 from pytest_tileconform.buildcache import first_error_line
+from pytest_tileconform.flashinfer.backend import Settings
 from pytest_tileconform.nvcc_pipeline import Plan, Unrecognized, execute, module_id, parse
 
 # ------------------------------------------------------------------------------------------
@@ -393,7 +395,9 @@ def test_nvcc_unchanged_when_the_plan_is_unknown(
         assert first_error_line(proc.stderr) == first_error_line(plain.stderr)
 
 
-def test_the_backend_compiles_through_the_pipeline(nvcc: str, tmp_path: Path) -> None:
+def test_the_backend_compiles_through_the_pipeline(
+    nvcc: str, tmp_path: Path, backend_settings: Callable[..., Settings]
+) -> None:
     from pytest_tileconform.flashinfer import backend
     from pytest_tileconform.flashinfer.codegen import KernelConfig
     from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_sources
@@ -402,19 +406,7 @@ def test_the_backend_compiles_through_the_pipeline(nvcc: str, tmp_path: Path) ->
         find_sources()
     except FlashInferSourcesError as exc:
         pytest.skip(str(exc))
-    settings = backend.Settings(
-        device="compile",
-        cache_dir=tmp_path,
-        sources=None,
-        jobs=1,
-        group=None,
-        timeout=10.0,
-        seed=0,
-        timing_iters=0,
-        keep_runs=False,
-        worker_count=1,
-        worker_index=0,
-    )
+    settings = backend_settings(cache_dir=tmp_path)
     flashinfer = backend.FlashInferBackend(settings, progress=lambda _msg: None)
     flashinfer._toolchain = (Path(nvcc).parents[1], "salt", tmp_path / "vcudart" / "libvcudart.a")
     config = KernelConfig(
