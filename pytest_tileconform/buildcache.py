@@ -188,22 +188,27 @@ class BuildCache:
                     shutil.rmtree(final)
                 os.rename(staged, final)
 
-    def build(self, specs: Sequence[BuildSpec], jobs: int) -> dict[str, BuildResult]:
+    def build(
+        self, specs: Sequence[BuildSpec], jobs: int, claim: int | None = None
+    ) -> dict[str, BuildResult]:
         """Make sure every spec has an entry; return them by key.
 
-        Missing entries are claimed (locked) ``jobs`` at a time and built, so several
-        processes given the same list share the work; entries another process is building
-        are waited for, not rebuilt.
+        Missing entries are claimed (locked) ``claim`` at a time (default ``jobs``) and built
+        by one ninja run, ``jobs`` compiles at a time, so several processes given the same list
+        share the work; entries another process is building are waited for, not rebuilt. A
+        process that builds alone claims them all: ninja then starts each compile as soon as a
+        job is free, instead of waiting for a round's slowest compile.
         """
         results: dict[str, BuildResult] = {}
         pending = list({s.key: s for s in specs}.values())
+        claim = max(1, claim or jobs)
         while pending:
             claimed: list[tuple[BuildSpec, FileLock]] = []
             theirs: list[BuildSpec] = []
             for spec in pending:
                 if found := self.lookup(spec):
                     results[spec.key] = found
-                elif len(claimed) < jobs and (lock := self._try_lock(spec)) is not None:
+                elif len(claimed) < claim and (lock := self._try_lock(spec)) is not None:
                     if found := self.lookup(spec):  # published while we were looking
                         lock.release()
                         results[spec.key] = found

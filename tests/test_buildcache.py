@@ -86,14 +86,15 @@ def test_failed_compile_is_cached_with_first_error(tmp_path: Path, compiler: tup
     assert invocations(compiler) == ["FAIL"]
 
 
+@pytest.mark.parametrize("claim", [None, 2, 4])
 def test_concurrent_builders_never_compile_the_same_entry_twice(
-    tmp_path: Path, compiler: tuple[Path, Path]
+    tmp_path: Path, compiler: tuple[Path, Path], claim: int | None
 ) -> None:
     specs = [spec(f"case{i}\n", compiler) for i in range(4)]
     results: list[dict[str, object]] = []
 
     def worker(order: list[BuildSpec]) -> None:
-        results.append(dict(BuildCache(tmp_path / "cache").build(order, jobs=1)))
+        results.append(dict(BuildCache(tmp_path / "cache").build(order, jobs=1, claim=claim)))
 
     threads = [threading.Thread(target=worker, args=(order,)) for order in (specs, specs[::-1])]
     for t in threads:
@@ -102,6 +103,20 @@ def test_concurrent_builders_never_compile_the_same_entry_twice(
         t.join()
     assert sorted(invocations(compiler)) == [f"case{i}" for i in range(4)]
     assert results[0].keys() == results[1].keys()
+
+
+def test_a_builder_claims_in_rounds_or_all_at_once(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    specs = [spec(f"r{i}\n", compiler) for i in range(4)]
+    rounds: list[str] = []
+    BuildCache(tmp_path / "rounds", rounds.append).build(specs, jobs=2)
+    assert [m for m in rounds if m.startswith("compiling")] == [
+        "compiling 2 translation unit(s), 2 at a time"
+    ] * 2
+    rolling: list[str] = []
+    BuildCache(tmp_path / "rolling", rolling.append).build(specs, jobs=2, claim=4)
+    assert [m for m in rolling if m.startswith("compiling")] == [
+        "compiling 4 translation unit(s), 2 at a time"
+    ]
 
 
 def test_progress_reports_steps(tmp_path: Path, compiler: tuple[Path, Path]) -> None:

@@ -316,7 +316,9 @@ class FlashInferBackend:
         # xdist workers share one build queue through the cache's locks; starting at
         # different places lets each claim its own part first
         start = self.settings.worker_index * len(ordered) // workers
-        built = self.cache.build(ordered[start:] + ordered[:start], self._jobs(ordered)[1])
+        built = self.cache.build(
+            ordered[start:] + ordered[:start], self._jobs(ordered)[1], self._claim(ordered)
+        )
         for case, spec in specs.items():
             self._builds[case] = built[spec.key]
 
@@ -326,6 +328,11 @@ class FlashInferBackend:
         workers = max(1, self.settings.worker_count)
         host = self.settings.jobs or parallel_jobs(specs)
         return host, max(1, -(-host // workers))
+
+    def _claim(self, specs: Sequence[BuildSpec]) -> int:
+        """How many of ``specs`` this process takes on at once: its xdist worker's part, so the
+        workers build side by side and each keeps its jobs busy without waiting for rounds."""
+        return max(1, -(-len(specs) // max(1, self.settings.worker_count)))
 
     def _build_shared(self, missing: list[Case], specs: dict[Case, BuildSpec], most: int) -> None:
         """Compile ``missing`` in shared units and point each case's entry at its unit; the
@@ -345,7 +352,8 @@ class FlashInferBackend:
             units += [(group, self._spec(group)) for group in plan_groups(arch_cases, host_jobs, size)]
         start = self.settings.worker_index * len(units) // max(1, self.settings.worker_count)
         units = units[start:] + units[:start]
-        built = self.cache.build([spec for _, spec in units], self._jobs([s for _, s in units])[1])
+        unit_specs = [spec for _, spec in units]
+        built = self.cache.build(unit_specs, self._jobs(unit_specs)[1], self._claim(unit_specs))
         for group, spec in units:
             unit = built[spec.key]
             if unit.ok:
