@@ -29,6 +29,7 @@ Only the standard library is used, so the file also runs as a script.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import queue
@@ -420,7 +421,7 @@ def plan(argv: Sequence[str], private: Path) -> Plan:
     if proc.returncode != 0:
         raise Unrecognized(f"nvcc --dryrun exited with status {proc.returncode}")
     found = parse(proc.stderr.decode(errors="surrogateescape"), str(private) + os.sep, argv, dict(os.environ))
-    return Plan(found.steps, found.env, found.module_ids, proc.stdout, found.stderr)
+    return dataclasses.replace(found, stdout=proc.stdout)
 
 
 def _fallback(argv: Sequence[str], reason: str) -> int:

@@ -42,4 +42,4 @@ else
 fi
 if [ "$phase" = warm ]; then python3 benchmarks/case_overhead.py "$work/$name-warm-n1.json" | tee "$work/$name-overhead.json"; fi
 tar -czf "$out/$name.tgz" -C "$work" .
-tail -3 "$work/$name-"*.log | tail -12
+tail -n 3 "$work/$name-"*.log | tail -n 12
