@@ -113,6 +113,14 @@ def available_memory() -> int:
     return 1 << 50
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its affinity: taskset, a container's cpuset), which
+    can be fewer than the host has."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def parallel_jobs(
     specs: Sequence[BuildSpec],
     share: int = 1,
@@ -123,7 +131,7 @@ def parallel_jobs(
     """How many compiles may run at once: bounded by cores and by RAM (each compile needing the
     most any of ``specs`` needs, or ``per_job``), divided among ``share`` processes building at
     the same time (one per xdist worker)."""
-    cores = cores or os.cpu_count() or 1
+    cores = cores or available_cores()
     memory = available_memory() if memory is None else memory
     per_job = per_job or max((s.ram_bytes for s in specs), default=1)
     return max(1, min(cores, int(memory * 0.85) // per_job) // max(1, share))

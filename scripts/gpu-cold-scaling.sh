@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Cold build of a matrix slice with 1, 4, 8, 16 ... parallel compiles, each from an empty cache:
-# wall time, and the peak RAM of the largest compile (GNU time's maximum resident set of the
-# pytest process tree). Compile only (--tile-device compile), one pytest process.
+# Cold build of a matrix slice on 1, 4, 8, 16 ... cores, each from an empty cache: the pytest
+# process is pinned to the first N cores (taskset), and the plugin sizes its units and parallel
+# compiles from what it may use, as it would on an N-core host. Compile only
+# (--tile-device compile), one pytest process. Per run: wall time, CPU seconds (user + sys) and
+# the largest single process (GNU time reports the largest child, i.e. the largest compile step).
 #
-#   [JOBS_LIST="1 4 8 16"] scripts/gpu-cold-scaling.sh MATRIX KEYWORD NAME
+#   [CORES_LIST="1 4 8 16"] scripts/gpu-cold-scaling.sh MATRIX KEYWORD NAME
 #
-# Parallel efficiency for N jobs is wall(1) / (N x wall(N)). A 16-case slice takes about
-# 400 s with one job on an H200 host: split JOBS_LIST over calls if needed.
+# Parallel efficiency on N cores is wall(1) / (N x wall(N)). One SM90 instantiation costs about
+# 46 CPU-seconds on the H200 host: size the slice (and split CORES_LIST over calls) to fit.
 set -uo pipefail
 matrix=$1 keyword=$2 name=$3
 out=${OUT:-$PWD/gpu-out}
@@ -14,14 +16,19 @@ work=/tmp/gpu-work/$name
 mkdir -p "$out" "$work"
 . "$(dirname "$0")/gpu-env.sh"
 echo "cpus $(nproc), $(nvcc --version | tail -1)" > "$work/$name-device.txt"
-for jobs in ${JOBS_LIST:-1 4 8 16}; do
-  export TILECONFORM_CACHE_DIR=/tmp/tc-scaling-$jobs
+for cores in ${CORES_LIST:-1 4 8 16}; do
+  export TILECONFORM_CACHE_DIR=/tmp/tc-scaling-$cores
   rm -rf "$TILECONFORM_CACHE_DIR"
-  start=$(date +%s)
-  /usr/bin/time -v python3 -m pytest "${plugins[@]}" -q -p no:xdist --tile-matrix "$matrix" -k "$keyword" \
-    --tile-device compile --tile-build-jobs "$jobs" > "$work/$name-j$jobs.log" 2>&1
+  start=$(date +%s%N)
+  taskset -c "0-$((cores - 1))" /usr/bin/time -v python3 -m pytest "${plugins[@]}" -q -p no:xdist \
+    --tile-matrix "$matrix" -k "$keyword" --tile-device compile > "$work/$name-c$cores.log" 2>&1
   status=$?
-  peak=$(grep "Maximum resident" "$work/$name-j$jobs.log" | awk '{print $NF}')
-  echo "jobs $jobs: exit $status in $(( $(date +%s) - start )) s, peak RSS ${peak} kB" | tee -a "$work/$name-times.txt"
+  wall=$(( ($(date +%s%N) - start) / 1000000 ))
+  user=$(grep "User time" "$work/$name-c$cores.log" | awk '{print $NF}')
+  sys=$(grep "System time" "$work/$name-c$cores.log" | awk '{print $NF}')
+  peak=$(grep "Maximum resident" "$work/$name-c$cores.log" | awk '{print $NF}')
+  units=$(grep -m1 "translation unit" "$work/$name-c$cores.log")
+  echo "cores $cores: exit $status in $wall ms, cpu ${user}+${sys} s, largest process ${peak} kB; $units" \
+    | tee -a "$work/$name-times.txt"
   tar -czf "$out/$name.tgz" -C "$work" .
 done

@@ -7,7 +7,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 # The host's Python installs are read-only and ship no bytecode: without a writable cache every
 # process compiles torch's sources again (4.4 s for `import torch`, measured)
+# (PYTHONDONTWRITEBYTECODE, set on this host, would keep it empty: measured 3.7 s of compile()
+# in a cProfile of one cached verdict, and pytest then rewrites the asserts of every plugin
+# module again in each process)
 export PYTHONPYCACHEPREFIX=/tmp/pycache
+unset PYTHONDONTWRITEBYTECODE
 if [ ! -d /tmp/fi/data ]; then mkdir -p /tmp/fi && tar -xJf .carry/flashinfer-data.tar.xz -C /tmp/fi; fi
 export TILECONFORM_FLASHINFER_SOURCES=/tmp/fi/data TILECONFORM_CACHE_DIR=${TILECONFORM_CACHE_DIR:-/tmp/tccache}
 plugins=(-p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin -p no:cacheprovider)

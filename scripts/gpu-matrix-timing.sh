@@ -3,7 +3,7 @@
 # build cache, in slices that each fit one device call, the cache kept between them), then
 # warm reruns of everything with one worker and with one worker per GPU.
 #
-#   scripts/gpu-matrix-timing.sh cold MATRIX KEYWORD NAME    # one slice; run each slice once
+#   [LIMIT=S] scripts/gpu-matrix-timing.sh cold MATRIX KEYWORD NAME    # one slice; run each slice once
 #   scripts/gpu-matrix-timing.sh warm MATRIX KEYWORD NAME    # after the slices, same machine
 #
 # Cold slices use the host's cores as the plugin sizes them (cores and RAM) and record their
@@ -24,6 +24,8 @@ if [ "$phase" = cold ]; then
     nvcc --version | tail -1; echo "cpus $(nproc), $(free -g | awk '/Mem/{print $2}') GB"; } > "$work/$name-device.txt"
   timer=()
   if [ -x /usr/bin/time ]; then timer=(/usr/bin/time -v); fi  # peak RSS of the largest process
+  # LIMIT=S: interrupt pytest after S seconds (it still writes its report): a device call's end
+  if [ -n "${LIMIT:-}" ]; then timer=(timeout -s INT "$LIMIT" "${timer[@]}"); fi
   start=$(date +%s%N)
   "${timer[@]}" "${pytest[@]}" -p no:xdist -k "$keyword" --tile-update \
     --tile-report "$work/$name-cold.json" > "$work/$name-cold.log" 2>&1

@@ -45,6 +45,37 @@ def test_plan_groups(n: int, jobs: int, most: int, sizes: list[int]) -> None:
     assert all(len(g) <= most for g in groups)
 
 
+@pytest.mark.parametrize(
+    ("families", "jobs", "most", "sizes"),
+    [
+        ([72] * 5, 12, 8, [8] * 45),  # the sm90 matrix: 9 units of 8 per dtype, 4 rounds of 12
+        ([7, 7, 6], 4, 8, [7, 7, 6]),  # one round: a unit per family, none spanning two
+        ([10, 2], 2, 8, [5, 5, 2]),  # a family needs 2 units of at most 8; the small one its own
+        ([3], 8, 8, [1, 1, 1]),  # one family: as without families
+    ],
+)
+def test_plan_groups_keeps_families_apart(
+    families: list[int], jobs: int, most: int, sizes: list[int]
+) -> None:
+    items = [(f, i) for f, count in enumerate(families) for i in range(count)]
+    groups = plan_groups(items, jobs, most, family=lambda item: item[0])
+    assert [len(g) for g in groups] == sizes
+    assert [i for g in groups for i in g] == items
+    assert all(len({f for f, _ in g}) == 1 for g in groups)
+    assert all(len(g) <= most for g in groups)
+
+
+def test_plan_groups_gathers_interleaved_families() -> None:
+    """The sm90 matrix's fp8 suite alternates its two output types every 4 cases (each tile and
+    cluster, both); on the H200 host that made units of 4 where 8 were planned."""
+    items = [(out, i) for i in range(0, 72, 4) for out in ("bf16", "fp16") for i in range(i, i + 4)]
+    groups = plan_groups(items, 9, 8, family=lambda item: item[0])  # 2 rounds of 9 units of 8
+    assert [len(g) for g in groups] == [8] * 18
+    assert all(len({out for out, _ in g}) == 1 for g in groups)
+    assert sorted(i for g in groups for i in g) == sorted(items)
+    assert [i for _, i in groups[0]] == list(range(8))  # in their order within the family
+
+
 # A stand-in for nvcc: the "unit" lists its cases one per line; a case named in FAIL_ON fails to
 # compile, and so does every unit that holds it.
 FAKE_COMPILER = """
@@ -104,10 +135,10 @@ def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
 @pytest.mark.parametrize(
     ("cases", "cores", "memory", "expected"),
     [
-        (16, 2, 20 * GB, (8, 1)),  # a 2-core CI runner: RAM allows one unit of 8 at a time
-        (126, 32, 256 * GB, (8, 16)),  # one round of 16 units of 8 on the x2 host
-        (72, 16, 128 * GB, (3, 12)),  # what a 72-case slice got on the 16-core H200 host
-        (360, 16, 128 * GB, (6, 9)),
+        (16, 2, 20 * GB, (4, 2)),  # a 2-core CI runner: RAM allows two units of 4 at a time
+        (126, 32, 256 * GB, (5, 27)),  # one round of 26 units of about 5 on the x2 host
+        (72, 16, 128 * GB, (6, 13)),  # a 72-case slice on the 16-core H200 host: one round
+        (360, 16, 128 * GB, (8, 12)),  # the whole sm90 matrix there: 45 units, 4 rounds
         (1, 16, 128 * GB, (1, 16)),  # ties go to the larger unit: 1 case, 1 unit
         (8, 1, 100 * GB, (8, 1)),  # one core: the biggest units
     ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import threading
@@ -132,6 +133,17 @@ def test_parallel_jobs_bounded_by_memory_and_shared_among_workers(compiler: tupl
     assert parallel_jobs(specs, cores=16, memory=4 << 30) == 3  # 85 % of 4 GiB
     assert parallel_jobs(specs, share=4, cores=16, memory=100 << 30) == 4
     assert parallel_jobs(specs, cores=2, memory=1 << 20) == 1
+
+
+def test_parallel_jobs_count_only_the_cores_this_process_may_use(
+    compiler: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``taskset -c 0-3`` (or a container's cpuset) a 16-core host offers 4 cores."""
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert parallel_jobs([spec("x\n", compiler)], memory=100 << 30) == 4
 
 
 def test_first_error_line() -> None:

@@ -20,13 +20,13 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import nvcc_pipeline
-from ..buildcache import BuildCache, BuildResult, BuildSpec, Roots, parallel_jobs, portable
+from ..buildcache import BuildCache, BuildResult, BuildSpec, Roots, available_cores, parallel_jobs, portable
 from ..cases import Case
 from ..devices import Gpu, current_gpu
 from ..verdict import NotJudgeable, Stage, Verdict
@@ -54,15 +54,21 @@ NAME = "flashinfer-cutlass-moe"
 #: (NVFP4 128x128x128: 6.0 GB, cicc 5.9), which the default still covers.
 RAM_PER_COMPILE = {90: 6_600_000_000}
 RAM_PER_COMPILE_DEFAULT = 7_000_000_000
-#: Extra peak RAM per further instantiation in a shared unit (measured here: 6 SM90 cases of
-#: mixed dtypes 8.6 GB, 4 bf16 cases 5.1 GB, one 3.6 GB).
-RAM_PER_EXTRA_INSTANTIATION = 1_000_000_000
+#: Extra peak RAM per further instantiation in a shared unit of one dtype. Measured on the H200
+#: host (benchmarks/compile_steps.py, cicc + cudafe++ peaks): units of 1 -> 8 bf16 256x128x64
+#: instantiations 5.9 -> 8.4 GB, fp8 128x256x128 8 in a unit 8.3 GB; 0.35 GB per further one.
+#: Units of mixed dtypes need more (6 SM90 cases of mixed dtypes: 8.6 GB with nvcc alone on
+#: the CPU machine, 1 GB per further one), so a unit never mixes them (:func:`plan_groups`).
+RAM_PER_EXTRA_INSTANTIATION = 350_000_000
 #: Most instantiations per translation unit (FlashInfer's generator writes 8 per file).
 DEFAULT_GROUP = 8
 #: Compile time of a unit of g instantiations relative to one alone: 1 + this x (g - 1).
-#: Measured here: 4 bf16 instantiations in one unit 143 s against 107 s alone (0.11 per extra
-#: one), 6 of mixed dtypes 216 s against about 100 s (0.23).
-COMPILE_COST_PER_EXTRA = 0.15
+#: Measured on the H200 host, one step after another (benchmarks/compile_steps.py): a unit of 8
+#: bf16 256x128x64 instantiations takes 1.78x one alone along nvcc's critical path (cicc,
+#: ptxas, host compile: 98 s against 55 s) and 1.5x its CPU time (137 against 91 CPU-s);
+#: fp8 128x256x128, 148 CPU-s for 8. The front end (cudafe++ 29 s, cicc's parse, the host
+#: compile) is what a unit shares.
+COMPILE_COST_PER_EXTRA = 0.11
 DEVICES = ("auto", "hardware", "virtual", "compile")
 #: The harness's stages that are verdicts on the case. "launcher" is a TensorRT-LLM check in
 #: the launcher itself (before CUTLASS): it refuses the arguments, as can_implement does.
@@ -136,22 +142,35 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
     )
 
 
-def plan_groups(items: Sequence[T], jobs: int, most: int) -> list[list[T]]:
-    """Split ``items`` (one arch) into contiguous groups of at most ``most`` for ``jobs``
-    parallel compiles: as few rounds of ``jobs`` compiles as ``most`` allows, every round full,
-    the groups as even as possible (a shared unit costs a fixed front end plus a little per
-    instantiation, and the slowest group sets the wall time)."""
+def plan_groups(
+    items: Sequence[T], jobs: int, most: int, family: Callable[[T], Hashable] | None = None
+) -> list[list[T]]:
+    """Split ``items`` (one arch) into groups of at most ``most`` for ``jobs`` parallel
+    compiles: as few rounds of ``jobs`` compiles as ``most`` allows, every round full, the
+    groups as even as possible (a shared unit costs a fixed front end plus a little per
+    instantiation, and the slowest group sets the wall time).
+
+    Without ``family`` the groups are contiguous runs of ``items``. With it, a group holds
+    items of one family (the dtypes: they share less of the front end and need more memory
+    together), in their order; each family gets its share of the groups. Matrices interleave
+    families (an fp8 suite with two output types alternates them every few cases), so the
+    families are gathered first."""
     n = len(items)
     if n == 0:
         return []
     rounds = -(-n // (jobs * most))
     count = min(n, jobs * rounds)
-    sizes = [n // count + (1 if i < n % count else 0) for i in range(count)]
+    families: dict[Hashable, list[T]] = {}
+    for item in items:
+        families.setdefault(None if family is None else family(item), []).append(item)
     groups: list[list[T]] = []
-    start = 0
-    for size in sizes:
-        groups.append(list(items[start : start + size]))
-        start += size
+    for members in families.values():
+        parts = min(len(members), max(-(-len(members) // most), count * len(members) // n))
+        start = 0
+        for i in range(parts):
+            size = len(members) // parts + (1 if i < len(members) % parts else 0)
+            groups.append(members[start : start + size])
+            start += size
     return groups
 
 
@@ -349,7 +368,8 @@ class FlashInferBackend:
                 return self.settings.jobs or parallel_jobs([], per_job=ram)
 
             size, host_jobs = unit_size(len(arch_cases), most, jobs_for)
-            units += [(group, self._spec(group)) for group in plan_groups(arch_cases, host_jobs, size)]
+            groups = plan_groups(arch_cases, host_jobs, size, family=lambda c: (c.act, c.weight, c.out))
+            units += [(group, self._spec(group)) for group in groups]
         start = self.settings.worker_index * len(units) // max(1, self.settings.worker_count)
         units = units[start:] + units[:start]
         unit_specs = [spec for _, spec in units]
@@ -420,7 +440,7 @@ class FlashInferBackend:
         import torch
 
         if self.settings.worker_count > 1:
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.settings.worker_count))
+            torch.set_num_threads(max(1, available_cores() // self.settings.worker_count))
         gc.freeze()
         self._settled = True
 
