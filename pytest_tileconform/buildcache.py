@@ -65,6 +65,9 @@ class BuildResult:
     path: Path  # the entry's directory
     seconds: float
     first_error: str = ""
+    #: the compile was killed by a signal (the out-of-memory killer, a user): says nothing about
+    #: the source, so it is not cached and no verdict may come of it
+    killed: bool = False
 
     @property
     def artifact(self) -> Path:
@@ -135,6 +138,20 @@ def parallel_jobs(
     memory = available_memory() if memory is None else memory
     per_job = per_job or max((s.ram_bytes for s in specs), default=1)
     return max(1, min(cores, int(memory * 0.85) // per_job) // max(1, share))
+
+
+EXIT_MARK = "tileconform: build exit status "
+
+
+def killed_by(log: str) -> int | None:
+    """The signal that ended a failed build, from the exit status its log ends with (a shell
+    reports death by signal N as 128 + N; nvcc as "died due to signal N"), or None."""
+    if found := re.search(r"died due to signal (\d+)", log):
+        return int(found.group(1))
+    statuses = re.findall(rf"^{re.escape(EXIT_MARK)}(\d+)$", log, re.MULTILINE)
+    if statuses and 128 < int(statuses[-1]) <= 128 + 64:  # not 255, which compilers also use
+        return int(statuses[-1]) - 128
+    return None
 
 
 FIRST_ERROR = re.compile(r"(error|static assertion failed|static_assert)", re.IGNORECASE)
@@ -260,7 +277,8 @@ class BuildCache:
             rules = [
                 "ninja_required_version = 1.3",
                 "rule nvcc",
-                "  command = $cmd > $log 2>&1",
+                # the exit status goes to the log: a compile killed by a signal is not a verdict
+                f"  command = $cmd > $log 2>&1 || {{ status=$$?; echo {EXIT_MARK}$$status >> $log; exit $$status; }}",
                 "  description = $label",
                 "",
             ]
@@ -313,6 +331,16 @@ class BuildCache:
         log_path = case_dir / "build.log"
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         ok = (case_dir / ARTIFACT).exists()
+        if not ok and (signum := killed_by(log)) is not None:
+            self.progress(f"{spec.label}: the compiler was killed (signal {signum}); nothing cached")
+            return BuildResult(
+                False,
+                self.entry(spec),
+                seconds,
+                f"the compiler was killed by signal {signum} (out of memory? fewer --tile-build-jobs "
+                "need less); nothing was cached",
+                killed=True,
+            )
         first_error = "" if ok else first_error_line(log)
         meta = {
             "ok": ok,

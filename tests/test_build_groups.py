@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_reference import make_case
 
-from pytest_tileconform.buildcache import BuildSpec
+from pytest_tileconform.buildcache import BuildResult, BuildSpec
 from pytest_tileconform.cases import Case
 from pytest_tileconform.flashinfer.backend import (
     RAM_PER_COMPILE,
@@ -151,3 +151,14 @@ def test_unit_size_with_jobs_given() -> None:
     # --tile-build-jobs 32 on 126 cases: one round of 32 units of about 4 (what ran on the x2 host)
     assert unit_size(126, 8, lambda _size: 32) == (4, 32)
     assert unit_size(126, 1, lambda _size: 32) == (1, 32)  # --tile-build-group 1
+
+
+def test_a_killed_build_gives_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_settings: Callable[..., Settings]
+) -> None:
+    """A compile the out-of-memory killer ended is an error of the run, never a compile verdict."""
+    backend = FlashInferBackend(backend_settings(device="compile"), progress=lambda _msg: None)
+    killed = BuildResult(False, tmp_path, 1.0, "the compiler was killed by signal 9", killed=True)
+    monkeypatch.setattr(backend, "_build", lambda case: killed)
+    with pytest.raises(RuntimeError, match="has no build: the compiler was killed by signal 9"):
+        backend.judge(make_case())

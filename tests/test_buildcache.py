@@ -15,6 +15,7 @@ from pytest_tileconform.buildcache import (
     BuildCache,
     BuildSpec,
     first_error_line,
+    killed_by,
     parallel_jobs,
 )
 
@@ -30,6 +31,9 @@ time.sleep(0.2)
 if "FAIL" in text:
     print("harness.cu(12): error: static assertion failed with \\"tile too big\\"")
     sys.exit(1)
+if "KILL" in text:  # as the out-of-memory killer would end it
+    import os, signal
+    os.kill(os.getpid(), signal.SIGKILL)
 out.write_text(text)
 """
 
@@ -144,6 +148,35 @@ def test_parallel_jobs_count_only_the_cores_this_process_may_use(
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     assert parallel_jobs([spec("x\n", compiler)], memory=100 << 30) == 4
+
+
+def test_a_killed_compile_is_not_cached(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    """A compiler killed by a signal (the out-of-memory killer) says nothing about the source:
+    no entry is published, the result says so, and the next build compiles it again."""
+    cache = BuildCache(tmp_path / "cache")
+    killed = spec("KILL\n", compiler)
+    result = cache.build([killed, spec("ok\n", compiler)], jobs=2)
+    assert result[killed.key].killed and not result[killed.key].ok
+    assert "killed by signal 9" in result[killed.key].first_error
+    assert cache.lookup(killed) is None
+    assert result[spec("ok\n", compiler).key].ok
+    cache.build([killed], jobs=1)
+    assert invocations(compiler).count("KILL") == 2
+
+
+@pytest.mark.parametrize(
+    ("log", "signum"),
+    [
+        ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)\n", 9),
+        ("...\ntileconform: build exit status 137\n", 9),
+        ("...\ntileconform: build exit status 130\n", 2),
+        ("x.cu(3): error: bad\ntileconform: build exit status 1\n", None),
+        ("nvcc fatal\ntileconform: build exit status 255\n", None),
+        ("", None),
+    ],
+)
+def test_killed_by(log: str, signum: int | None) -> None:
+    assert killed_by(log) == signum
 
 
 def test_first_error_line() -> None:

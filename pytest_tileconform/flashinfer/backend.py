@@ -405,6 +405,8 @@ class FlashInferBackend:
         if isinstance(build, Verdict):
             return build
         base = {"flashinfer": self.sources.version, "build": str(build.path)}
+        if build.killed:  # not the source's doing: no verdict, and the test errs rather than skips
+            raise RuntimeError(f"{case.id} has no build: {build.first_error}")
         if not build.ok and harness_error(build.first_error):
             # our harness, not the instantiation, failed to compile: no verdict on the case
             raise NotJudgeable(
