@@ -278,7 +278,8 @@ class BuildCache:
                 "ninja_required_version = 1.3",
                 "rule nvcc",
                 # the exit status goes to the log: a compile killed by a signal is not a verdict
-                f"  command = $cmd > $log 2>&1 || {{ status=$$?; echo {EXIT_MARK}$$status >> $log; exit $$status; }}",
+                "  command = $cmd > $log 2>&1 || "
+                f"{{ status=$$?; echo {EXIT_MARK}$$status >> $log; exit $$status; }}",
                 "  description = $label",
                 "",
             ]
