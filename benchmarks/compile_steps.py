@@ -27,21 +27,33 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_tileconform import nvcc_pipeline
 from pytest_tileconform.flashinfer.backend import kernel_config
-from pytest_tileconform.flashinfer.codegen import generate_translation_unit, nvcc_command
+from pytest_tileconform.flashinfer.codegen import KernelConfig, generate_translation_unit, nvcc_command
 from pytest_tileconform.flashinfer.sources import find_sources
 from pytest_tileconform.matrix import load_matrix
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of nvcc's plan as it ran."""
+
+    tool: str
+    host_only_source: bool  # a .cpp the unit links (TensorRT-LLM's), compiled beside the .cu
+    wall_s: float
+    cpu_s: float
+    peak_rss_gb: float
 
 
 def _tool(command: str) -> str:
     return command.split()[0].strip("\"'").rsplit("/", 1)[-1]
 
 
-def compile_unit(configs: list[Any], work: Path) -> dict[str, Any]:
+def compile_unit(configs: list[KernelConfig], work: Path) -> dict[str, Any]:
     """Compile one unit of ``configs`` in ``work``, step by step; per-step wall, CPU, peak RSS."""
     sources = find_sources()
     work.mkdir(parents=True, exist_ok=True)
@@ -55,7 +67,7 @@ def compile_unit(configs: list[Any], work: Path) -> dict[str, Any]:
     plan = nvcc_pipeline.plan(argv, private)
     for path, text in plan.module_ids.items():
         Path(path).write_text(text)
-    steps = []
+    steps: list[Step] = []
     for step in plan.steps:
         started = time.monotonic()
         proc = subprocess.Popen(
@@ -67,30 +79,28 @@ def compile_unit(configs: list[Any], work: Path) -> dict[str, Any]:
         )
         _, status, usage = os.wait4(proc.pid, 0)
         steps.append(
-            {
-                "tool": _tool(step.command),
-                "host_only_source": step.spare,
-                "wall_s": round(time.monotonic() - started, 2),
-                "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-                "peak_rss_gb": round(usage.ru_maxrss / 1e6, 2),
-            }
+            Step(
+                tool=_tool(step.command),
+                host_only_source=step.spare,
+                wall_s=round(time.monotonic() - started, 2),
+                cpu_s=round(usage.ru_utime + usage.ru_stime, 2),
+                peak_rss_gb=round(usage.ru_maxrss / 1e6, 2),
+            )
         )
         if status != 0:
-            raise RuntimeError(f"step {step.index} ({steps[-1]['tool']}) failed; its work is in {work}")
+            raise RuntimeError(f"step {step.index} ({steps[-1].tool}) failed; its work is in {work}")
     by_tool: dict[str, float] = {}
     for row in steps:
-        key = "host-only sources" if row["host_only_source"] else row["tool"]
-        by_tool[key] = round(by_tool.get(key, 0.0) + row["cpu_s"], 2)
+        key = "host-only sources" if row.host_only_source else row.tool
+        by_tool[key] = round(by_tool.get(key, 0.0) + row.cpu_s, 2)
+    tools = {row.tool for row in steps}
     return {
         "instantiations": len(configs),
         "cases": [c.name for c in configs],
-        "cpu_s": round(sum(r["cpu_s"] for r in steps), 1),
+        "cpu_s": round(sum(r.cpu_s for r in steps), 1),
         "cpu_s_by_tool": by_tool,
-        "peak_rss_gb_by_tool": {
-            tool: max(r["peak_rss_gb"] for r in steps if r["tool"] == tool)
-            for tool in {r["tool"] for r in steps}
-        },
-        "steps": steps,
+        "peak_rss_gb_by_tool": {tool: max(r.peak_rss_gb for r in steps if r.tool == tool) for tool in tools},
+        "steps": [asdict(r) for r in steps],
     }
 
 

@@ -214,11 +214,11 @@ def test_the_flashinfer_judge_names_the_release_and_never_guesses(tmp_path: Path
     """The real judge against fake wheels: one the harness cannot instantiate (no compile), and
     one it cannot compile against (nvcc fails in the harness's own file, in seconds). Both are
     'not judgeable' with the reason and the release, never a verdict on the tile."""
-    from test_releases import KEPT, LAUNCHER_INL, MACRO, NV, make_wheel
+    from test_releases import KEPT, NV, make_wheel
 
     from pytest_tileconform.bisect import flashinfer_judge
-    from pytest_tileconform.flashinfer.compat import HARNESS_MACRO_PARAMS
-    from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_cuda_home
+    from pytest_tileconform.flashinfer.compat import HARNESS_MACRO_PARAMS, MACRO
+    from pytest_tileconform.flashinfer.sources import LAUNCHER_INL, FlashInferSourcesError, find_cuda_home
 
     old = f"#define {MACRO}({', '.join(p for p in HARNESS_MACRO_PARAMS if p != 'SWAP_AB_')})\n"
     wheels = {

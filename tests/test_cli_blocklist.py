@@ -52,11 +52,10 @@ def blocklist_class() -> Any:
     wanted = {"_tactic_to_json", "_tactic_to_json_hashable"}
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in wanted]
     assert {f.name for f in functions} == wanted
+    body: list[ast.stmt] = list(functions)
     package = "_tileconform_fake_flashinfer"
     fake_autotuner = types.ModuleType(f"{package}.autotuner")
-    exec(
-        compile(ast.Module(body=functions, type_ignores=[]), str(autotuner), "exec"), fake_autotuner.__dict__
-    )
+    exec(compile(ast.Module(body=body, type_ignores=[]), str(autotuner), "exec"), fake_autotuner.__dict__)
     fake_autotuner._METADATA_KEY = "_metadata"  # type: ignore[attr-defined]
     fake_autotuner._collect_metadata = lambda: dict(ENVIRONMENT)  # type: ignore[attr-defined]
     jit = types.ModuleType(f"{package}.jit")

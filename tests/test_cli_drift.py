@@ -117,8 +117,8 @@ def test_installed_flashinfer_074_sm120(flashinfer_074, capsys: pytest.CaptureFi
     ],
 )
 def test_bad_input(
-    sources, capsys: pytest.CaptureFixture[str], argv: list[str], message: str, status: int
-) -> None:  # type: ignore[no-untyped-def]
+    sources: FlashInferSources, capsys: pytest.CaptureFixture[str], argv: list[str], message: str, status: int
+) -> None:
     assert main(["drift", *argv]) == status
     captured = capsys.readouterr()
     assert message in captured.err and captured.out == ""

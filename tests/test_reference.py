@@ -57,7 +57,7 @@ def make_case(
         cluster=(1, 1, 1),
         swap_ab=False,
         fusion=fusion,
-        problem=Problem(rows=rows or [3, 0, 5], n=n, k=k),
+        problem=Problem(rows=tuple(rows or [3, 0, 5]), n=n, k=k),
         expectation=None,
         suite=None,
     )
