@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# Time to the first verdict for one SM90 case from an empty build cache, on hardware, side by
-# side with FlashInfer's own route (a sample of its fused_moe_90 module's generated files
-# compiled with its flags, see benchmarks/flashinfer_route.py; prepared into .bench/fi-route
-# where flashinfer-python is installed). Then the same case again from the filled cache, in a
-# new process from a copy of the filled cache at another path (what a runner gets from a cache
-# another machine filled). Python's bytecode cache is filled first (as any installed Python has
-# it), so neither run pays for compiling torch's sources.
+# Time to the first verdict for one SM90 case from an empty build cache, on hardware, then
+# FlashInfer's own route on the same host in the same call (a sample of its fused_moe_90
+# module's generated files compiled with its flags, see benchmarks/flashinfer_route.py;
+# prepared into .bench/fi-route where flashinfer-python is installed). In between, the same
+# case again from the filled cache, in a new process from a copy of the filled cache at another
+# path (what a runner gets from a cache another machine filled). Python's bytecode cache is
+# filled first (as any installed Python has it), so no run pays for compiling torch's sources.
+# The route runs after this project's runs, not beside them: run at the same time it held 12 of
+# the 16 cores and the cold verdict took 64.6 s instead of 53.4 s (BENCHMARKS.md).
 #
 #   [ROUTE=0] [ROUTE_SAMPLE=DIR] scripts/gpu-first-verdict.sh NAME
 #   (ROUTE=0: leave FlashInfer's route out; ROUTE_SAMPLE: the prepared sample, default .bench/fi-route)
-#
-# $work/ours.done appears once this project's runs are over (other work may start then
-# without disturbing them); the script ends when FlashInfer's sample has compiled too.
 set -uo pipefail
 name=$1
 out=${OUT:-$PWD/gpu-out}
@@ -22,12 +21,6 @@ rm -rf "$TILECONFORM_CACHE_DIR" "$TILECONFORM_CACHE_DIR-elsewhere"
 . "$(dirname "$0")/gpu-env.sh"
 echo "cpus $(nproc), $(nvcc --version | tail -1)" > "$work/$name-device.txt"
 python3 -c "import torch, pytest, pydantic, ruamel.yaml, pytest_tileconform.plugin"  # bytecode
-route=
-if [ "${ROUTE:-1}" != 0 ]; then
-  python3 benchmarks/flashinfer_route.py compile "${ROUTE_SAMPLE:-.bench/fi-route}" --sources /tmp/fi/data \
-    > "$work/$name-flashinfer-route.json" 2> "$work/$name-flashinfer-route.log" &
-  route=$!
-fi
 one=(python3 -m pytest "${plugins[@]}" -q -p no:xdist --tile-matrix matrices/smoke-sm90.yaml
      -k "bf16-128x128x64" --tile-device hardware)
 # own-plugins: the same without the host's other pytest plugins (this host auto-loads
@@ -54,9 +47,9 @@ for part in "nvidia-smi --query-gpu=name,compute_cap,uuid --format=csv,noheader"
   echo "alone: $part in $(( ($(date +%s%N) - start) / 1000000 )) ms" >> "$work/$name-times.txt"
 done
 tar -czf "$out/$name.tgz" -C "$work" .
-touch "$work/ours.done"
-if [ -n "$route" ]; then
-  wait "$route"
+if [ "${ROUTE:-1}" != 0 ]; then
+  python3 benchmarks/flashinfer_route.py compile "${ROUTE_SAMPLE:-.bench/fi-route}" --sources /tmp/fi/data \
+    > "$work/$name-flashinfer-route.json" 2> "$work/$name-flashinfer-route.log"
   tar -czf "$out/$name.tgz" -C "$work" .
   cat "$work/$name-flashinfer-route.json"
 fi
