@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tileconform import nvcc_pipeline
-from pytest_tileconform.flashinfer.backend import kernel_config
+from pytest_tileconform.flashinfer.backend import compile_command, kernel_config
 from pytest_tileconform.flashinfer.codegen import KernelConfig, generate_translation_unit, nvcc_command
 from pytest_tileconform.flashinfer.sources import find_sources
 from pytest_tileconform.matrix import load_matrix
@@ -59,10 +59,7 @@ def compile_unit(configs: list[KernelConfig], work: Path) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     src = work / "unit.cu"
     src.write_text(generate_translation_unit(configs, sources.version))
-    full = nvcc_command(configs[0], sources, src, work / "harness")
-    cudart = full.index("--cudart=static")
-    argv = [full[0], *full[1:cudart], "--no-compress", "-c", *full[cudart + 1 : full.index("-o")]]
-    argv += ["-odir", str(work)]
+    argv = [*compile_command(nvcc_command(configs[0], sources, src, work / "harness")), "-odir", str(work)]
     private = Path(tempfile.mkdtemp(prefix="compile-steps-", dir=work)).resolve()
     plan = nvcc_pipeline.plan(argv, private)
     for path, text in plan.module_ids.items():

@@ -28,7 +28,7 @@ CASES = ("sm90-bf16-128x128x64-c1x1x1-none", "sm90-bf16-128x16x64-c1x1x1-finaliz
 HARDWARE_REPORT = ROOT / "results" / "h200-2026-11-29" / "smoke-hardware.json"
 # a cache of this test's own, kept between runs: in the user cache one of the cases may already
 # have been built by another unit, and then the other would be built alone
-UNIT_CACHE = default_cache_dir().with_name(default_cache_dir().name + "-e2e-shared-unit")
+UNIT_CACHE = default_cache_dir().with_name(f"{default_cache_dir().name}-e2e-shared-unit")
 
 
 @pytest.mark.slow

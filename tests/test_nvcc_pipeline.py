@@ -398,8 +398,9 @@ def test_nvcc_unchanged_when_the_plan_is_unknown(
 def test_the_backend_compiles_through_the_pipeline(
     nvcc: str, tmp_path: Path, backend_settings: Callable[..., Settings]
 ) -> None:
+    from test_flashinfer_codegen import base
+
     from pytest_tileconform.flashinfer import backend
-    from pytest_tileconform.flashinfer.codegen import KernelConfig
     from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_sources
 
     try:
@@ -409,17 +410,7 @@ def test_the_backend_compiles_through_the_pipeline(
     settings = backend_settings(cache_dir=tmp_path)
     flashinfer = backend.FlashInferBackend(settings, progress=lambda _msg: None)
     flashinfer._toolchain = (Path(nvcc).parents[1], "salt", tmp_path / "vcudart" / "libvcudart.a")
-    config = KernelConfig(
-        arch=90,
-        act="bf16",
-        weight="bf16",
-        out="bf16",
-        tile=(128, 128, 64),
-        cluster=(1, 1, 1),
-        swap_ab=False,
-        fusion="none",
-    )
-    (shell, flag, script), roots = flashinfer._command(config)
+    (shell, flag, script), roots = flashinfer._command(base())
     assert (shell, flag) == ("sh", "-c")
     (compile_part,) = [part for part in script.split("; ") if "nvcc_pipeline" in part]
     compile_cmd = shlex.split(compile_part)

@@ -114,23 +114,30 @@ def kernel_config(case: Case) -> KernelConfig:
     )
 
 
+def compile_command(hardware_command: list[str]) -> list[str]:
+    """The compile of a unit to objects (add ``-odir DIR``) that :func:`build_script` runs,
+    from :func:`codegen.nvcc_command` (``... --cudart=static SRC COMMON... -o OUT``).
+    ``--no-compress`` keeps the cubins readable for the virtual device's resource table and
+    changes no code."""
+    cudart = hardware_command.index("--cudart=static")
+    sources = hardware_command[cudart + 1 : hardware_command.index("-o")]
+    return [hardware_command[0], *hardware_command[1:cudart], "--no-compress", "-c", *sources]
+
+
 def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
     """One build, two programs: compile the unit once to objects, then link the hardware
     harness (a shared library with static cudart, which the runner loads: :mod:`.runner`) and
     the virtual one (an executable on the project's runtime) from the same objects.
 
-    ``hardware_command`` is :func:`codegen.nvcc_command` (``... --cudart=static SRC COMMON...
-    -o OUT``); ``--no-compress`` keeps the cubins readable for the virtual device's resource
-    table and changes no code. The compile runs through :mod:`..nvcc_pipeline`: nvcc's passes
-    side by side, nvcc's objects but for the module id in the names of internal-linkage symbols.
+    ``hardware_command`` is :func:`codegen.nvcc_command`; the compile (:func:`compile_command`)
+    runs through :mod:`..nvcc_pipeline`: nvcc's passes side by side, nvcc's objects but for the
+    module id in the names of internal-linkage symbols.
     """
-    cudart = hardware_command.index("--cudart=static")
-    nvcc, flags = hardware_command[0], hardware_command[1:cudart]
-    sources = hardware_command[cudart + 1 : hardware_command.index("-o")]
+    nvcc = hardware_command[0]
     objdir = "{out}.o.d"
     q = shlex.quote
     pipeline = [PYTHON, "-I", str(PIPELINE_SCRIPT)]
-    compile_cmd = shlex.join([*pipeline, nvcc, *flags, "--no-compress", "-c", *sources])
+    compile_cmd = shlex.join([*pipeline, *compile_command(hardware_command)])
     compile_cmd = compile_cmd.replace(q("{src}"), "{src}")
     return (
         "sh",
