@@ -489,7 +489,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--cache-dir", type=Path, default=None, help="default: the plugin's cache")
     run.add_argument("--build-jobs", type=int, default=None, help="parallel compiles")
     run.add_argument(
-        "--build-group", type=int, default=None, help="most instantiations per translation unit (default 8)"
+        "--build-group", type=int, default=None, help="most instantiations per translation unit (default 36)"
     )
     run.add_argument("--timeout", type=float, default=120.0, help="per-case run limit (s)")
     run.add_argument("--json", type=Path, default=None, help="also write the result as JSON here")

@@ -13,6 +13,7 @@ from test_reference import make_case
 from pytest_tileconform.buildcache import BuildResult, BuildSpec
 from pytest_tileconform.cases import Case
 from pytest_tileconform.flashinfer.backend import (
+    DEFAULT_GROUP,
     RAM_PER_COMPILE,
     RAM_PER_EXTRA_INSTANTIATION,
     FlashInferBackend,
@@ -133,24 +134,48 @@ def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
 
 
 @pytest.mark.parametrize(
-    ("cases", "cores", "memory", "expected"),
+    ("families", "cores", "memory", "expected"),
     [
-        (16, 2, 20 * GB, (4, 2)),  # a 2-core CI runner: RAM allows two units of 4 at a time
-        (126, 32, 256 * GB, (5, 27)),  # one round of 26 units of about 5 on the x2 host
-        (72, 16, 128 * GB, (6, 13)),  # a 72-case slice on the 16-core H200 host: one round
-        (360, 16, 128 * GB, (8, 12)),  # the whole sm90 matrix there: 45 units, 4 rounds
-        (1, 16, 128 * GB, (1, 16)),  # ties go to the larger unit: 1 case, 1 unit
-        (8, 1, 100 * GB, (8, 1)),  # one core: the biggest units
+        ([16], 2, 20 * GB, (16, 1)),  # a 2-core CI runner: RAM allows one unit at a time, the largest
+        ([126], 32, 256 * GB, (6, 26)),  # one round of 21 units of 6 on the x2 host
+        ([72], 16, 128 * GB, (7, 12)),  # a 72-case slice on the 16-core H200 host: one round
+        # the whole sm90 matrix (5 dtypes of 72) on the H200 host (MemAvailable 134 GB): 20
+        # units of 18, 10 at a time, two rounds; what its cold build ran (results/h200-2026-11-29-s13)
+        ([72] * 5, 16, 134 * GB, (18, 10)),
+        ([72] * 5, 16, 128 * GB, (12, 11)),  # a little less RAM: 30 units of 12, three rounds
+        ([1], 16, 128 * GB, (1, 15)),  # ties go to the larger unit: 1 case, 1 unit
+        ([8], 16, 128 * GB, (1, 15)),  # few cases, many cores: each case alone, all at once
+        ([8], 1, 100 * GB, (8, 1)),  # one core: the biggest units
     ],
 )
-def test_unit_size_from_cores_and_ram(cases: int, cores: int, memory: int, expected: tuple[int, int]) -> None:
-    assert unit_size(cases, 8, ram_bound(cores, memory)) == expected
+def test_unit_size_from_cores_and_ram(
+    families: list[int], cores: int, memory: int, expected: tuple[int, int]
+) -> None:
+    assert unit_size(families, DEFAULT_GROUP, ram_bound(cores, memory), cores) == expected
+
+
+def test_unit_size_counts_units_per_dtype() -> None:
+    """A unit holds one dtype: two dtypes of 5 cases are two units of 5, not one of 10."""
+    assert unit_size([10], DEFAULT_GROUP, lambda _size: 1, 1) == (10, 1)
+    assert unit_size([5, 5], DEFAULT_GROUP, lambda _size: 1, 1) == (5, 1)
+    size, jobs = unit_size([72] * 5, DEFAULT_GROUP, ram_bound(16, 134 * GB), 16)
+    items = [(dtype, i) for i in range(72) for dtype in "abcde"]
+    groups = plan_groups(items, jobs, size, family=lambda item: item[0])
+    assert len(groups) == 2 * jobs and {len(g) for g in groups} == {size}  # two full rounds
+
+
+def test_unit_size_when_cpu_bound() -> None:
+    """With RAM for 64 compiles at once, the cores decide: on 4 cores 64 cases are a few large
+    units (a compile keeps 1.6 cores busy); with cores for all, each case alone."""
+    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 4)[0] > 8
+    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 128) == (1, 64)
 
 
 def test_unit_size_with_jobs_given() -> None:
-    # --tile-build-jobs 32 on 126 cases: one round of 32 units of about 4 (what ran on the x2 host)
-    assert unit_size(126, 8, lambda _size: 32) == (4, 32)
-    assert unit_size(126, 1, lambda _size: 32) == (1, 32)  # --tile-build-group 1
+    # --tile-build-jobs 32 on 126 cases, 32 cores: one round of 21 units of 6 (units of 4, one
+    # round of 32, would need 52 cores' worth of CPU)
+    assert unit_size([126], 8, lambda _size: 32, 32) == (6, 32)
+    assert unit_size([126], 1, lambda _size: 32, 32) == (1, 32)  # --tile-build-group 1
 
 
 def test_a_killed_build_gives_no_verdict(

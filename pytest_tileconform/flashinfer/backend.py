@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,24 +52,31 @@ NAME = "flashinfer-cutlass-moe"
 #: 6.6 GB. Through :mod:`..nvcc_pipeline` cudafe++ (1.9 GB) runs beside cicc: for SM90 while
 #: cicc nears its peak (bf16 128x128x64: 5.7 GB, cicc 3.76 + cudafe++ 1.90 at once, against
 #: 3.8 GB for nvcc alone), so up to about 6.5 GB; for SM120 cicc peaks after cudafe++ has ended
-#: (NVFP4 128x128x128: 6.0 GB, cicc 5.9), which the default still covers.
-RAM_PER_COMPILE = {90: 6_600_000_000}
+#: (NVFP4 128x128x128: 6.0 GB, cicc 5.9), which the default still covers. SM90's figure is
+#: where the line through its measured shared units starts (below).
+RAM_PER_COMPILE = {90: 7_000_000_000}
 RAM_PER_COMPILE_DEFAULT = 7_000_000_000
 #: Extra peak RAM per further instantiation in a shared unit of one dtype. Measured on the H200
-#: host (benchmarks/compile_steps.py, cicc + cudafe++ peaks): units of 1 -> 8 bf16 256x128x64
-#: instantiations 5.9 -> 8.4 GB, fp8 128x256x128 8 in a unit 8.3 GB; 0.35 GB per further one.
+#: host (benchmarks/compile_steps.py; cicc's peak plus cudafe++'s, which runs beside it): bf16
+#: units of 8, 16, 36 in matrix order 7.7, 10.5, 12.9 GB; fp8 16 and 36 10.5 and 12.9 GB. The
+#: line from one case's 7 GB with 0.25 GB per further one covers them all.
 #: Units of mixed dtypes need more (6 SM90 cases of mixed dtypes: 8.6 GB with nvcc alone on
 #: the CPU machine, 1 GB per further one), so a unit never mixes them (:func:`plan_groups`).
-RAM_PER_EXTRA_INSTANTIATION = 350_000_000
-#: Most instantiations per translation unit (FlashInfer's generator writes 8 per file).
-DEFAULT_GROUP = 8
-#: Compile time of a unit of g instantiations relative to one alone: 1 + this x (g - 1).
-#: Measured on the H200 host, one step after another (benchmarks/compile_steps.py): a unit of 8
-#: bf16 256x128x64 instantiations takes 1.78x one alone along nvcc's critical path (cicc,
-#: ptxas, host compile: 98 s against 55 s) and 1.5x its CPU time (137 against 91 CPU-s);
-#: fp8 128x256x128, 148 CPU-s for 8. The front end (cudafe++ 29 s, cicc's parse, the host
-#: compile) is what a unit shares.
-COMPILE_COST_PER_EXTRA = 0.11
+RAM_PER_EXTRA_INSTANTIATION = 250_000_000
+#: Most instantiations per translation unit: the largest unit measured (FlashInfer's generator
+#: writes 8 per file; what a run uses is :func:`unit_size`'s choice up to this).
+DEFAULT_GROUP = 36
+#: A unit of g instantiations relative to one alone, measured on the H200 host
+#: (benchmarks/compile_steps.py, SM90 bf16 and fp8, cases in matrix order). Critical path
+#: (cicc, ptxas, host compile; cudafe++ and TensorRT-LLM's host files run beside them):
+#: 55 s for one, 98 s for 8, 157 s for 16, 243 s for 36, i.e. 1 + 0.11 x (g - 1). CPU time:
+#: 90 CPU-s for one, 136-148 for 8, 197 for 16, 289-297 for 36, i.e. 1 + 0.07 x (g - 1). The
+#: front end (cudafe++, cicc's parse, the host compile) is what a unit shares.
+UNIT_PATH_PER_EXTRA = 0.11
+UNIT_CPU_PER_EXTRA = 0.07
+#: CPU seconds one case alone takes per second of its critical path (90 CPU-s over 55 s): the
+#: cores a unit keeps busy, which decides when parallel units saturate the host.
+CPU_PER_PATH = 1.64
 DEVICES = ("auto", "hardware", "virtual", "compile")
 #: The harness's stages that are verdicts on the case. "launcher" is a TensorRT-LLM check in
 #: the launcher itself (before CUTLASS): it refuses the arguments, as can_implement does.
@@ -181,17 +189,26 @@ def plan_groups(
     return groups
 
 
-def unit_size(cases: int, most: int, jobs_for: Callable[[int], int]) -> tuple[int, int]:
+def unit_size(
+    families: Sequence[int], most: int, jobs_for: Callable[[int], int], cores: int
+) -> tuple[int, int]:
     """The unit size (1 to ``most``) and the parallel compiles ``jobs_for(size)`` allows for it
-    that build ``cases`` soonest: rounds of compiles x the time of one unit
-    (:data:`COMPILE_COST_PER_EXTRA`). Larger units save compiler time but need more RAM each,
-    so on a small machine fewer of them run at once; ties go to the larger unit."""
+    that build soonest the cases of ``families`` (how many cases each dtype has: a unit holds
+    one dtype, :func:`plan_groups`). The build takes whichever is longer: its rounds of parallel
+    compiles, each as long as one unit's critical path (:data:`UNIT_PATH_PER_EXTRA`), or all
+    units' CPU time spread over ``cores`` (:data:`UNIT_CPU_PER_EXTRA`). Larger units save
+    compiler time but need more RAM each, so fewer of them run at once; ties go to the larger
+    unit."""
     best: tuple[float, int, int] | None = None
-    for size in range(1, max(1, most) + 1):
+    for most_per_unit in range(1, max(1, most) + 1):
+        parts = [-(-cases // most_per_unit) for cases in families]  # split evenly, as plan_groups
+        sizes = [-(-cases // n) for cases, n in zip(families, parts, strict=True)]
+        size = max(sizes)
         jobs = max(1, jobs_for(size))
-        units = -(-cases // size)
-        rounds = -(-units // jobs)
-        makespan = rounds * (1 + COMPILE_COST_PER_EXTRA * (size - 1))
+        rounds = -(-sum(parts) // jobs)
+        path = rounds * (1 + UNIT_PATH_PER_EXTRA * (size - 1))
+        cpu = sum(n * (1 + UNIT_CPU_PER_EXTRA * (s - 1)) for n, s in zip(parts, sizes, strict=True))
+        makespan = max(path, cpu * CPU_PER_PATH / max(1, cores))
         if best is None or makespan <= best[0] + 1e-9:
             best = (makespan, size, jobs)
     assert best is not None
@@ -374,7 +391,8 @@ class FlashInferBackend:
                 ram = one + RAM_PER_EXTRA_INSTANTIATION * (size - 1)
                 return self.settings.jobs or parallel_jobs([], per_job=ram)
 
-            size, host_jobs = unit_size(len(arch_cases), most, jobs_for)
+            families = Counter((c.act, c.weight, c.out) for c in arch_cases)
+            size, host_jobs = unit_size(list(families.values()), most, jobs_for, available_cores())
             groups = plan_groups(arch_cases, host_jobs, size, family=lambda c: (c.act, c.weight, c.out))
             units += [(group, self._spec(group)) for group in groups]
         start = self.settings.worker_index * len(units) // max(1, self.settings.worker_count)

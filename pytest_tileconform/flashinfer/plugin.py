@@ -57,8 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="N",
         help="most instantiations compiled together in one translation unit when many cases are "
-        "built (default 8, as FlashInfer's own generated files; 1: one per case); within it the "
-        "size is chosen from the cores and the RAM each size needs",
+        "built (default 36, the largest unit measured; 1: one per case); within it the size is "
+        "chosen from the cores and the RAM each size needs",
     )
     group.addoption(
         "--tile-timeout",
