@@ -4,7 +4,7 @@ Overhead of a case = its duration (pytest's call phase) minus the kernel's own t
 with CUDA events (``--tile-timing-iters N`` records kernel_ms, the mean of N launcher calls;
 the checked run is one more). Where the rest goes, per case, is the verdict's ``seconds``:
 inputs (torch makes and writes them), harness (the runner: load inputs, launcher, kernel, D),
-check (read D, torch reference, compare).
+check (read D, torch reference, compare); gc is the garbage collector's time within those.
 
     python benchmarks/case_overhead.py REPORT.json [...] [--json OUT.json]
 """

@@ -25,52 +25,46 @@ from pytest_tileconform.verdict import Stage
 
 
 @pytest.mark.parametrize(
-    ("n", "jobs", "most", "sizes"),
+    ("n", "most", "sizes"),
     [
-        (0, 4, 8, []),
-        (1, 4, 8, [1]),
-        (3, 16, 8, [1, 1, 1]),  # fewer cases than cores: one compile per case
-        (20, 16, 8, [2, 2, 2, 2] + [1] * 12),
-        (128, 16, 8, [8] * 16),  # one full round
-        (129, 16, 8, [5] * 1 + [4] * 31),  # two rounds rather than a straggler of 1
-        (270, 32, 8, [5] * 14 + [4] * 50),
-        (10, 1, 8, [5, 5]),  # one core: two rounds of even units
-        (10, 4, 1, [1] * 10),  # grouping off
+        (0, 8, []),
+        (1, 8, [1]),
+        (3, 1, [1, 1, 1]),  # grouping off, or few cases on many cores: one compile per case
+        (3, 8, [3]),
+        (128, 8, [8] * 16),
+        (129, 8, [8] * 10 + [7] * 7),  # as few units as the bound allows, as even as possible
+        (10, 8, [5, 5]),
     ],
 )
-def test_plan_groups(n: int, jobs: int, most: int, sizes: list[int]) -> None:
+def test_plan_groups(n: int, most: int, sizes: list[int]) -> None:
     items = list(range(n))
-    groups = plan_groups(items, jobs, most)
+    groups = plan_groups(items, most)
     assert [len(g) for g in groups] == sizes
     assert [i for g in groups for i in g] == items  # contiguous, nothing lost or repeated
-    assert all(len(g) <= most for g in groups)
 
 
 @pytest.mark.parametrize(
-    ("families", "jobs", "most", "sizes"),
+    ("families", "most", "sizes"),
     [
-        ([72] * 5, 12, 8, [8] * 45),  # the sm90 matrix: 9 units of 8 per dtype, 4 rounds of 12
-        ([7, 7, 6], 4, 8, [7, 7, 6]),  # one round: a unit per family, none spanning two
-        ([10, 2], 2, 8, [5, 5, 2]),  # a family needs 2 units of at most 8; the small one its own
-        ([3], 8, 8, [1, 1, 1]),  # one family: as without families
+        ([72] * 5, 18, [18] * 20),  # the sm90 matrix as its cold build on the H200 host ran
+        ([7, 7, 6], 8, [7, 7, 6]),  # a unit per family, none spanning two
+        ([10, 2], 8, [5, 5, 2]),  # a family needs 2 units of at most 8; the small one its own
+        ([3], 1, [1, 1, 1]),
     ],
 )
-def test_plan_groups_keeps_families_apart(
-    families: list[int], jobs: int, most: int, sizes: list[int]
-) -> None:
+def test_plan_groups_keeps_families_apart(families: list[int], most: int, sizes: list[int]) -> None:
     items = [(f, i) for f, count in enumerate(families) for i in range(count)]
-    groups = plan_groups(items, jobs, most, family=lambda item: item[0])
+    groups = plan_groups(items, most, family=lambda item: item[0])
     assert [len(g) for g in groups] == sizes
     assert [i for g in groups for i in g] == items
     assert all(len({f for f, _ in g}) == 1 for g in groups)
-    assert all(len(g) <= most for g in groups)
 
 
 def test_plan_groups_gathers_interleaved_families() -> None:
     """The sm90 matrix's fp8 suite alternates its two output types every 4 cases (each tile and
     cluster, both); on the H200 host that made units of 4 where 8 were planned."""
     items = [(out, i) for i in range(0, 72, 4) for out in ("bf16", "fp16") for i in range(i, i + 4)]
-    groups = plan_groups(items, 9, 8, family=lambda item: item[0])  # 2 rounds of 9 units of 8
+    groups = plan_groups(items, 8, family=lambda item: item[0])
     assert [len(g) for g in groups] == [8] * 18
     assert all(len({out for out, _ in g}) == 1 for g in groups)
     assert sorted(i for g in groups for i in g) == sorted(items)
@@ -151,31 +145,35 @@ def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
 def test_unit_size_from_cores_and_ram(
     families: list[int], cores: int, memory: int, expected: tuple[int, int]
 ) -> None:
-    assert unit_size(families, DEFAULT_GROUP, ram_bound(cores, memory), cores) == expected
+    jobs_for = ram_bound(cores, memory)
+    size = unit_size(families, DEFAULT_GROUP, jobs_for, cores)
+    assert (size, jobs_for(size)) == expected
 
 
 def test_unit_size_counts_units_per_dtype() -> None:
     """A unit holds one dtype: two dtypes of 5 cases are two units of 5, not one of 10."""
-    assert unit_size([10], DEFAULT_GROUP, lambda _size: 1, 1) == (10, 1)
-    assert unit_size([5, 5], DEFAULT_GROUP, lambda _size: 1, 1) == (5, 1)
-    size, jobs = unit_size([72] * 5, DEFAULT_GROUP, ram_bound(16, 134 * GB), 16)
+    assert unit_size([10], DEFAULT_GROUP, lambda _size: 1, 1) == 10
+    assert unit_size([5, 5], DEFAULT_GROUP, lambda _size: 1, 1) == 5
+    jobs_for = ram_bound(16, 134 * GB)
+    size = unit_size([72] * 5, DEFAULT_GROUP, jobs_for, 16)
+    jobs = jobs_for(size)
     items = [(dtype, i) for i in range(72) for dtype in "abcde"]
-    groups = plan_groups(items, jobs, size, family=lambda item: item[0])
+    groups = plan_groups(items, size, family=lambda item: item[0])
     assert len(groups) == 2 * jobs and {len(g) for g in groups} == {size}  # two full rounds
 
 
 def test_unit_size_when_cpu_bound() -> None:
     """With RAM for 64 compiles at once, the cores decide: on 4 cores 64 cases are a few large
     units (a compile keeps 1.6 cores busy); with cores for all, each case alone."""
-    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 4)[0] > 8
-    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 128) == (1, 64)
+    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 4) > 8
+    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 128) == 1
 
 
 def test_unit_size_with_jobs_given() -> None:
     # --tile-build-jobs 32 on 126 cases, 32 cores: one round of 21 units of 6 (units of 4, one
     # round of 32, would need 52 cores' worth of CPU)
-    assert unit_size([126], 8, lambda _size: 32, 32) == (6, 32)
-    assert unit_size([126], 1, lambda _size: 32, 32) == (1, 32)  # --tile-build-group 1
+    assert unit_size([126], 8, lambda _size: 32, 32) == 6
+    assert unit_size([126], 1, lambda _size: 32, 32) == 1  # --tile-build-group 1
 
 
 def test_a_killed_build_gives_no_verdict(

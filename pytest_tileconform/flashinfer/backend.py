@@ -30,6 +30,7 @@ from .. import nvcc_pipeline
 from ..buildcache import BuildCache, BuildResult, BuildSpec, Roots, available_cores, parallel_jobs, portable
 from ..cases import Case
 from ..devices import Gpu, current_gpu
+from ..gctime import COLLECTOR_TIME
 from ..verdict import NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, builtin
@@ -158,29 +159,21 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
 
 
 def plan_groups(
-    items: Sequence[T], jobs: int, most: int, family: Callable[[T], Hashable] | None = None
+    items: Sequence[T], most: int, family: Callable[[T], Hashable] | None = None
 ) -> list[list[T]]:
-    """Split ``items`` (one arch) into groups of at most ``most`` for ``jobs`` parallel
-    compiles: as few rounds of ``jobs`` compiles as ``most`` allows, every round full, the
-    groups as even as possible (a shared unit costs a fixed front end plus a little per
-    instantiation, and the slowest group sets the wall time).
+    """Split ``items`` (one arch) into as few groups of at most ``most`` as possible, as even as
+    possible (the slowest group sets the wall time). :func:`unit_size` chooses ``most``.
 
     Without ``family`` the groups are contiguous runs of ``items``. With it, a group holds
     items of one family (the dtypes: they share less of the front end and need more memory
-    together), in their order; each family gets its share of the groups. Matrices interleave
-    families (an fp8 suite with two output types alternates them every few cases), so the
-    families are gathered first."""
-    n = len(items)
-    if n == 0:
-        return []
-    rounds = -(-n // (jobs * most))
-    count = min(n, jobs * rounds)
+    together), in their order. Matrices interleave families (an fp8 suite with two output
+    types alternates them every few cases), so the families are gathered first."""
     families: dict[Hashable, list[T]] = {}
     for item in items:
         families.setdefault(None if family is None else family(item), []).append(item)
     groups: list[list[T]] = []
     for members in families.values():
-        parts = min(len(members), max(-(-len(members) // most), count * len(members) // n))
+        parts = -(-len(members) // max(1, most))
         start = 0
         for i in range(parts):
             size = len(members) // parts + (1 if i < len(members) % parts else 0)
@@ -189,19 +182,17 @@ def plan_groups(
     return groups
 
 
-def unit_size(
-    families: Sequence[int], most: int, jobs_for: Callable[[int], int], cores: int
-) -> tuple[int, int]:
-    """The unit size (1 to ``most``) and the parallel compiles ``jobs_for(size)`` allows for it
-    that build soonest the cases of ``families`` (how many cases each dtype has: a unit holds
+def unit_size(families: Sequence[int], most: int, jobs_for: Callable[[int], int], cores: int) -> int:
+    """The unit size (1 to ``most``), with the parallel compiles ``jobs_for(size)`` allows for
+    it, that builds soonest the cases of ``families`` (how many cases each dtype has: a unit holds
     one dtype, :func:`plan_groups`). The build takes whichever is longer: its rounds of parallel
     compiles, each as long as one unit's critical path (:data:`UNIT_PATH_PER_EXTRA`), or all
     units' CPU time spread over ``cores`` (:data:`UNIT_CPU_PER_EXTRA`). Larger units save
     compiler time but need more RAM each, so fewer of them run at once; ties go to the larger
     unit."""
-    best: tuple[float, int, int] | None = None
+    best: tuple[float, int] | None = None
     for most_per_unit in range(1, max(1, most) + 1):
-        parts = [-(-cases // most_per_unit) for cases in families]  # split evenly, as plan_groups
+        parts = [-(-cases // most_per_unit) for cases in families]  # as plan_groups splits them
         sizes = [-(-cases // n) for cases, n in zip(families, parts, strict=True)]
         size = max(sizes)
         jobs = max(1, jobs_for(size))
@@ -210,9 +201,9 @@ def unit_size(
         cpu = sum(n * (1 + UNIT_CPU_PER_EXTRA * (s - 1)) for n, s in zip(parts, sizes, strict=True))
         makespan = max(path, cpu * CPU_PER_PATH / max(1, cores))
         if best is None or makespan <= best[0] + 1e-9:
-            best = (makespan, size, jobs)
+            best = (makespan, size)
     assert best is not None
-    return best[1], best[2]
+    return best[1]
 
 
 class FlashInferBackend:
@@ -392,8 +383,8 @@ class FlashInferBackend:
                 return self.settings.jobs or parallel_jobs([], per_job=ram)
 
             families = Counter((c.act, c.weight, c.out) for c in arch_cases)
-            size, host_jobs = unit_size(list(families.values()), most, jobs_for, available_cores())
-            groups = plan_groups(arch_cases, host_jobs, size, family=lambda c: (c.act, c.weight, c.out))
+            size = unit_size(list(families.values()), most, jobs_for, available_cores())
+            groups = plan_groups(arch_cases, size, family=lambda c: (c.act, c.weight, c.out))
             units += [(group, self._spec(group)) for group in groups]
         start = self.settings.worker_index * len(units) // max(1, self.settings.worker_count)
         units = units[start:] + units[:start]
@@ -452,29 +443,34 @@ class FlashInferBackend:
             return self._run_virtual(case, build, base)
         return self._run(case, build, base)
 
-    def _settle_worker(self) -> None:
-        """Once per process, before its first case (torch is imported by then):
+    def _settle_case(self) -> None:
+        """Before each case this process runs:
 
-        - under xdist, each worker's torch gets its share of the cores: by default every worker
-          would use all of them for its inputs and reference checks, and oversubscribe the host;
-        - everything alive so far (torch, pytest's items) is moved out of the garbage collector's
-          reach (``gc.freeze``): a full collection over it takes about 80 ms and used to land on
-          random cases, as their slowest part (the p90 of a warm case's check was 59 ms on an
-          H200 host, its median 3 ms).
+        - once (torch is imported by then): under xdist, each worker's torch gets its share of
+          the cores; by default every worker would use all of them for its inputs and reference
+          checks, and oversubscribe the host;
+        - everything alive now (torch, pytest's items, the reports of the cases before) is moved
+          out of the garbage collector's reach (``gc.freeze``), after a young collection that
+          frees the previous case's garbage cycles rather than freezing them. A full collection
+          over all of it takes tens of milliseconds and lands on whichever case allocates at
+          that moment. Freezing once per process left in reach what every case adds, and the
+          collections grew with the run: on an H200 host, 56 of 360 warm cases had a check of
+          32-93 ms (its median 5.9 ms), 2 of 36 in a run of 36 cases.
         """
-        if self._settled:
-            return
-        import torch
+        if not self._settled:
+            import torch
 
-        if self.settings.worker_count > 1:
-            torch.set_num_threads(max(1, available_cores() // self.settings.worker_count))
+            if self.settings.worker_count > 1:
+                torch.set_num_threads(max(1, available_cores() // self.settings.worker_count))
+            COLLECTOR_TIME.install()
+            self._settled = True
+        gc.collect(1)
         gc.freeze()
-        self._settled = True
 
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
         from .reference import make_inputs, write_inputs
 
-        self._settle_worker()
+        self._settle_case()
         profile = self._profile(case)
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
@@ -491,12 +487,13 @@ class FlashInferBackend:
         from .reference import make_inputs, read_output, reference_output, write_inputs
         from .tolerance import compare, policy_for
 
-        self._settle_worker()
+        self._settle_case()
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
         source = f"hardware ({gpu.describe()})"
         run_dir = Path(tempfile.mkdtemp(prefix="tileconform-run-"))
         started = time.perf_counter()
+        collected = COLLECTOR_TIME.seconds
         try:
             inputs = make_inputs(case, self.settings.seed)
             write_inputs(inputs, run_dir, extra_problem={"timing_iters": self.settings.timing_iters})
@@ -537,6 +534,7 @@ class FlashInferBackend:
             expected = reference_output(inputs, case)
             numerics = compare(actual, expected, policy_for(case))
             seconds["check"] = round(time.perf_counter() - harness_done, 4)
+            seconds["gc"] = round(COLLECTOR_TIME.seconds - collected, 4)  # within the parts above
             extra["numerics"] = numerics.summary()
             if not numerics.ok:
                 return Verdict(

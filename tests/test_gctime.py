@@ -1,0 +1,63 @@
+"""The garbage collector's time per case, and keeping its full collections off the cases."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings
+from pytest_tileconform.gctime import COLLECTOR_TIME, CollectorTime
+
+
+class Node:
+    """An object that can be part of a reference cycle."""
+
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    """Give the collector back what a test froze."""
+    yield
+    gc.unfreeze()
+
+
+def test_collector_time_counts_collections() -> None:
+    clock = CollectorTime()
+    clock.install()
+    clock.install()  # once only
+    try:
+        assert gc.callbacks.count(clock._record) == 1
+        assert clock.seconds == 0.0
+        gc.collect()
+        first = clock.seconds
+        assert first > 0.0
+        gc.collect()
+        assert clock.seconds > first
+    finally:
+        gc.callbacks.remove(clock._record)
+
+
+def test_settle_case_freezes_survivors_and_frees_cycles(
+    backend_settings: Callable[..., Settings], unfrozen: None
+) -> None:
+    backend = FlashInferBackend(backend_settings(), progress=lambda _msg: None)
+    survivor = [Node() for _ in range(100)]
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a garbage cycle once the names go
+    cycle = weakref.ref(a)
+    del a, b
+    frozen_before = gc.get_freeze_count()
+    backend._settle_case()
+    assert cycle() is None  # freed by the young collection, not frozen
+    assert gc.get_freeze_count() >= frozen_before + len(survivor)
+    assert COLLECTOR_TIME._record in gc.callbacks
+    later = [Node() for _ in range(100)]  # what a case leaves alive: pytest's report ...
+    frozen_before = gc.get_freeze_count()
+    backend._settle_case()  # every case, not once per process
+    assert gc.get_freeze_count() >= frozen_before + len(later)
+    assert gc.callbacks.count(COLLECTOR_TIME._record) == 1
