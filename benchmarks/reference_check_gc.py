@@ -1,11 +1,13 @@
-"""Slowest reference checks with and without ``gc.freeze`` (CPU only, no build needed).
+"""Slowest reference checks without ``gc.freeze``, with it once, and with it before every case
+(after a young collection, as the backend does) (CPU only, no build needed).
 
 Makes the inputs and the torch reference of every case of a matrix, in a process that holds
 what a pytest worker holds (torch, the plugin, the matrix, a growing list of long-lived
 reports), and prints the median / p90 / p99 / max of one case. Without freezing, Python's full
-collections walk every long-lived object and land on random cases.
+collections walk every long-lived object and land on random cases; frozen once, they still walk
+what the cases add. The full collections' count and total time are printed too.
 
-    python benchmarks/reference_check_gc.py plain|freeze [MATRIX]
+    python benchmarks/reference_check_gc.py plain|freeze|each [MATRIX]
 """
 
 from __future__ import annotations
@@ -22,16 +24,33 @@ from pytest_tileconform.flashinfer.reference import make_inputs, reference_outpu
 from pytest_tileconform.flashinfer.tolerance import compare, policy_for
 from pytest_tileconform.matrix import load_matrix
 
+_started: list[float] = []
+
+
+def _time_full(full: list[float], phase: str, info: dict[str, int]) -> None:
+    """Collect the duration of every full (generation 2) collection into ``full``."""
+    if info["generation"] != 2:
+        return
+    if phase == "start":
+        _started[:] = [time.perf_counter()]
+    elif _started:
+        full.append(time.perf_counter() - _started[0])
+
 
 def main() -> None:
     mode = sys.argv[1]
     cases = load_matrix(Path(sys.argv[2] if len(sys.argv) > 2 else "matrices/sm90.yaml")).cases
     items = [[object() for _ in range(50)] for _ in range(4000)]  # stand-in for pytest's items
-    if mode == "freeze":
+    full: list[float] = []
+    gc.callbacks.append(lambda phase, info: _time_full(full, phase, info))
+    if mode in ("freeze", "each"):
         gc.freeze()
     reports = []
     seconds = []
     for i, case in enumerate(cases):
+        if mode == "each":
+            gc.collect(1)
+            gc.freeze()
         started = time.perf_counter()
         inputs = make_inputs(case, 0)
         expected = reference_output(inputs, case)
@@ -40,7 +59,10 @@ def main() -> None:
         seconds.append(time.perf_counter() - started)
     seconds.sort()
     ms = [1000 * seconds[int(q * (len(seconds) - 1))] for q in (0.5, 0.9, 0.99, 1.0)]
-    print(f"{mode}: median {ms[0]:.1f} ms, p90 {ms[1]:.1f} ms, p99 {ms[2]:.1f} ms, max {ms[3]:.1f} ms")
+    print(
+        f"{mode}: median {ms[0]:.1f} ms, p90 {ms[1]:.1f} ms, p99 {ms[2]:.1f} ms, max {ms[3]:.1f} ms; "
+        f"{len(full)} full collections, {1000 * sum(full):.0f} ms in all"
+    )
     del items, reports
 
 

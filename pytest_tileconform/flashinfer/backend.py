@@ -453,9 +453,9 @@ class FlashInferBackend:
           out of the garbage collector's reach (``gc.freeze``), after a young collection that
           frees the previous case's garbage cycles rather than freezing them. A full collection
           over all of it takes tens of milliseconds and lands on whichever case allocates at
-          that moment. Freezing once per process left in reach what every case adds, and the
-          collections grew with the run: on an H200 host, 56 of 360 warm cases had a check of
-          32-93 ms (its median 5.9 ms), 2 of 36 in a run of 36 cases.
+          that moment; frozen only once per process, the objects each case adds stay in its
+          reach (``benchmarks/reference_check_gc.py``: one full collection in 360 cases frozen
+          once, none frozen before each). The collector's time per case is in ``seconds.gc``.
         """
         if not self._settled:
             import torch
