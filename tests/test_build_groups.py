@@ -77,11 +77,30 @@ FAKE_COMPILER = """
 import pathlib, sys
 src, out = map(pathlib.Path, sys.argv[1:3])
 text = src.read_text()
+if len(sys.argv) > 3:  # a log of the unit sizes compiled
+    with open(sys.argv[3], "a") as log:
+        log.write(f"{len(text.splitlines())} ")
 if "128x256x64" in text:
     print("tu.cu(3): error: static assertion failed with \\"tile too big\\"")
     sys.exit(1)
 out.write_text(text)
 """
+
+
+def fake_spec(compiler: Path, log: Path | None = None) -> Callable[[Sequence[Case]], BuildSpec]:
+    """The backend's ``_spec`` for the stand-in compiler: a unit lists its cases' ids."""
+    extra = () if log is None else (str(log),)
+
+    def spec(cases: Sequence[Case]) -> BuildSpec:
+        return BuildSpec(
+            source="".join(f"{c.id}\n" for c in cases),
+            command=(sys.executable, str(compiler), "{src}", "{out}", *extra),
+            salt="fake",
+            ram_bytes=1,
+            label=cases[0].id,
+        )
+
+    return spec
 
 
 def test_a_unit_that_fails_to_compile_is_rebuilt_case_by_case(
@@ -92,16 +111,7 @@ def test_a_unit_that_fails_to_compile_is_rebuilt_case_by_case(
     settings = backend_settings(group=8)
     backend = FlashInferBackend(settings, progress=lambda _msg: None)
 
-    def spec(cases: Sequence[Case]) -> BuildSpec:
-        return BuildSpec(
-            source="".join(f"{c.id}\n" for c in cases),
-            command=(sys.executable, str(compiler), "{src}", "{out}"),
-            salt="fake",
-            ram_bytes=1,
-            label=cases[0].id,
-        )
-
-    monkeypatch.setattr(backend, "_spec", spec)
+    monkeypatch.setattr(backend, "_spec", fake_spec(compiler))
     tiles = [(128, 64, 64), (128, 128, 64), (128, 256, 64), (256, 128, 64), (128, 32, 64)]
     cases = [replace(make_case(), tile=tile) for tile in tiles]
     backend.prepare(cases[:2])  # cached before: found by their own keys later
@@ -115,6 +125,31 @@ def test_a_unit_that_fails_to_compile_is_rebuilt_case_by_case(
     # two good ones were built one by one
     assert units[(128, 64, 64)].path == units[(128, 128, 64)].path  # type: ignore[union-attr]
     assert units[(256, 128, 64)].path != units[(128, 32, 64)].path  # type: ignore[union-attr]
+
+
+def test_a_failed_unit_is_planned_again_in_halves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_settings: Callable[..., Settings]
+) -> None:
+    """One bad case among 8: units of 8, then 4, then 2, then the last pair alone; the good
+    cases get their verdicts from the smaller units that compiled."""
+    compiler = tmp_path / "fake_nvcc.py"
+    log = tmp_path / "units.log"
+    compiler.write_text(FAKE_COMPILER)
+    backend = FlashInferBackend(backend_settings(group=8), progress=lambda _msg: None)
+
+    monkeypatch.setattr(backend, "_spec", fake_spec(compiler, log))
+    good = [(128, 16, 64), (128, 32, 64), (128, 64, 64), (128, 128, 64)]
+    variants = [(tile, swap) for tile in good for swap in (False, True)][:7]
+    variants.insert(5, ((128, 256, 64), False))  # the bad one, in the second half
+    cases = [replace(make_case(), tile=tile, swap_ab=swap) for tile, swap in variants]
+    monkeypatch.setattr("pytest_tileconform.flashinfer.backend.available_cores", lambda: 1)
+    backend.prepare(cases)
+    verdicts = [backend.judge(case) for case in cases]
+    assert [v.failed_stage is Stage.COMPILE for v in verdicts] == [c.tile == (128, 256, 64) for c in cases]
+    assert sorted(int(n) for n in log.read_text().split()) == [1, 1, 2, 2, 4, 4, 8]
+    units = [backend._builds[case].path for case in cases]  # type: ignore[union-attr]
+    assert units[0] == units[1] == units[2] == units[3]  # the good half of 8
+    assert units[6] == units[7]  # the good pair of the bad half
 
 
 GB = 1_000_000_000
