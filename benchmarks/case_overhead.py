@@ -4,7 +4,9 @@ Overhead of a case = its duration (pytest's call phase) minus the kernel's own t
 with CUDA events (``--tile-timing-iters N`` records kernel_ms, the mean of N launcher calls;
 the checked run is one more). Where the rest goes, per case, is the verdict's ``seconds``:
 inputs (torch makes and writes them), harness (the runner: load inputs, launcher, kernel, D),
-check (read D, torch reference, compare); gc is the garbage collector's time within those.
+check (read D, torch reference, compare: check_read, check_reference, check_compare); gc is
+the garbage collector's time within those. ``slow_checks`` sets the cases whose check took over
+3x the median against the rest.
 
     python benchmarks/case_overhead.py REPORT.json [...] [--json OUT.json]
 """
@@ -49,6 +51,37 @@ def summarize(reports: list[dict[str, Any]]) -> dict[str, Any]:
         "overhead": spread(overheads) if overheads else None,
         "overhead_mean_ms": round(1000 * statistics.fmean(overheads), 2) if overheads else None,
         "parts": {name: spread(values) for name, values in sorted(parts.items())},
+        "slow_checks": slow_checks(cases),
+    }
+
+
+def slow_checks(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The cases whose check took over 3x the median against the rest: the mean of each part
+    of their time (ms) and of what happened to the process meanwhile (page faults, involuntary
+    context switches), where the reports have them."""
+    extras = [
+        c["verdict"]["extra"] for c in cases if "check" in c["verdict"].get("extra", {}).get("seconds", {})
+    ]
+    if not extras:
+        return None
+    threshold = 3 * statistics.median(e["seconds"]["check"] for e in extras)
+
+    def means(group: list[dict[str, Any]]) -> dict[str, float]:
+        values: dict[str, list[float]] = {}
+        for extra in group:
+            for name, seconds in extra["seconds"].items():
+                values.setdefault(f"{name}_ms", []).append(1000 * seconds)
+            for name, count in extra.get("check_usage", {}).items():
+                values.setdefault(name, []).append(count)
+        return {name: round(statistics.fmean(v), 2) for name, v in sorted(values.items())}
+
+    slow = [e for e in extras if e["seconds"]["check"] > threshold]
+    rest = [e for e in extras if e["seconds"]["check"] <= threshold]
+    return {
+        "threshold_ms": round(1000 * threshold, 2),
+        "count": len(slow),
+        "slow": means(slow) if slow else None,
+        "rest": means(rest) if rest else None,
     }
 
 
