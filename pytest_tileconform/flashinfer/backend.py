@@ -557,7 +557,7 @@ class FlashInferBackend:
             check_done = time.perf_counter()
             after = resource.getrusage(resource.RUSAGE_SELF)
             seconds["check"] = round(check_done - harness_done, 4)
-            # the check's parts, and what the kernel did to the process meanwhile: its slow
+            # the check's parts, and what the operating system did to the process meanwhile: its slow
             # cases (p90 42 ms against a median of 6 ms on an H200) are not explained yet
             seconds["check_read"] = round(read_done - harness_done, 4)
             seconds["check_reference"] = round(reference_done - read_done, 4)

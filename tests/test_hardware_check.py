@@ -1,0 +1,67 @@
+"""The hardware path's check of D, on the CPU: the runner's part is played by a stand-in that
+writes the D of the test's choosing, so everything after the kernel runs as on a GPU host."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from test_reference import make_case
+
+from pytest_tileconform.buildcache import BuildResult
+from pytest_tileconform.cases import Case
+from pytest_tileconform.devices import Gpu
+from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings
+from pytest_tileconform.flashinfer.reference import _le_bytes, make_inputs, output_dtype, reference_output
+from pytest_tileconform.verdict import Stage, Verdict
+
+
+def judge_with_output(
+    backend: FlashInferBackend,
+    case: Case,
+    output: Callable[[torch.Tensor], torch.Tensor],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Verdict:
+    """``backend``'s hardware verdict on ``case`` when the kernel writes ``output(reference)``."""
+
+    def execute(_unit: Path, run_dir: Path, _name: str) -> tuple[dict[str, Any], str | None]:
+        expected = reference_output(make_inputs(case, backend.settings.seed), case)
+        (run_dir / "d.bin").write_bytes(_le_bytes(output(expected).to(output_dtype(case.out))))
+        return {"stage": "pass", "kernel_ms": 0.01, "smem_requested": 1024, "smem_limit": 232448}, None
+
+    monkeypatch.setattr(backend, "_execute", execute)
+    backend._gpu = Gpu(index="0", uuid="GPU-stand-in", name="Stand-in", sm=90, driver="0")
+    return backend._run(case, BuildResult(ok=True, path=tmp_path, seconds=0.0), {})
+
+
+@pytest.mark.parametrize("fusion", ["none", "finalize"])
+def test_a_correct_output_passes_and_says_where_the_time_went(
+    fusion: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    backend_settings: Callable[..., Settings],
+) -> None:
+    backend = FlashInferBackend(backend_settings(device="hardware"), progress=lambda _msg: None)
+    case = make_case(fusion=fusion)
+    verdict = judge_with_output(backend, case, lambda d: d, tmp_path, monkeypatch)
+    assert verdict.failed_stage is None and verdict.judged_through is Stage.NUMERICS
+    assert verdict.extra["numerics"].startswith("ok: 0/")
+    seconds = verdict.extra["seconds"]
+    parts = {"inputs", "harness", "check", "check_read", "check_reference", "check_compare", "gc"}
+    assert set(seconds) == parts and all(value >= 0 for value in seconds.values())
+    assert seconds["check"] >= seconds["check_reference"]
+    assert set(verdict.extra["check_usage"]) == {"minor_faults", "major_faults", "involuntary_switches"}
+    assert verdict.smem_requested == 1024
+
+
+def test_a_wrong_output_fails_at_numerics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_settings: Callable[..., Settings]
+) -> None:
+    backend = FlashInferBackend(backend_settings(device="hardware"), progress=lambda _msg: None)
+    verdict = judge_with_output(backend, make_case(), lambda d: d * 1.5 + 1, tmp_path, monkeypatch)
+    assert verdict.failed_stage is Stage.NUMERICS and verdict.status == "mismatch"
+    assert "MISMATCH" in verdict.detail
