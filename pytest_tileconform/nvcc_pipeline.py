@@ -337,8 +337,11 @@ def execute(plan: Plan, cwd: str | None = None) -> int:
         finished.put((index, _Done(proc.returncode, out, err or b"")))
 
     def stop(index: int) -> None:
+        """End a step and whatever it started, whose results nobody will use: SIGKILL, since a
+        real cicc has sat in its SIGTERM handler for good (a futex wait) with the pipe of its
+        output open, and the compile never ended."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(running[index].pid, signal.SIGTERM)
+            os.killpg(running[index].pid, signal.SIGKILL)
 
     try:
         while True:

@@ -29,10 +29,10 @@ from pytest_tileconform.nvcc_pipeline import Plan, Unrecognized, execute, module
 # ------------------------------------------------------------------------------------------
 # stand-in tools: every one logs when it starts and ends, says hello on stderr, checks the
 # module id where nvcc's would read it, writes the files its options name, and sleeps or fails
-# when FAKE_SLEEP / FAKE_FAIL ("cicc=3,ptxas=1") name it
+# when FAKE_SLEEP / FAKE_FAIL ("cicc=3,ptxas=1") name it; FAKE_DEAF ("cicc=1") ignores SIGTERM
 
 FAKE_TOOL = """
-import os, pathlib, sys, time
+import os, pathlib, signal, sys, time
 name = os.path.basename(sys.argv[0])
 args = sys.argv[1:]
 def setting(var):
@@ -42,6 +42,8 @@ def log(event):
     with open(os.environ["FAKE_LOG"], "a") as handle:
         handle.write(f"{time.monotonic():.3f} {name} {event}\\n")
 log("start")
+if setting("FAKE_DEAF"):  # as the real cicc can be: its SIGTERM handler has deadlocked
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if "--module_id_file_name" in args:
     id_file = pathlib.Path(args[args.index("--module_id_file_name") + 1])
     log("reads-module-id " + (id_file.read_text() if id_file.exists() else "MISSING"))
@@ -203,6 +205,20 @@ def test_a_failure_stops_what_comes_after_it(
     assert err.splitlines()[-1] == "cicc: error: it failed"
     assert "ptxas" not in {name for _, _, name in fake.events()}
     assert not list(fake.out.iterdir())  # nor y.o, even if it was compiled meanwhile
+
+
+def test_a_step_that_ignores_sigterm_is_stopped_all_the_same(
+    fake: Fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cudafe++ fails while cicc runs beside it. A real cicc once sat in its SIGTERM handler
+    (a futex wait) for good, holding the pipe of its output open, and the compile never ended;
+    the pipeline must end a step whatever the step does with the signal."""
+    monkeypatch.setenv("FAKE_SLEEP", "cudafe++=0.5,cicc=60")
+    monkeypatch.setenv("FAKE_FAIL", "cudafe++=2")
+    monkeypatch.setenv("FAKE_DEAF", "cicc=1")
+    started = time.monotonic()
+    assert execute(fake.plan()) == 2
+    assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize(
