@@ -14,10 +14,9 @@ from pytest_tileconform.buildcache import BuildResult, BuildSpec
 from pytest_tileconform.cases import Case
 from pytest_tileconform.flashinfer.backend import (
     DEFAULT_GROUP,
-    RAM_PER_COMPILE,
-    RAM_PER_EXTRA_INSTANTIATION,
     FlashInferBackend,
     Settings,
+    compile_ram,
     plan_groups,
     unit_size,
 )
@@ -158,8 +157,7 @@ GB = 1_000_000_000
 def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
     """Parallel compiles a host allows for a unit of ``size`` (the backend's RAM model for SM90,
     85 % of the memory usable)."""
-    one, extra = RAM_PER_COMPILE[90], RAM_PER_EXTRA_INSTANTIATION
-    return lambda size: min(cores, int(memory * 0.85) // (one + extra * (size - 1)))
+    return lambda size: min(cores, int(memory * 0.85) // compile_ram(90, size))
 
 
 @pytest.mark.parametrize(
@@ -220,3 +218,17 @@ def test_a_killed_build_gives_no_verdict(
     monkeypatch.setattr(backend, "_build", lambda case: killed)
     with pytest.raises(RuntimeError, match="has no build: the compiler was killed by signal 9"):
         backend.judge(make_case())
+
+
+@pytest.mark.parametrize(
+    ("sm", "instantiations", "measured_gb"),
+    [
+        (90, 8, 7.7),  # the H200 host, cicc + cudafe++ (results/h200-2026-11-29-s13/cs-*.json)
+        (90, 16, 10.5),
+        (90, 36, 12.9),
+        (120, 1, 5.97),  # the CPU machine, cicc (results/cpu-2026-11-30-sm120-nvfp4-units.json)
+        (120, 8, 9.96),
+    ],
+)
+def test_the_ram_model_covers_every_measured_peak(sm: int, instantiations: int, measured_gb: float) -> None:
+    assert compile_ram(sm, instantiations) >= measured_gb * GB

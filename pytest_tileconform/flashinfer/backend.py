@@ -58,13 +58,16 @@ NAME = "flashinfer-cutlass-moe"
 #: where the line through its measured shared units starts (below).
 RAM_PER_COMPILE = {90: 7_000_000_000}
 RAM_PER_COMPILE_DEFAULT = 7_000_000_000
-#: Extra peak RAM per further instantiation in a shared unit of one dtype. Measured on the H200
-#: host (benchmarks/compile_steps.py; cicc's peak plus cudafe++'s, which runs beside it): bf16
-#: units of 8, 16, 36 in matrix order 7.7, 10.5, 12.9 GB; fp8 16 and 36 10.5 and 12.9 GB. The
-#: line from one case's 7 GB with 0.25 GB per further one covers them all.
+#: Extra peak RAM per further instantiation in a shared unit of one dtype (cicc's peak plus
+#: cudafe++'s, which runs beside it). SM90, measured on the H200 host
+#: (benchmarks/compile_steps.py): bf16 units of 8, 16, 36 in matrix order 7.7, 10.5, 12.9 GB;
+#: fp8 16 and 36 10.5 and 12.9 GB; the line from one case's 7 GB with 0.25 GB per further one
+#: covers them all. SM120 NVFP4 grows faster (the CPU machine: one case 5.97 GB in cicc, 8
+#: cases 9.96 GB, 0.57 GB per further one), so other archs get 0.6 GB.
 #: Units of mixed dtypes need more (6 SM90 cases of mixed dtypes: 8.6 GB with nvcc alone on
 #: the CPU machine, 1 GB per further one), so a unit never mixes them (:func:`plan_groups`).
-RAM_PER_EXTRA_INSTANTIATION = 250_000_000
+RAM_PER_EXTRA_INSTANTIATION = {90: 250_000_000}
+RAM_PER_EXTRA_INSTANTIATION_DEFAULT = 600_000_000
 #: Most instantiations per translation unit: the largest unit measured (FlashInfer's generator
 #: writes 8 per file; what a run uses is :func:`unit_size`'s choice up to this).
 DEFAULT_GROUP = 36
@@ -156,6 +159,14 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
         f"{q(nvcc)} --cudart=static -shared {objdir}/*.o -o {{out}}; "
         f"{q(nvcc)} --cudart=none {objdir}/*.o {q(str(runtime))} -o {{out}}{VIRTUAL_SUFFIX}; "
         f"rm -rf {objdir}",
+    )
+
+
+def compile_ram(sm: int, instantiations: int) -> int:
+    """Peak RAM of compiling a unit of ``instantiations`` of one dtype for SM ``sm``."""
+    one = RAM_PER_COMPILE.get(sm, RAM_PER_COMPILE_DEFAULT)
+    return one + RAM_PER_EXTRA_INSTANTIATION.get(sm, RAM_PER_EXTRA_INSTANTIATION_DEFAULT) * (
+        instantiations - 1
     )
 
 
@@ -313,13 +324,12 @@ class FlashInferBackend:
         """The build of one translation unit holding ``cases`` (one arch)."""
         configs = list(dict.fromkeys(kernel_config(case) for case in cases))
         command, roots = self._command(configs[0])
-        ram = RAM_PER_COMPILE.get(cases[0].sm, RAM_PER_COMPILE_DEFAULT)
         label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
         return BuildSpec(
             source=generate_translation_unit(configs, self.sources.version),
             command=command,
             salt=self.toolchain[1],
-            ram_bytes=ram + RAM_PER_EXTRA_INSTANTIATION * (len(configs) - 1),
+            ram_bytes=compile_ram(cases[0].sm, len(configs)),
             label=label,
             roots=roots,
         )
@@ -401,12 +411,10 @@ class FlashInferBackend:
         for case in cases:
             by_arch.setdefault(case.sm, []).append(case)
         units: list[tuple[list[Case], BuildSpec]] = []
-        for arch_cases in by_arch.values():
-            one = RAM_PER_COMPILE.get(arch_cases[0].sm, RAM_PER_COMPILE_DEFAULT)
+        for sm, arch_cases in by_arch.items():
 
-            def jobs_for(size: int, one: int = one) -> int:
-                ram = one + RAM_PER_EXTRA_INSTANTIATION * (size - 1)
-                return self.settings.jobs or parallel_jobs([], per_job=ram)
+            def jobs_for(size: int, sm: int = sm) -> int:
+                return self.settings.jobs or parallel_jobs([], per_job=compile_ram(sm, size))
 
             families = Counter((c.act, c.weight, c.out) for c in arch_cases)
             size = unit_size(list(families.values()), most, jobs_for, available_cores())
