@@ -14,6 +14,7 @@ from pytest_tileconform.buildcache import BuildResult, BuildSpec
 from pytest_tileconform.cases import Case
 from pytest_tileconform.flashinfer.backend import (
     DEFAULT_GROUP,
+    UNIT_COST,
     FlashInferBackend,
     Settings,
     compile_ram,
@@ -152,6 +153,7 @@ def test_a_failed_unit_is_planned_again_in_halves(
 
 
 GB = 1_000_000_000
+SM90 = UNIT_COST[90]
 
 
 def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
@@ -179,16 +181,16 @@ def test_unit_size_from_cores_and_ram(
     families: list[int], cores: int, memory: int, expected: tuple[int, int]
 ) -> None:
     jobs_for = ram_bound(cores, memory)
-    size = unit_size(families, DEFAULT_GROUP, jobs_for, cores)
+    size = unit_size(families, DEFAULT_GROUP, jobs_for, cores, SM90)
     assert (size, jobs_for(size)) == expected
 
 
 def test_unit_size_counts_units_per_dtype() -> None:
     """A unit holds one dtype: two dtypes of 5 cases are two units of 5, not one of 10."""
-    assert unit_size([10], DEFAULT_GROUP, lambda _size: 1, 1) == 10
-    assert unit_size([5, 5], DEFAULT_GROUP, lambda _size: 1, 1) == 5
+    assert unit_size([10], DEFAULT_GROUP, lambda _size: 1, 1, SM90) == 10
+    assert unit_size([5, 5], DEFAULT_GROUP, lambda _size: 1, 1, SM90) == 5
     jobs_for = ram_bound(16, 134 * GB)
-    size = unit_size([72] * 5, DEFAULT_GROUP, jobs_for, 16)
+    size = unit_size([72] * 5, DEFAULT_GROUP, jobs_for, 16, SM90)
     jobs = jobs_for(size)
     items = [(dtype, i) for i in range(72) for dtype in "abcde"]
     groups = plan_groups(items, size, family=lambda item: item[0])
@@ -198,15 +200,15 @@ def test_unit_size_counts_units_per_dtype() -> None:
 def test_unit_size_when_cpu_bound() -> None:
     """With RAM for 64 compiles at once, the cores decide: on 4 cores 64 cases are a few large
     units (a compile keeps 1.6 cores busy); with cores for all, each case alone."""
-    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 4) > 8
-    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 128) == 1
+    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 4, SM90) > 8
+    assert unit_size([64], DEFAULT_GROUP, lambda _size: 64, 128, SM90) == 1
 
 
 def test_unit_size_with_jobs_given() -> None:
     # --tile-build-jobs 32 on 126 cases, 32 cores: one round of 21 units of 6 (units of 4, one
     # round of 32, would need 52 cores' worth of CPU)
-    assert unit_size([126], 8, lambda _size: 32, 32) == 6
-    assert unit_size([126], 1, lambda _size: 32, 32) == 1  # --tile-build-group 1
+    assert unit_size([126], 8, lambda _size: 32, 32, SM90) == 6
+    assert unit_size([126], 1, lambda _size: 32, 32, SM90) == 1  # --tile-build-group 1
 
 
 def test_a_killed_build_gives_no_verdict(

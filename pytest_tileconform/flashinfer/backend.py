@@ -71,17 +71,35 @@ RAM_PER_EXTRA_INSTANTIATION_DEFAULT = 600_000_000
 #: Most instantiations per translation unit: the largest unit measured (FlashInfer's generator
 #: writes 8 per file; what a run uses is :func:`unit_size`'s choice up to this).
 DEFAULT_GROUP = 36
-#: A unit of g instantiations relative to one alone, measured on the H200 host
-#: (benchmarks/compile_steps.py, SM90 bf16 and fp8, cases in matrix order). Critical path
-#: (cicc, ptxas, host compile; cudafe++ and TensorRT-LLM's host files run beside them):
-#: 55 s for one, 98 s for 8, 157 s for 16, 243 s for 36, i.e. 1 + 0.11 x (g - 1). CPU time:
-#: 90 CPU-s for one, 136-148 for 8, 197 for 16, 289-297 for 36, i.e. 1 + 0.07 x (g - 1). The
-#: front end (cudafe++, cicc's parse, the host compile) is what a unit shares.
-UNIT_PATH_PER_EXTRA = 0.11
-UNIT_CPU_PER_EXTRA = 0.07
-#: CPU seconds one case alone takes per second of its critical path (90 CPU-s over 55 s): the
-#: cores a unit keeps busy, which decides when parallel units saturate the host.
-CPU_PER_PATH = 1.64
+
+
+@dataclass(frozen=True)
+class UnitCost:
+    """What a shared unit of g instantiations costs relative to one case alone: its critical
+    path (cicc, ptxas, host compile; cudafe++ and TensorRT-LLM's host files run beside them)
+    is 1 + ``path_per_extra`` x (g - 1) times one case's, its CPU time 1 + ``cpu_per_extra`` x
+    (g - 1) times one case's; ``cpu_per_path`` is one case's CPU seconds per second of its
+    critical path, the cores a compile keeps busy. The front end (cudafe++, cicc's parse, the
+    host compile) is what a unit shares."""
+
+    path_per_extra: float
+    cpu_per_extra: float
+    cpu_per_path: float
+
+    def path(self, size: int) -> float:
+        return 1 + self.path_per_extra * (size - 1)
+
+    def cpu(self, size: int) -> float:
+        return self.cpu_per_path * (1 + self.cpu_per_extra * (size - 1))
+
+
+#: Measured with benchmarks/compile_steps.py, cases in matrix order. SM90 bf16 and fp8 on the
+#: H200 host: critical path 55 s for one, 98 s for 8, 157 s for 16, 243 s for 36; CPU 90 CPU-s
+#: for one, 136-148 for 8, 197 for 16, 289-297 for 36.
+UNIT_COST = {90: UnitCost(path_per_extra=0.11, cpu_per_extra=0.07, cpu_per_path=1.64)}
+#: Other archs: SM120 NVFP4 on the CPU machine, critical path 92 s for one, 174 s for 8; CPU
+#: 116 CPU-s for one, 213.5 for 8.
+UNIT_COST_DEFAULT = UnitCost(path_per_extra=0.13, cpu_per_extra=0.12, cpu_per_path=1.26)
 DEVICES = ("auto", "hardware", "virtual", "compile")
 #: The harness's stages that are verdicts on the case. "launcher" is a TensorRT-LLM check in
 #: the launcher itself (before CUTLASS): it refuses the arguments, as can_implement does.
@@ -194,14 +212,16 @@ def plan_groups(
     return groups
 
 
-def unit_size(families: Sequence[int], most: int, jobs_for: Callable[[int], int], cores: int) -> int:
+def unit_size(
+    families: Sequence[int], most: int, jobs_for: Callable[[int], int], cores: int, cost: UnitCost
+) -> int:
     """The unit size (1 to ``most``), with the parallel compiles ``jobs_for(size)`` allows for
-    it, that builds soonest the cases of ``families`` (how many cases each dtype has: a unit holds
-    one dtype, :func:`plan_groups`). The build takes whichever is longer: its rounds of parallel
-    compiles, each as long as one unit's critical path (:data:`UNIT_PATH_PER_EXTRA`), or all
-    units' CPU time spread over ``cores`` (:data:`UNIT_CPU_PER_EXTRA`). Larger units save
-    compiler time but need more RAM each, so fewer of them run at once; ties go to the larger
-    unit."""
+    it, that builds soonest the cases of ``families`` (how many cases each dtype has: a unit
+    holds one dtype, :func:`plan_groups`). The build takes whichever is longer: its rounds of
+    parallel compiles, each as long as one unit's critical path, or all units' CPU time spread
+    over ``cores`` (both from the arch's ``cost``, in one case's critical paths). Larger units
+    save compiler time but need more RAM each, so fewer of them run at once; ties go to the
+    larger unit."""
     best: tuple[float, int] | None = None
     for most_per_unit in range(1, max(1, most) + 1):
         parts = [-(-cases // most_per_unit) for cases in families]  # as plan_groups splits them
@@ -209,9 +229,9 @@ def unit_size(families: Sequence[int], most: int, jobs_for: Callable[[int], int]
         size = max(sizes)
         jobs = max(1, jobs_for(size))
         rounds = -(-sum(parts) // jobs)
-        path = rounds * (1 + UNIT_PATH_PER_EXTRA * (size - 1))
-        cpu = sum(n * (1 + UNIT_CPU_PER_EXTRA * (s - 1)) for n, s in zip(parts, sizes, strict=True))
-        makespan = max(path, cpu * CPU_PER_PATH / max(1, cores))
+        path = rounds * cost.path(size)
+        cpu = sum(n * cost.cpu(s) for n, s in zip(parts, sizes, strict=True))
+        makespan = max(path, cpu / max(1, cores))
         if best is None or makespan <= best[0] + 1e-9:
             best = (makespan, size)
     assert best is not None
@@ -386,7 +406,7 @@ class FlashInferBackend:
         size, until the units are of 2 or 3; the cases of those that still fail are left to be
         built one by one, where a failure is the case's verdict. One bad case among 36 then
         costs a few rounds of smaller units, not 36 compiles of one case each (a unit of 36
-        costs 3.3x the CPU of one case alone, :data:`UNIT_CPU_PER_EXTRA`). A killed compile is
+        costs 3.3x the CPU of one case alone, :data:`UNIT_COST`). A killed compile is
         not planned again: its cases are built alone, which needs the least memory."""
         pending = self._plan_units(missing, most)
         while pending:
@@ -417,7 +437,8 @@ class FlashInferBackend:
                 return self.settings.jobs or parallel_jobs([], per_job=compile_ram(sm, size))
 
             families = Counter((c.act, c.weight, c.out) for c in arch_cases)
-            size = unit_size(list(families.values()), most, jobs_for, available_cores())
+            cost = UNIT_COST.get(sm, UNIT_COST_DEFAULT)
+            size = unit_size(list(families.values()), most, jobs_for, available_cores(), cost)
             groups = plan_groups(arch_cases, size, family=lambda c: (c.act, c.weight, c.out))
             units += [(group, self._spec(group)) for group in groups]
         return units
