@@ -22,35 +22,23 @@ import torch  # noqa: F401
 
 from pytest_tileconform.flashinfer.reference import make_inputs, reference_output
 from pytest_tileconform.flashinfer.tolerance import compare, policy_for
+from pytest_tileconform.gctime import CollectorTime, freeze_survivors
 from pytest_tileconform.matrix import load_matrix
-
-_started: list[float] = []
-
-
-def _time_full(full: list[float], phase: str, info: dict[str, int]) -> None:
-    """Collect the duration of every full (generation 2) collection into ``full``."""
-    if info["generation"] != 2:
-        return
-    if phase == "start":
-        _started[:] = [time.perf_counter()]
-    elif _started:
-        full.append(time.perf_counter() - _started[0])
 
 
 def main() -> None:
     mode = sys.argv[1]
     cases = load_matrix(Path(sys.argv[2] if len(sys.argv) > 2 else "matrices/sm90.yaml")).cases
     items = [[object() for _ in range(50)] for _ in range(4000)]  # stand-in for pytest's items
-    full: list[float] = []
-    gc.callbacks.append(lambda phase, info: _time_full(full, phase, info))
+    full = CollectorTime(generation=2)
+    full.install()
     if mode in ("freeze", "each"):
         gc.freeze()
     reports = []
     seconds = []
     for i, case in enumerate(cases):
         if mode == "each":
-            gc.collect(1)
-            gc.freeze()
+            freeze_survivors()
         started = time.perf_counter()
         inputs = make_inputs(case, 0)
         expected = reference_output(inputs, case)
@@ -61,7 +49,7 @@ def main() -> None:
     ms = [1000 * seconds[int(q * (len(seconds) - 1))] for q in (0.5, 0.9, 0.99, 1.0)]
     print(
         f"{mode}: median {ms[0]:.1f} ms, p90 {ms[1]:.1f} ms, p99 {ms[2]:.1f} ms, max {ms[3]:.1f} ms; "
-        f"{len(full)} full collections, {1000 * sum(full):.0f} ms in all"
+        f"{full.collections} full collections, {1000 * full.seconds:.0f} ms in all"
     )
     del items, reports
 

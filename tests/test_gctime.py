@@ -42,6 +42,18 @@ def test_collector_time_counts_collections() -> None:
         gc.callbacks.remove(clock._record)
 
 
+def test_collector_time_of_one_generation() -> None:
+    full = CollectorTime(generation=2)
+    full.install()
+    try:
+        gc.collect(0)
+        assert (full.collections, full.seconds) == (0, 0.0)
+        gc.collect()
+        assert full.collections == 1 and full.seconds > 0.0
+    finally:
+        gc.callbacks.remove(full._record)
+
+
 def test_settle_case_freezes_survivors_and_frees_cycles(
     backend_settings: Callable[..., Settings], unfrozen: None
 ) -> None:

@@ -12,7 +12,6 @@ of the case that has it.
 from __future__ import annotations
 
 import functools
-import gc
 import json
 import os
 import resource
@@ -28,10 +27,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import nvcc_pipeline
-from ..buildcache import BuildCache, BuildResult, BuildSpec, Roots, available_cores, parallel_jobs, portable
+from ..buildcache import (
+    BuildCache,
+    BuildResult,
+    BuildSpec,
+    Roots,
+    available_cores,
+    available_memory,
+    parallel_jobs,
+    portable,
+)
 from ..cases import Case
 from ..devices import Gpu, current_gpu
-from ..gctime import COLLECTOR_TIME
+from ..gctime import COLLECTOR_TIME, freeze_survivors
 from ..verdict import NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, builtin
@@ -186,6 +194,11 @@ def compile_ram(sm: int, instantiations: int) -> int:
     return one + RAM_PER_EXTRA_INSTANTIATION.get(sm, RAM_PER_EXTRA_INSTANTIATION_DEFAULT) * (
         instantiations - 1
     )
+
+
+def dtypes(case: Case) -> tuple[str, str, str]:
+    """A case's activation, weight and output dtypes: what the cases of one unit share."""
+    return case.act, case.weight, case.out
 
 
 def plan_groups(
@@ -430,16 +443,19 @@ class FlashInferBackend:
         by_arch: dict[int, list[Case]] = {}
         for case in cases:
             by_arch.setdefault(case.sm, []).append(case)
+        cores, memory = available_cores(), available_memory()  # one look at the host per plan
         units: list[tuple[list[Case], BuildSpec]] = []
         for sm, arch_cases in by_arch.items():
 
             def jobs_for(size: int, sm: int = sm) -> int:
-                return self.settings.jobs or parallel_jobs([], per_job=compile_ram(sm, size))
+                return self.settings.jobs or parallel_jobs(
+                    [], cores=cores, memory=memory, per_job=compile_ram(sm, size)
+                )
 
-            families = Counter((c.act, c.weight, c.out) for c in arch_cases)
+            families = Counter(dtypes(c) for c in arch_cases)
             cost = UNIT_COST.get(sm, UNIT_COST_DEFAULT)
-            size = unit_size(list(families.values()), most, jobs_for, available_cores(), cost)
-            groups = plan_groups(arch_cases, size, family=lambda c: (c.act, c.weight, c.out))
+            size = unit_size(list(families.values()), most, jobs_for, cores, cost)
+            groups = plan_groups(arch_cases, size, family=dtypes)
             units += [(group, self._spec(group)) for group in groups]
         return units
 
@@ -511,8 +527,7 @@ class FlashInferBackend:
                 torch.set_num_threads(max(1, available_cores() // self.settings.worker_count))
             COLLECTOR_TIME.install()
             self._settled = True
-        gc.collect(1)
-        gc.freeze()
+        freeze_survivors()
 
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
         from .reference import make_inputs, write_inputs
