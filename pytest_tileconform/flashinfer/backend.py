@@ -251,6 +251,20 @@ def unit_size(
     return best[1]
 
 
+CASE_THREADS = 4
+"""The most threads torch uses for a case's inputs and reference check. These are small
+problems; with one thread per core (16 on the H200 host) one check in six took 32-108 ms
+instead of 5: a thread that another process (the runner, pytest) preempts holds up the rest at
+the next barrier. With 4 threads, the check's p90 over the sm90 matrix fell from 40.6 to 5.7 ms
+and its median from 5.7 to 4.8 ms; with 1, the median rose to 11-14 ms (BENCHMARKS.md)."""
+
+
+def case_threads(cores: int, workers: int) -> int:
+    """Threads for torch in each of ``workers`` processes sharing ``cores``: their share of the
+    cores, at most :data:`CASE_THREADS`."""
+    return max(1, min(CASE_THREADS, cores // max(1, workers)))
+
+
 class FlashInferBackend:
     name = NAME
 
@@ -509,9 +523,8 @@ class FlashInferBackend:
     def _settle_case(self) -> None:
         """Before each case this process runs:
 
-        - once (torch is imported by then): under xdist, each worker's torch gets its share of
-          the cores; by default every worker would use all of them for its inputs and reference
-          checks, and oversubscribe the host;
+        - once (torch is imported by then): torch gets :func:`case_threads` threads for the
+          inputs and reference checks;
         - everything alive now (torch, pytest's items, the reports of the cases before) is moved
           out of the garbage collector's reach (``gc.freeze``), after a young collection that
           frees the previous case's garbage cycles rather than freezing them. A full collection
@@ -523,8 +536,7 @@ class FlashInferBackend:
         if not self._settled:
             import torch
 
-            if self.settings.worker_count > 1:
-                torch.set_num_threads(max(1, available_cores() // self.settings.worker_count))
+            torch.set_num_threads(case_threads(available_cores(), self.settings.worker_count))
             COLLECTOR_TIME.install()
             self._settled = True
         freeze_survivors()
