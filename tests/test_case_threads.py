@@ -2,51 +2,47 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 import torch
+from test_reference import make_case
 
 from pytest_tileconform.buildcache import available_cores
+from pytest_tileconform.cases import Case
 from pytest_tileconform.flashinfer.backend import (
-    CASE_THREADS,
+    MACS_PER_THREAD,
     FlashInferBackend,
     Settings,
     case_threads,
 )
 
+SM90_MATRIX = make_case(rows=[0, 1, 77, 300], n=384, k=512)  # 74 M multiply-adds
+LARGE = make_case(rows=[512] * 8, n=4096, k=7168)
+
 
 @pytest.mark.parametrize(
-    ("cores", "workers", "threads"),
+    ("case", "cores", "workers", "threads"),
     [
-        (16, 1, CASE_THREADS),  # one worker on a large host: capped, not one per core
-        (16, 8, 2),  # each worker its share
-        (2, 1, 2),
-        (4, 8, 1),  # more workers than cores: still one each
-        (1, 1, 1),
+        (SM90_MATRIX, 16, 1, 4),  # small: 4 threads although 16 cores are the worker's
+        (LARGE, 16, 1, 16),  # large: every core of the worker's share
+        (LARGE, 16, 4, 4),
+        (LARGE, 4, 8, 1),  # more workers than cores: still one each
+        (SM90_MATRIX, 2, 1, 2),
+        (make_case(rows=[3, 0, 5], n=16, k=32), 16, 1, 1),  # tiny: one
+        (make_case(rows=[1], n=MACS_PER_THREAD, k=3), 64, 1, 3),
     ],
 )
-def test_case_threads(cores: int, workers: int, threads: int) -> None:
-    assert case_threads(cores, workers) == threads
+def test_case_threads(case: Case, cores: int, workers: int, threads: int) -> None:
+    assert case_threads(case, cores, workers) == threads
 
 
-@pytest.fixture
-def torch_threads() -> Iterator[None]:
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
-    gc.unfreeze()  # what settling froze
-
-
-def test_settle_case_sets_torch_threads(
-    backend_settings: Callable[..., Settings], torch_threads: None
+def test_settle_case_sets_torch_threads_per_case(
+    backend_settings: Callable[..., Settings],
 ) -> None:
-    for workers in (1, 64):
+    backend = FlashInferBackend(replace(backend_settings(), worker_count=1), progress=lambda _m: None)
+    for case in (LARGE, make_case(), LARGE):
         torch.set_num_threads(7)
-        backend = FlashInferBackend(
-            replace(backend_settings(), worker_count=workers), progress=lambda _m: None
-        )
-        backend._settle_case()
-        assert torch.get_num_threads() == case_threads(available_cores(), workers)
+        backend._settle_case(case)
+        assert torch.get_num_threads() == case_threads(case, available_cores(), 1)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
+from test_reference import make_case
 
 from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings
 from pytest_tileconform.gctime import COLLECTOR_TIME, CollectorTime
@@ -17,13 +17,6 @@ class Node:
 
     def __init__(self) -> None:
         self.other: Node | None = None
-
-
-@pytest.fixture
-def unfrozen() -> Iterator[None]:
-    """Give the collector back what a test froze."""
-    yield
-    gc.unfreeze()
 
 
 def test_collector_time_counts_collections() -> None:
@@ -55,7 +48,7 @@ def test_collector_time_of_one_generation() -> None:
 
 
 def test_settle_case_freezes_survivors_and_frees_cycles(
-    backend_settings: Callable[..., Settings], unfrozen: None
+    backend_settings: Callable[..., Settings],
 ) -> None:
     backend = FlashInferBackend(backend_settings(), progress=lambda _msg: None)
     survivor = [Node() for _ in range(100)]
@@ -64,12 +57,12 @@ def test_settle_case_freezes_survivors_and_frees_cycles(
     cycle = weakref.ref(a)
     del a, b
     frozen_before = gc.get_freeze_count()
-    backend._settle_case()
+    backend._settle_case(make_case())
     assert cycle() is None  # freed by the young collection, not frozen
     assert gc.get_freeze_count() >= frozen_before + len(survivor)
     assert COLLECTOR_TIME._record in gc.callbacks
     later = [Node() for _ in range(100)]  # what a case leaves alive: pytest's report ...
     frozen_before = gc.get_freeze_count()
-    backend._settle_case()  # every case, not once per process
+    backend._settle_case(make_case())  # every case, not once per process
     assert gc.get_freeze_count() >= frozen_before + len(later)
     assert gc.callbacks.count(COLLECTOR_TIME._record) == 1

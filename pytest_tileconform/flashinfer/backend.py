@@ -251,18 +251,23 @@ def unit_size(
     return best[1]
 
 
-CASE_THREADS = 4
-"""The most threads torch uses for a case's inputs and reference check. These are small
-problems; with one thread per core (16 on the H200 host) one check in six took 32-108 ms
-instead of 5: a thread that another process (the runner, pytest) preempts holds up the rest at
-the next barrier. With 4 threads, the check's p90 over the sm90 matrix fell from 40.6 to 5.7 ms
-and its median from 5.7 to 4.8 ms; with 1, the median rose to 11-14 ms (BENCHMARKS.md)."""
+MACS_PER_THREAD = 16_000_000
+"""Multiply-adds of a case's reference product per torch thread. Measured on the 16-core H200
+host (``benchmarks/check_threads.py``): the sm90 matrix's problem (74 M) checks in 2.4 ms on 4
+threads and 2.05 ms on 16, but in a real run 16 threads stalled one check in six for 32-108 ms:
+a thread that another process (the runner, pytest) preempts holds up the rest at the next
+barrier; with 4 the check's p90 fell from 40.6 to 5.7 ms. From 1 G multiply-adds up, 16 threads
+check twice as fast as 4 (19.5 against 38 ms; 727 against 1,408 ms at 120 G), and a stall is
+small beside the work."""
 
 
-def case_threads(cores: int, workers: int) -> int:
-    """Threads for torch in each of ``workers`` processes sharing ``cores``: their share of the
-    cores, at most :data:`CASE_THREADS`."""
-    return max(1, min(CASE_THREADS, cores // max(1, workers)))
+def case_threads(case: Case, cores: int, workers: int) -> int:
+    """Threads for torch in a case's inputs and reference check: one per
+    :data:`MACS_PER_THREAD` of its product, at most the worker's share of the ``cores`` that
+    ``workers`` processes share."""
+    problem = case.problem
+    macs = sum(problem.rows_per_expert) * problem.n * problem.k
+    return max(1, min(macs // MACS_PER_THREAD, cores // max(1, workers)))
 
 
 class FlashInferBackend:
@@ -276,7 +281,7 @@ class FlashInferBackend:
         self._toolchain: tuple[Path, str, Path] | None = None
         self._commands: dict[int, tuple[tuple[str, ...], Roots]] = {}
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
-        self._settled = False
+        self._cores: int | None = None  # for torch's threads, looked up at the first case
 
     # -- what is here -------------------------------------------------------------------
     @property
@@ -520,11 +525,10 @@ class FlashInferBackend:
             return self._run_virtual(case, build, base)
         return self._run(case, build, base)
 
-    def _settle_case(self) -> None:
+    def _settle_case(self, case: Case) -> None:
         """Before each case this process runs:
 
-        - once (torch is imported by then): torch gets :func:`case_threads` threads for the
-          inputs and reference checks;
+        - torch gets :func:`case_threads` threads for the case's inputs and reference check;
         - everything alive now (torch, pytest's items, the reports of the cases before) is moved
           out of the garbage collector's reach (``gc.freeze``), after a young collection that
           frees the previous case's garbage cycles rather than freezing them. A full collection
@@ -533,18 +537,18 @@ class FlashInferBackend:
           reach (``benchmarks/reference_check_gc.py``: one full collection in 360 cases frozen
           once, none frozen before each). The collector's time per case is in ``seconds.gc``.
         """
-        if not self._settled:
-            import torch
+        import torch  # imported by then
 
-            torch.set_num_threads(case_threads(available_cores(), self.settings.worker_count))
+        if self._cores is None:
             COLLECTOR_TIME.install()
-            self._settled = True
+            self._cores = available_cores()
+        torch.set_num_threads(case_threads(case, self._cores, self.settings.worker_count))
         freeze_survivors()
 
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
         from .reference import make_inputs, write_inputs
 
-        self._settle_case()
+        self._settle_case(case)
         profile = self._profile(case)
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
@@ -561,7 +565,7 @@ class FlashInferBackend:
         from .reference import make_inputs, read_output, reference_output, write_inputs
         from .tolerance import compare, policy_for
 
-        self._settle_case()
+        self._settle_case(case)
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
         source = f"hardware ({gpu.describe()})"
