@@ -1,11 +1,12 @@
 """How long a case's reference check (torch reference, then compare) takes with 1, 2, 4, ...
 threads, for the sm90 matrix's problem and for larger ones (CPU only, no build needed).
 
-The backend gives torch at most ``CASE_THREADS`` threads per worker (``case_threads``): with
-one per core, small checks stalled on preempted threads. This says what the cap costs where a
-problem is large enough for more threads to pay: per problem and thread count, the median and
-slowest check (checks until ``--seconds`` have passed, at least 3), as JSON. The actual D is the
-reference rounded to the output dtype, so the compare does its whole work.
+The backend gives torch one thread per ``MACS_PER_THREAD`` multiply-adds of a case's
+reference product, at most the worker's share of the cores (``case_threads``): with one per
+core, small checks stalled on preempted threads, and large ones need the cores. This measures
+both sides: per problem and thread count, the median and slowest check (checks until
+``--seconds`` have passed, at least 3), as JSON. The actual D is the reference rounded to the
+output dtype, so the compare does its whole work.
 
     python benchmarks/check_threads.py [--threads 1 2 4 8 16] [--seconds 2] [--problems N] [--json OUT]
 """

@@ -618,7 +618,7 @@ class FlashInferBackend:
             after = resource.getrusage(resource.RUSAGE_SELF)
             seconds["check"] = round(check_done - harness_done, 4)
             # the check's parts, and what the operating system did to the process meanwhile: how
-            # slow checks on an H200 host were traced to preempted torch threads (CASE_THREADS)
+            # slow checks on an H200 host were traced to preempted torch threads (case_threads)
             seconds["check_read"] = round(read_done - harness_done, 4)
             seconds["check_reference"] = round(reference_done - read_done, 4)
             seconds["check_compare"] = round(check_done - reference_done, 4)
