@@ -20,6 +20,7 @@ class CollectorTime:
         self._started: float | None = None
 
     def install(self) -> None:
+        """Start timing; installing again changes nothing."""
         if self._record not in gc.callbacks:
             gc.callbacks.append(self._record)
 

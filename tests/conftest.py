@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import importlib.util
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -24,6 +26,21 @@ def _undo_case_settling() -> Iterator[None]:
     yield
     torch.set_num_threads(threads)
     gc.unfreeze()
+
+
+@pytest.fixture(scope="session")
+def benchmark_script() -> Callable[[str], ModuleType]:
+    """Import ``benchmarks/NAME.py`` (the benchmarks are scripts, not a package)."""
+
+    def load(name: str) -> ModuleType:
+        path = Path(__file__).parent.parent / "benchmarks" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 @pytest.fixture

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -11,13 +10,8 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def case_overhead() -> ModuleType:
-    path = Path(__file__).parent.parent / "benchmarks" / "case_overhead.py"
-    spec = importlib.util.spec_from_file_location("case_overhead", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def case_overhead(benchmark_script: Callable[[str], ModuleType]) -> ModuleType:
+    return benchmark_script("case_overhead")
 
 
 def case(duration_s: float, check_s: float, faults: int) -> dict[str, Any]:

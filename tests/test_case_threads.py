@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -50,13 +50,11 @@ def test_settle_case_sets_torch_threads_per_case(
         assert torch.get_num_threads() == case_threads(case, available_cores(), 1)
 
 
-def test_check_threads_benchmark_times_each_thread_count() -> None:
-    path = Path(__file__).parent.parent / "benchmarks" / "check_threads.py"
-    spec = importlib.util.spec_from_file_location("check_threads", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_check_threads_benchmark_times_each_thread_count(
+    benchmark_script: Callable[[str], ModuleType],
+) -> None:
+    check_threads = benchmark_script("check_threads")
     matrix = Path(__file__).parent.parent / "matrices" / "smoke-sm90.yaml"
-    results = module.time_checks(SM90_MATRIX.problem, [1, 2], 0.0, matrix)
+    results = check_threads.time_checks(SM90_MATRIX.problem, [1, 2], 0.0, matrix)
     assert [r["threads"] for r in results] == [1, 2]
     assert all(r["checks"] == 3 and 0 < r["median_ms"] <= r["max_ms"] for r in results)

@@ -281,7 +281,6 @@ class FlashInferBackend:
         self._toolchain: tuple[Path, str, Path] | None = None
         self._commands: dict[int, tuple[tuple[str, ...], Roots]] = {}
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
-        self._cores: int | None = None  # for torch's threads, looked up at the first case
 
     # -- what is here -------------------------------------------------------------------
     @property
@@ -539,11 +538,14 @@ class FlashInferBackend:
         """
         import torch  # imported by then
 
-        if self._cores is None:
-            COLLECTOR_TIME.install()
-            self._cores = available_cores()
+        COLLECTOR_TIME.install()
         torch.set_num_threads(case_threads(case, self._cores, self.settings.worker_count))
         freeze_survivors()
+
+    @functools.cached_property
+    def _cores(self) -> int:
+        """The cores this process may use, for torch's threads (looked up once)."""
+        return available_cores()
 
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
         from .reference import make_inputs, write_inputs
