@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.matrix import load_matrix
+from pytest_tileconform.matrix.load import load_matrix
 
 CONFTEST = """
 from pytest_tileconform import Verdict, Stage

@@ -23,11 +23,11 @@ from typing import Any
 
 import torch
 
-from pytest_tileconform.buildcache import available_cores
+from pytest_tileconform.build.cache import available_cores
 from pytest_tileconform.flashinfer.reference import make_inputs, output_dtype, reference_output
 from pytest_tileconform.flashinfer.tolerance import compare, policy_for
-from pytest_tileconform.matrix import load_matrix
-from pytest_tileconform.schema import Problem
+from pytest_tileconform.matrix.load import load_matrix
+from pytest_tileconform.matrix.schema import Problem
 
 #: The sm90 matrix's own problem, then MoE layers of growing size (8 experts, N and K of
 #: common expert FFNs).

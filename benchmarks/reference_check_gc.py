@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest  # noqa: F401  (held by a real worker)
 import torch  # noqa: F401
 
+from pytest_tileconform.core.gctime import CollectorTime, freeze_survivors
 from pytest_tileconform.flashinfer.reference import make_inputs, reference_output
 from pytest_tileconform.flashinfer.tolerance import compare, policy_for
-from pytest_tileconform.gctime import CollectorTime, freeze_survivors
-from pytest_tileconform.matrix import load_matrix
+from pytest_tileconform.matrix.load import load_matrix
 
 
 def main() -> None:

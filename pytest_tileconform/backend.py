@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from .cases import Case
+from .matrix.cases import Case
 from .verdict import Verdict
 
 

@@ -11,7 +11,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .backend import Backend
-    from .cases import Case
+    from .matrix.cases import Case
     from .verdict import Verdict
 
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from . import newhooks
-from .devices import gpu_for_worker, visible_gpus
-from .items import SESSION_KEY, MatrixFile, TileCase
-from .recorder import Recorder
-from .session import TileSession
-from .shard import Shard, ShardSpecError
+from .core.devices import gpu_for_worker, visible_gpus
+from .core.items import SESSION_KEY, MatrixFile, TileCase
+from .core.recorder import Recorder
+from .core.session import TileSession
+from .matrix.shard import Shard, ShardSpecError
 
 SHARD_KEY = pytest.StashKey[Shard]()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.bisect import (
+from pytest_tileconform.commands.bisect import (
     NOT_JUDGEABLE,
     BisectError,
     Outcome,
@@ -20,7 +20,7 @@ from pytest_tileconform.bisect import (
     select_releases,
     wheels_in,
 )
-from pytest_tileconform.cases import Case
+from pytest_tileconform.matrix.cases import Case
 
 RELEASES = [f"0.6.{i}" for i in range(20)]
 
@@ -216,7 +216,7 @@ def test_the_flashinfer_judge_names_the_release_and_never_guesses(tmp_path: Path
     'not judgeable' with the reason and the release, never a verdict on the tile."""
     from test_releases import KEPT, NV, make_wheel
 
-    from pytest_tileconform.bisect import flashinfer_judge
+    from pytest_tileconform.commands.bisect import flashinfer_judge
     from pytest_tileconform.flashinfer.compat import HARNESS_MACRO_PARAMS, MACRO
     from pytest_tileconform.flashinfer.sources import LAUNCHER_INL, FlashInferSourcesError, find_cuda_home
 

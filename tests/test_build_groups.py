@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from test_reference import make_case
 
-from pytest_tileconform.buildcache import BuildResult, BuildSpec
-from pytest_tileconform.cases import Case
+from pytest_tileconform.build.cache import BuildResult, BuildSpec
 from pytest_tileconform.flashinfer.backend import (
     DEFAULT_GROUP,
     UNIT_COST,
@@ -21,6 +20,7 @@ from pytest_tileconform.flashinfer.backend import (
     plan_groups,
     unit_size,
 )
+from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage
 
 

@@ -11,14 +11,14 @@ import pytest
 import torch
 from test_reference import make_case
 
-from pytest_tileconform.buildcache import available_cores
-from pytest_tileconform.cases import Case
+from pytest_tileconform.build.cache import available_cores
 from pytest_tileconform.flashinfer.backend import (
     MACS_PER_THREAD,
     FlashInferBackend,
     Settings,
     case_threads,
 )
+from pytest_tileconform.matrix.cases import Case
 
 SM90_MATRIX = make_case(rows=[0, 1, 77, 300], n=384, k=512)  # 74 M multiply-adds
 LARGE = make_case(rows=[512] * 8, n=4096, k=7168)

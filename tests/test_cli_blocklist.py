@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tileconform.cli import main
+from pytest_tileconform.commands.cli import main
 from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_sources
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.cli import main
+from pytest_tileconform.commands.cli import main
 from pytest_tileconform.flashinfer.codegen import SM120_INPUTS, SM120_MIXED_TILES, SM120_TILES
-from pytest_tileconform.matrix import load_matrix
+from pytest_tileconform.matrix.load import load_matrix
 
 REPO = Path(__file__).resolve().parent.parent
 

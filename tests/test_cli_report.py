@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fake_backend import TileRun
 
-from pytest_tileconform.cli import main
-from pytest_tileconform.merge import merge, to_html, to_markdown
+from pytest_tileconform.commands.cli import main
+from pytest_tileconform.results.merge import merge, to_html, to_markdown
 
 REPO = Path(__file__).resolve().parent.parent
 

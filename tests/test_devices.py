@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.devices import gpu_for_worker, visible_gpus
+from pytest_tileconform.core.devices import gpu_for_worker, visible_gpus
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.buildcache import default_cache_dir
-from pytest_tileconform.devices import current_gpu
+from pytest_tileconform.build.cache import default_cache_dir
+from pytest_tileconform.core.devices import current_gpu
 from pytest_tileconform.flashinfer.backend import kernel_config
 from pytest_tileconform.flashinfer.reference import make_inputs, write_inputs
 from pytest_tileconform.flashinfer.runner import HarnessRunner, build_runner
-from pytest_tileconform.matrix import load_matrix
+from pytest_tileconform.matrix.load import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("sm90-bf16-128x128x64-c1x1x1-none", "sm90-bf16-128x16x64-c1x1x1-finalize-swapab")

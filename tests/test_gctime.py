@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from test_reference import make_case
 
+from pytest_tileconform.core.gctime import COLLECTOR_TIME, CollectorTime
 from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings
-from pytest_tileconform.gctime import COLLECTOR_TIME, CollectorTime
 
 
 class Node:

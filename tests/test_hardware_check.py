@@ -11,11 +11,11 @@ import pytest
 import torch
 from test_reference import make_case
 
-from pytest_tileconform.buildcache import BuildResult
-from pytest_tileconform.cases import Case
-from pytest_tileconform.devices import Gpu
+from pytest_tileconform.build.cache import BuildResult
+from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings
 from pytest_tileconform.flashinfer.reference import _le_bytes, make_inputs, output_dtype, reference_output
+from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage, Verdict
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_tileconform.cases import Case
 from pytest_tileconform.flashinfer.reference import (
     SIMULATED_TOP_K,
     GroupedInputs,
@@ -31,7 +30,8 @@ from pytest_tileconform.flashinfer.reference import (
     write_inputs,
 )
 from pytest_tileconform.flashinfer.tolerance import Tolerance, compare, policy_for
-from pytest_tileconform.schema import Problem
+from pytest_tileconform.matrix.cases import Case
+from pytest_tileconform.matrix.schema import Problem
 
 
 def make_case(

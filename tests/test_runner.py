@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_tileconform.build.hostbuild import cxx
 from pytest_tileconform.flashinfer.runner import LOG, HarnessRunner, build_runner
-from pytest_tileconform.hostbuild import cxx
 
 STAND_IN_UNIT = r"""
 #include <csignal>

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fake_backend import TileRun, output
 
-from pytest_tileconform.shard import Shard, ShardSpecError, shard_of
+from pytest_tileconform.matrix.shard import Shard, ShardSpecError, shard_of
 
 MATRIX = """\
 version: 1

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.matrix import MatrixInvalid, load_matrix
-from pytest_tileconform.update import (
+from pytest_tileconform.matrix.load import MatrixInvalid, load_matrix
+from pytest_tileconform.matrix.update import (
     Change,
     apply_changes,
     entry_line,

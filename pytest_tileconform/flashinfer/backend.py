@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import nvcc_pipeline
-from ..buildcache import (
+from ..build import nvcc_pipeline
+from ..build.cache import (
     BuildCache,
     BuildResult,
     BuildSpec,
@@ -37,9 +37,9 @@ from ..buildcache import (
     parallel_jobs,
     portable,
 )
-from ..cases import Case
-from ..devices import Gpu, current_gpu
-from ..gctime import COLLECTOR_TIME, freeze_survivors
+from ..core.devices import Gpu, current_gpu
+from ..core.gctime import COLLECTOR_TIME, freeze_survivors
+from ..matrix.cases import Case
 from ..verdict import NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, builtin

@@ -205,7 +205,7 @@ def schedule_variant(schedule: str | None, dynamic_cga: bool) -> str:
 
 def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
     """Every MoE TMA WS launcher operation FlashInfer's generator emits for ``arch``."""
-    from ..schema import DTypes
+    from ..matrix.schema import DTypes
 
     if arch not in GENERATOR_ARCH:
         raise GeneratorError(

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..buildcache import default_cache_dir
+from ..build.cache import default_cache_dir
 
 if TYPE_CHECKING:
-    from ..cases import Case
+    from ..matrix.cases import Case
     from ..verdict import Verdict
     from .backend import FlashInferBackend
     from .releases import Release

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..cases import Case
+from ..matrix.cases import Case
 
 # ------------------------------------------------------------------------------------------
 # Element types

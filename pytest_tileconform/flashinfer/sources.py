@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from ..update import write_atomic
+from ..matrix.update import write_atomic
 
 ENV_SOURCES = "TILECONFORM_FLASHINFER_SOURCES"
 DISTRIBUTION = "flashinfer-python"

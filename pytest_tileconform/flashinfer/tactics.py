@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..buildcache import BuildCache, BuildSpec
+from ..build.cache import BuildCache, BuildSpec
 from .codegen import COMMON_NVCC_FLAGS, tile_k_elements
 from .sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
 
@@ -73,7 +73,7 @@ class Tactic:
 
 def runner_dtypes(runner: str) -> tuple[str, str, str]:
     """``mxfp8xmxfp4-bf16`` -> (mxfp8, mxfp4, bf16), ``fp8_e4m3-bf16`` -> (fp8_e4m3, fp8_e4m3, bf16)."""
-    from ..schema import ACTIVATION_DTYPES, WEIGHT_DTYPES
+    from ..matrix.schema import ACTIVATION_DTYPES, WEIGHT_DTYPES
 
     inputs, _, out = runner.rpartition("-")
     if not inputs:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cases import Case
+from ..matrix.cases import Case
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..hostbuild import HostBuildError, build_once, compiler_id, cxx, run_tool
+from ..build.hostbuild import HostBuildError, build_once, compiler_id, cxx, run_tool
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 RUNTIME_SOURCE = RUNTIME_DIR / "vcudart.cpp"

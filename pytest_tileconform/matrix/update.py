@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ruamel.yaml.comments import CommentedMap
 
-from .matrix import load_matrix, parse_document
-from .verdict import Stage, Verdict
+from ..verdict import Stage, Verdict
+from .load import load_matrix, parse_document
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .flashinfer.codegen import tile_k_elements
-from .flashinfer.generator import GeneratedOp, schedule_variant
-from .flashinfer.tactics import Tactic, runner_dtypes
+from ..flashinfer.codegen import tile_k_elements
+from ..flashinfer.generator import GeneratedOp, schedule_variant
+from ..flashinfer.tactics import Tactic, runner_dtypes
 
 Shape = tuple[int, int, int]
 
@@ -118,7 +118,7 @@ def tactic_key(t: Tactic) -> ConfigKey:
 
 
 def _verdict_key(case: dict[str, Any], arch: str) -> ConfigKey:
-    from .schema import DTypes
+    from ..matrix.schema import DTypes
 
     label = DTypes(act=case["act"], weight=case["weight"], out=case["out"]).label
     return ConfigKey(

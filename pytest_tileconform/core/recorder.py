@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from .fingerprint import host_fingerprint
+from ..matrix.load import MatrixInvalid
+from ..matrix.update import Change, expectation_change, update_matrix
+from ..results.fingerprint import host_fingerprint
+from ..results.report import grid_lines, results_document, source_lines, write_results
 from .items import VERDICT_PROPERTY
-from .matrix import MatrixInvalid
-from .report import grid_lines, results_document, source_lines, write_results
 from .session import TileSession
-from .update import Change, expectation_change, update_matrix
 
 
 def process_age() -> float | None:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the commands import what they need when they run: --help stays fast
-    from .flashinfer.sources import FlashInferSources
-    from .flashinfer.tactics import Tactic
+    from ..flashinfer.sources import FlashInferSources
+    from ..flashinfer.tactics import Tactic
 
 EXIT_OK = 0
 EXIT_FLAGGED = 1
@@ -37,7 +37,7 @@ def emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
         return
-    from .update import write_atomic
+    from ..matrix.update import write_atomic
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ def message(text: str) -> None:
 
 # -- report merge ------------------------------------------------------------------------------
 def _report_merge(args: argparse.Namespace) -> int:
-    from .merge import ReportError, merge, to_html, to_markdown
+    from ..results.merge import ReportError, merge, to_html, to_markdown
 
     try:
         merged = merge(args.results)
@@ -95,7 +95,7 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
 
 # -- gen-matrix --------------------------------------------------------------------------------
 def _sources(override: Path | None) -> FlashInferSources:
-    from .flashinfer.sources import FlashInferSourcesError, find_sources
+    from ..flashinfer.sources import FlashInferSourcesError, find_sources
 
     try:
         return find_sources(override)
@@ -108,7 +108,7 @@ def _split_list(values: Sequence[str]) -> list[str]:
 
 
 def _gen_matrix(args: argparse.Namespace) -> int:
-    from .flashinfer.generator import GENERATOR_ARCH, GeneratorError, generator_path, instantiated_configs
+    from ..flashinfer.generator import GENERATOR_ARCH, GeneratorError, generator_path, instantiated_configs
     from .genmatrix import GenMatrixError, check_text, matrix_text, select_dtypes
 
     if not args.from_flashinfer:
@@ -188,7 +188,7 @@ def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
 
 # -- drift -------------------------------------------------------------------------------------
 def _load_results(paths: Sequence[Path]) -> list[dict[str, object]]:
-    from .merge import ReportError, load_report
+    from ..results.merge import ReportError, load_report
 
     try:
         return [load_report(path) for path in paths]
@@ -198,9 +198,9 @@ def _load_results(paths: Sequence[Path]) -> list[dict[str, object]]:
 
 def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[str]:
     """The tactics probe's output: replayed from --tactics, or from FlashInfer's own host code."""
-    from .buildcache import default_cache_dir
-    from .flashinfer.sources import FlashInferSourcesError
-    from .flashinfer.tactics import PROBE_SMS, ProbeError, offered_tactics
+    from ..build.cache import default_cache_dir
+    from ..flashinfer.sources import FlashInferSourcesError
+    from ..flashinfer.tactics import PROBE_SMS, ProbeError, offered_tactics
 
     if args.tactics is not None:
         try:
@@ -226,7 +226,7 @@ def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSource
 
 def _tactics(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[Tactic]:
     """FlashInfer's tactics for ``arch`` (see :func:`_tactic_lines`)."""
-    from .flashinfer.tactics import ProbeError, parse
+    from ..flashinfer.tactics import ProbeError, parse
 
     try:
         return [t for t in parse(_tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
@@ -235,8 +235,8 @@ def _tactics(args: argparse.Namespace, arch: str, sources: FlashInferSources | N
 
 
 def _drift(args: argparse.Namespace) -> int:
+    from ..flashinfer.generator import GENERATOR_ARCH, GeneratorError, generated_ops
     from .drift import compare, to_markdown
-    from .flashinfer.generator import GENERATOR_ARCH, GeneratorError, generated_ops
 
     arch = args.arch.lower()
     if arch not in GENERATOR_ARCH:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from .verdict import EXPECTATIONS
+from ..verdict import EXPECTATIONS
 
 FORMAT_VERSION = 1
 

@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..flashinfer.tactics import Tactic
+from ..results.fingerprint import device_key
 from .drift import ConfigKey, _verdict_key, tactic_key
-from .fingerprint import device_key
-from .flashinfer.tactics import Tactic
 
 CUSTOM_OPS = {1: "trtllm::fused_moe::gemm1", 2: "trtllm::fused_moe::gemm2"}
 RUNNER_CLASS = "MoERunner"

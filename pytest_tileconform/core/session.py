@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from .backend import BackendRegistry
-from .cases import Case
-from .matrix import LoadedMatrix, MatrixInvalid, load_matrices
-from .verdict import Verdict
+from ..backend import BackendRegistry
+from ..matrix.cases import Case
+from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
+from ..verdict import Verdict
 
 
 @dataclass

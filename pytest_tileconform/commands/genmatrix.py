@@ -16,10 +16,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .flashinfer.codegen import KernelConfig
-from .flashinfer.generator import Skipped
-from .matrix import MatrixInvalid, load_matrix
-from .schema import DTypes
+from ..flashinfer.codegen import KernelConfig
+from ..flashinfer.generator import Skipped
+from ..matrix.load import MatrixInvalid, load_matrix
+from ..matrix.schema import DTypes
 
 DEFAULT_PROBLEM = "{experts: 4, rows: [0, 1, 77, 300], n: 384, k: 512}"
 BACKEND = "flashinfer-cutlass-moe"

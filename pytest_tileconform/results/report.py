@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .cases import Case, shape_label
-from .session import Observation, TileSession
-from .update import write_atomic
+from ..core.session import Observation, TileSession
+from ..matrix.cases import Case, shape_label
+from ..matrix.update import write_atomic
 
 REPORT_FORMAT = 1
 

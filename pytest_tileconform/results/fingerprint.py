@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .virtual.profiles import BUILTIN
+from ..virtual.profiles import BUILTIN
 
 UNKNOWN = "?"
 NOT_APPLICABLE = "n/a"
@@ -58,7 +58,7 @@ def _gpus() -> tuple[list[dict[str, Any]], str | None]:
 def _nvcc() -> str | None:
     """The last line of ``nvcc --version`` (e.g. ``Build cuda_13.0.r13.0/compiler.36424714_0``)."""
     try:
-        from .flashinfer.sources import FlashInferSourcesError, find_cuda_home, nvcc_build
+        from ..flashinfer.sources import FlashInferSourcesError, find_cuda_home, nvcc_build
 
         return nvcc_build(find_cuda_home())
     except (ImportError, FlashInferSourcesError, IndexError):

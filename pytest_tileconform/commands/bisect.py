@@ -35,7 +35,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .cases import Case
+from ..matrix.cases import Case
 
 #: The problem the shipped SM120 matrix judges (4 experts, one empty, one with a single row).
 DEFAULT_PROBLEM = "4:0,1,77,300:384:512"
@@ -242,8 +242,8 @@ def _problem(text: str) -> dict[str, Any]:
 
 def build_cases(args: argparse.Namespace) -> list[Case]:
     """The cases of the command line, validated as a matrix file would be."""
-    from .flashinfer.backend import NAME
-    from .matrix import MatrixInvalid, load_matrix
+    from ..flashinfer.backend import NAME
+    from ..matrix.load import MatrixInvalid, load_matrix
 
     for option, values in (("--tile", args.tile), ("--cluster", args.cluster)):
         for value in values:
@@ -300,11 +300,11 @@ def flashinfer_judge(
     progress: Callable[[str], None] = lambda _m: None,
 ) -> Judge:
     """Judges with the FlashInfer backend, each release's sources unpacked into ``cache_dir``."""
-    from .flashinfer.backend import FlashInferBackend, Settings, kernel_config
-    from .flashinfer.codegen import UnsupportedConfig
-    from .flashinfer.compat import generator_offers, incompatibility
-    from .flashinfer.releases import ReleaseError, resolve_release
-    from .verdict import NotJudgeable
+    from ..flashinfer.backend import FlashInferBackend, Settings, kernel_config
+    from ..flashinfer.codegen import UnsupportedConfig
+    from ..flashinfer.compat import generator_offers, incompatibility
+    from ..flashinfer.releases import ReleaseError, resolve_release
+    from ..verdict import NotJudgeable
 
     def judge(release_spec: str, cases: Sequence[Case]) -> list[Outcome]:
         spec = str(wheels[release_spec]) if wheels and release_spec in wheels else release_spec
@@ -496,7 +496,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
-    from .buildcache import default_cache_dir
+    from ..build.cache import default_cache_dir
 
     def progress(message: str) -> None:
         print(f"tileconform bisect: {message}", file=sys.stderr, flush=True)

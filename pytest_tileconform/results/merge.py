@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..verdict import EXPECTATIONS
 from .fingerprint import DeviceKey, device_key
-from .verdict import EXPECTATIONS
 
 SUPPORTED_FORMATS = (1,)
 #: verdict outcomes in stage order, ``pass`` first

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from _pytest._code.code import ExceptionInfo, TerminalRepr
 
-from .cases import Case
-from .verdict import STAGE_FAILURES, NotJudgeable, Stage, StageFailure, Verdict
+from ..matrix.cases import Case
+from ..verdict import STAGE_FAILURES, NotJudgeable, Stage, StageFailure, Verdict
 
 if TYPE_CHECKING:
     from .session import TileSession

@@ -1,0 +1,1 @@
+"""Compiling harnesses: the content-addressed cache, nvcc's passes side by side, host tools."""

@@ -1,0 +1,1 @@
+"""The ``tileconform`` command line: one module per command, the parser in :mod:`.cli`."""

@@ -1,0 +1,1 @@
+"""Results: the run report a session writes, and what reads it (merge, compare, fingerprints)."""
