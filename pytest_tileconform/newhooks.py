@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .verdict import Verdict
 
 
+@pytest.hookspec
 def pytest_tileconform_register_backends(config: pytest.Config) -> list[Backend]:  # type: ignore[empty-body]
     """Return the backends this plugin provides (each has a unique ``name``).
 
@@ -23,9 +24,11 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[Backend]
     """
 
 
+@pytest.hookspec
 def pytest_tileconform_modify_cases(config: pytest.Config, cases: list[Case]) -> None:
     """Called with the cases of all matrices before items are made; may reorder or drop them in place."""
 
 
+@pytest.hookspec
 def pytest_tileconform_verdict(config: pytest.Config, case: Case, verdict: Verdict) -> None:
     """Called (where the case ran) with each verdict a backend returned."""

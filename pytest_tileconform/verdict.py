@@ -55,6 +55,21 @@ STAGE_FAILURES: dict[Stage, type[StageFailure]] = {
 }
 
 
+@dataclass(frozen=True)
+class Device:
+    """What judged a verdict, as fields a results reader keys on (never parsed from ``source``).
+
+    ``kind`` is ``hardware`` (a GPU ran the case), ``virtual`` (a virtual device of ``arch``
+    answered the host-side stages) or ``build`` (decided before any device: code generation,
+    nvcc, a compile-only run). ``name`` is the GPU's name, ``virtual <arch>`` or the build step.
+    """
+
+    kind: str
+    name: str
+    arch: str | None = None
+    cc: str | None = None  # compute capability, "9.0"
+
+
 @dataclass
 class Verdict:
     """What a backend established for one case.
@@ -73,6 +88,7 @@ class Verdict:
     smem_limit: int | None = None
     workspace_bytes: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    device: Device | None = None
 
     @property
     def passed(self) -> bool:
@@ -108,6 +124,8 @@ class Verdict:
         stage = fields.pop("failed_stage")
         fields["failed_stage"] = Stage(stage) if stage else None
         fields["judged_through"] = Stage(fields["judged_through"])
+        device = fields.pop("device", None)
+        fields["device"] = Device(**device) if device else None
         return cls(**fields)
 
 
