@@ -40,7 +40,7 @@ start=$(date +%s)
   > "$work/$name-hardware-warm.log" 2>&1
 echo "hardware warm: exit $? in $(( $(date +%s) - start )) s" | tee -a "$work/$name-times.txt"; pack
 
-python3 -m pytest_tileconform.results.compare "$work/$name-hardware.json" "$work/$name-virtual.json" \
+python3 -m pytest_tileconform report compare "$work/$name-hardware.json" "$work/$name-virtual.json" \
   > "$work/$name-fidelity.txt" 2>&1
 pack; tail -1 "$work/$name-fidelity.txt"
 tail -3 "$work/$name-hardware.log"
