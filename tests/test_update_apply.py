@@ -1,4 +1,4 @@
-"""Unit tests of update.py: expectation_change, entry_line, apply_changes, write_atomic."""
+"""Unit tests of update.py (expectation_change, entry_line, apply_changes) and files.write_atomic."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_tileconform.files import write_atomic
 from pytest_tileconform.matrix.load import MatrixInvalid, load_matrix
 from pytest_tileconform.matrix.update import (
     Change,
@@ -15,7 +16,6 @@ from pytest_tileconform.matrix.update import (
     entry_line,
     expectation_change,
     update_matrix,
-    write_atomic,
 )
 from pytest_tileconform.verdict import Stage, Verdict
 

@@ -21,11 +21,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import re
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +33,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from ..files import write_atomic
 from ..matrix.cases import Case
 
 #: The problem the shipped SM120 matrix judges (4 experts, one empty, one with a single row).
@@ -413,18 +412,6 @@ def to_json(result: BisectResult) -> dict[str, Any]:
     }
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 # -- command line --------------------------------------------------------------------------------
 
 
@@ -527,5 +514,5 @@ def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
     print(render(result, args.everything))
     print(f"wall time {time.monotonic() - started:.0f} s")
     if args.json:
-        _write_atomic(args.json, json.dumps(to_json(result), indent=1) + "\n")
+        write_atomic(args.json, json.dumps(to_json(result), indent=1) + "\n")
     return 0

@@ -37,7 +37,7 @@ def emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
         return
-    from ..matrix.update import write_atomic
+    from ..files import write_atomic
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)

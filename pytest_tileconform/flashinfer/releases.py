@@ -39,6 +39,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from ..files import write_atomic
 from .sources import DISTRIBUTION, LAUNCHER_INL, FlashInferSources, FlashInferSourcesError
 
 RELEASES_DIR = "flashinfer-releases"
@@ -121,19 +122,6 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _wheel_version(zf: zipfile.ZipFile, wheel: Path) -> str:
@@ -291,7 +279,7 @@ def fetch_release(version: str, cache_dir: Path, pip: PipRunner = _run_pip) -> R
                 raise ReleaseError(
                     f"pip download {DISTRIBUTION}=={version} gave {wheel.name} ({release.version})"
                 )
-            _write_json_atomic(index, {"sha256": release.sha256, "wheel": wheel.name})
+            write_atomic(index, json.dumps({"sha256": release.sha256, "wheel": wheel.name}, indent=1) + "\n")
     return release
 
 

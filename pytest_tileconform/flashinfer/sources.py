@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from ..matrix.update import write_atomic
+from ..files import write_atomic
 
 ENV_SOURCES = "TILECONFORM_FLASHINFER_SOURCES"
 DISTRIBUTION = "flashinfer-python"
@@ -150,7 +150,6 @@ class FlashInferSources:
                 return text
         except OSError:
             pass
-        memo_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(memo, self.fingerprint + "\n")
         return self.fingerprint
 

@@ -3,20 +3,19 @@
 Only the lines of the expectation entries that change are touched, so comments, key order
 and formatting elsewhere stay byte for byte. Each entry is written as one flow mapping
 line. The new text is parsed again before it replaces the file, and the replacement is
-atomic (temp file in the same directory + ``os.replace``).
+atomic (:func:`pytest_tileconform.files.write_atomic`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ruamel.yaml.comments import CommentedMap
 
+from ..files import write_atomic
 from ..verdict import Stage, Verdict
 from .load import load_matrix, parse_document
 
@@ -116,22 +115,6 @@ def apply_changes(path: Path, text: str, changes: Mapping[str, Change]) -> str:
         if change is not None:
             lines[start:end] = [] if change.line is None else [f"{indent}{change.line}{newline}"]
     return "".join(lines)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: readers see the old file or the new one, never a torn one."""
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def update_matrix(path: Path, changes: Mapping[str, Change]) -> None:

@@ -1,4 +1,4 @@
-"""What a run tells people: the terminal grid and the machine-readable results file."""
+"""What a run tells people: the terminal grid and the machine-readable results document."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.session import Observation, TileSession
+from ..files import write_atomic
 from ..matrix.cases import Case, shape_label
-from ..matrix.update import write_atomic
 
 REPORT_FORMAT = 1
 
@@ -76,39 +76,34 @@ def results_document(
     session: TileSession,
     observations: Sequence[Observation],
     *,
-    fingerprint: dict[str, Any],
+    fingerprint: Fingerprint,
     startup_s: float | None = None,
-) -> dict[str, Any]:
-    """The run report. ``finished_at_s`` of a case counts from the plugin's start in the pytest
-    process; ``startup_s`` is how long after the process's own start that was (Python, pytest
-    and plugin imports), so a verdict's time since the command started is their sum."""
+) -> ResultsDocument:
+    """The run report (written by :func:`.store.write_results`). ``finished_at_s`` of a case counts
+    from the plugin's start in the pytest process; ``startup_s`` is how long after the process's
+    own start that was (Python, pytest and plugin imports), so a verdict's time since the command
+    started is their sum."""
     cases = []
     for obs in observations:
         case: Case | None = session.case_by_id(obs.matrix, obs.case_id)
-        entry: dict[str, Any] = {
-            "matrix": str(obs.matrix),
-            "id": obs.case_id,
-            "outcome": obs.outcome,
-            "expected": case.expected if case else None,
-            "case": case.describe() if case else None,
-            "verdict": obs.verdict.to_json() if obs.verdict else None,
-            "duration_s": round(obs.duration, 3),
-            "finished_at_s": round(obs.at, 3),
-        }
-        if obs.worker:
-            entry["worker"] = obs.worker
-        if obs.skip_reason:
-            entry["skip_reason"] = obs.skip_reason
-        cases.append(entry)
-    return {
-        "format": REPORT_FORMAT,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "host": {"node": platform.node(), "python": platform.python_version(), **fingerprint},
-        "startup_s": startup_s,
-        "cases": cases,
-    }
-
-
-def write_results(path: Path, document: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(document, indent=1, sort_keys=False) + "\n")
+        cases.append(
+            CaseEntry(
+                matrix=str(obs.matrix),
+                id=obs.case_id,
+                outcome=obs.outcome,  # type: ignore[arg-type]  # pytest's words, checked by the model
+                expected=case.expected if case else None,  # type: ignore[arg-type]
+                case=CaseRecord.model_validate(case.describe()) if case else None,
+                verdict=VerdictRecord.of(obs.verdict) if obs.verdict else None,
+                duration_s=round(obs.duration, 3),
+                finished_at_s=round(obs.at, 3),
+                worker=obs.worker or None,
+                skip_reason=obs.skip_reason or None,
+            )
+        )
+    return ResultsDocument(
+        format=FORMAT,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        host=Host(node=platform.node(), python=platform.python_version(), fingerprint=fingerprint),
+        startup_s=startup_s,
+        cases=cases,
+    )
