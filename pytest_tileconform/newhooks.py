@@ -5,7 +5,7 @@ A backend is a pytest plugin that implements ``pytest_tileconform_register_backe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -32,3 +32,14 @@ def pytest_tileconform_modify_cases(config: pytest.Config, cases: list[Case]) ->
 @pytest.hookspec
 def pytest_tileconform_verdict(config: pytest.Config, case: Case, verdict: Verdict) -> None:
     """Called (where the case ran) with each verdict a backend returned."""
+
+
+@pytest.hookspec
+def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]:  # type: ignore[empty-body]
+    """Return this plugin's part of the host fingerprint a ``--tile-report`` records.
+
+    Called once, where the results file is written. The dicts of all implementations are merged
+    into ``host.fingerprint`` after the core's ``gpus``, ``driver``, ``cuda_driver`` and
+    ``tileconform``; a None value adds nothing. Keep it cheap and free of imports that
+    initialize devices.
+    """

@@ -28,6 +28,7 @@ from pytest_tileconform.commands.drift import (
 from pytest_tileconform.flashinfer.generator import generated_ops
 from pytest_tileconform.flashinfer.sources import FlashInferSources
 from pytest_tileconform.flashinfer.tactics import parse
+from pytest_tileconform.results.store import parse_results, read_results
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = DATA.parent.parent
@@ -50,7 +51,7 @@ def flashinfer_074(sources):  # type: ignore[no-untyped-def]
 
 def test_fixture_disagreements_are_flagged(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
     tactics = parse(FIXTURE.read_text().splitlines())
-    results = [json.loads(SM120_RESULTS.read_text())]
+    results = [read_results(SM120_RESULTS)]
     drift = compare("sm120", tactics, generated_ops(flashinfer_074, "sm120"), results)
     flagged = {
         (r.key.tile, r.key.swap_ab, r.key.fusion): r.flags
@@ -74,12 +75,12 @@ def test_fixture_disagreements_are_flagged(flashinfer_074) -> None:  # type: ign
 
 def test_a_passing_verdict_clears_always_failing(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
     tactics = parse(FIXTURE.read_text().splitlines())
-    failing = json.loads(SM120_RESULTS.read_text())
+    failing = read_results(SM120_RESULTS)
     rerun = json.loads(SM120_RESULTS.read_text())
     for entry in rerun["cases"]:
         if entry["verdict"] and entry["verdict"]["outcome"] == "initialize":
             entry["verdict"]["outcome"] = "pass"
-    drift = compare("sm120", tactics, generated_ops(flashinfer_074, "sm120"), [failing, rerun])
+    drift = compare("sm120", tactics, generated_ops(flashinfer_074, "sm120"), [failing, parse_results(rerun)])
     assert not [r for r in drift.flagged if FLAG_ALWAYS_FAILS in r.flags]
 
 

@@ -52,9 +52,27 @@ def _case_ids(tc: TileRun) -> list[str]:
     return [n.rpartition("::")[2] for n in tc.collect()]
 
 
+#: The fake backend's verdicts name no device; a hardware backend's name the GPU that judged them.
+H200_DEVICE_CONFTEST = """
+
+from pytest_tileconform.verdict import Device
+
+
+class _JudgedOnH200:
+    def pytest_tileconform_verdict(self, config, case, verdict):
+        verdict.device = Device(kind="hardware", name="NVIDIA H200", arch="sm90", cc="9.0")
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_JudgedOnH200(), "judged-on-h200")
+"""
+
+
 @pytest.fixture
 def sharded(tc: TileRun) -> tuple[TileRun, list[Path], Path]:
     """The same matrix run whole and as three shards, each writing --tile-report."""
+    conftest = tc.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + H200_DEVICE_CONFTEST)
     tc.matrix(MATRIX)
     _verdicts_all_hardware(tc, _case_ids(tc))
     whole = tc.path / "whole.json"

@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 
 from fake_backend import TileRun
 
+from pytest_tileconform.results.model import FORMAT
+
 MATRIX = """\
 version: 1
 backend: fake
@@ -103,7 +105,7 @@ def test_tile_report_json(tc: TileRun) -> None:
     path = tc.path / "out" / "results.json"
     result.stdout.fnmatch_lines([f"tileconform: results written to {path}"])
     document = json.loads(path.read_text())
-    assert document["format"] == 1
+    assert document["format"] == FORMAT == 2
     assert document["startup_s"] > 0  # the pytest process's age when the plugin started (Linux)
     by_id = {c["id"]: c for c in document["cases"]}
     assert len(document["cases"]) == len(by_id) == 10

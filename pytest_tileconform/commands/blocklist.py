@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..flashinfer.tactics import Tactic
-from ..results.fingerprint import device_key
-from .drift import ConfigKey, _verdict_key, tactic_key
+from ..results.fingerprint import UNKNOWN, device_key
+from ..results.model import ResultsDocument
+from .drift import ConfigKey, case_config_key, tactic_key
 
 CUSTOM_OPS = {1: "trtllm::fused_moe::gemm1", 2: "trtllm::fused_moe::gemm2"}
 RUNNER_CLASS = "MoERunner"
@@ -69,33 +70,29 @@ class Export:
 
 
 def failing_configs(
-    results: Sequence[dict[str, Any]], arch: str
+    results: Sequence[ResultsDocument], arch: str
 ) -> tuple[dict[ConfigKey, list[tuple[str, str]]], set[str], set[str]]:
     """(failing config -> [(case id, outcome)], flashinfer versions, GPU names of hardware rows)."""
     failing: dict[ConfigKey, list[tuple[str, str]]] = {}
     versions: set[str] = set()
     gpus: set[str] = set()
     for document in results:
-        host = document.get("host") or {}
-        for entry in document["cases"]:
-            case, verdict = entry.get("case"), entry.get("verdict")
-            if case is None or verdict is None or case.get("arch") != arch:
+        for entry, verdict in document.judged():
+            if entry.case is None or entry.case.arch != arch:
                 continue
-            device = device_key(verdict, host)
-            if device.flashinfer != "?":
+            device = device_key(verdict, document.host)
+            if device.flashinfer != UNKNOWN:
                 versions.add(device.flashinfer)
             if device.kind == "hardware":
                 gpus.add(device.device)
-            if verdict["outcome"] != "pass":
-                failing.setdefault(_verdict_key(case, arch), []).append(
-                    (str(entry["id"]), verdict["outcome"])
-                )
+            if verdict.outcome != "pass":
+                failing.setdefault(case_config_key(entry.case, arch), []).append((entry.id, verdict.outcome))
     return failing, versions, gpus
 
 
 def build_export(
     tactics: Sequence[Tactic],
-    results: Sequence[dict[str, Any]],
+    results: Sequence[ResultsDocument],
     arch: str,
     *,
     dtypes: str | None,

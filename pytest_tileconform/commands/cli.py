@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the commands import what they need when they run: --help stays fast
     from ..flashinfer.sources import FlashInferSources
     from ..flashinfer.tactics import Tactic
+    from ..results.model import ResultsDocument
 
 EXIT_OK = 0
 EXIT_FLAGGED = 1
@@ -48,12 +49,25 @@ def emit(text: str, output: Path | None) -> None:
 
 
 def message(text: str) -> None:
-    print(f"tileconform: {text}", file=sys.stderr, flush=True)
+    """``tileconform: text`` on stderr, each line of it so prefixed."""
+    print(
+        "\n".join(f"tileconform: {line}" for line in text.splitlines() or [""]), file=sys.stderr, flush=True
+    )
 
 
-# -- report merge ------------------------------------------------------------------------------
+# -- report ------------------------------------------------------------------------------------
+def _read(path: Path) -> ResultsDocument:
+    from ..results.store import ReportError, read_results
+
+    try:
+        return read_results(path)
+    except ReportError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def _report_merge(args: argparse.Namespace) -> int:
-    from ..results.merge import ReportError, merge, to_html, to_markdown
+    from ..results.merge import merge, to_html, to_markdown
+    from ..results.store import ReportError
 
     try:
         merged = merge(args.results)
@@ -70,7 +84,29 @@ def _report_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _report_compare(args: argparse.Namespace) -> int:
+    from ..results.compare import compare, report_lines
+
+    first, second = _read(args.a), _read(args.b)
+    result = compare(first, second)
+    emit("\n".join(report_lines(result, str(args.a), str(args.b))), None)
+    if result.compared == 0:
+        raise CommandError(f"no case was judged in both {args.a} and {args.b}")
+    return EXIT_OK if result.agree else EXIT_FLAGGED
+
+
+def _report_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from ..results.model import json_schema
+
+    emit(json.dumps(json_schema(), indent=1), args.output)
+    return EXIT_OK
+
+
 def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .options import add_output
+
     report = subparsers.add_parser(
         "report",
         help="work with --tile-report results files",
@@ -91,6 +127,30 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     merge.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write Markdown here")
     merge.add_argument("--html", type=Path, default=None, metavar="FILE", help="write an HTML page here")
     merge.set_defaults(handler=_report_merge)
+    compare = actions.add_parser(
+        "compare",
+        help="compare two results files case by case (hardware vs virtual, or exactly)",
+        description="Compare two --tile-report files case by case (cases matched by id; files of "
+        "any readable format). Hardware against virtual: a hardware pass, run or numerics verdict "
+        "(the launch was accepted) agrees with a virtual pass, other stages must be the same, and "
+        "so must smem_requested. Verdicts of the same kind of device are compared exactly on "
+        "outcome, failed_stage, judged_through, status, detail, smem_requested, smem_limit, "
+        "workspace_bytes and device (kind, name, arch, cc); timings and the rest of 'extra', "
+        "'source' and pytest's outcome are not compared, and a case judged in one file only "
+        "disagrees. Cases in only one file are listed. The last line is the summary.",
+        epilog="Exit status: 0 every case judged in both agrees, 1 some disagree, 2 no case was "
+        "judged in both, or a file cannot be read.",
+    )
+    compare.add_argument("a", type=Path, metavar="A.json", help="a --tile-report file (e.g. hardware)")
+    compare.add_argument("b", type=Path, metavar="B.json", help="another (e.g. virtual, or a rerun)")
+    compare.set_defaults(handler=_report_compare)
+    schema = actions.add_parser(
+        "schema",
+        help="print the JSON Schema of results files",
+        description="Print the JSON Schema (draft 2020-12) of the results files this version writes.",
+    )
+    add_output(schema, "the schema")
+    schema.set_defaults(handler=_report_schema)
 
 
 # -- gen-matrix --------------------------------------------------------------------------------
@@ -154,6 +214,8 @@ def _gen_matrix(args: argparse.Namespace) -> int:
 
 
 def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .options import add_flashinfer_sources, add_output
+
     gen = subparsers.add_parser(
         "gen-matrix",
         help="write a matrix of the configurations the installed FlashInfer instantiates",
@@ -174,26 +236,15 @@ def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         help="only these dtype combinations, as case ids spell them (nvfp4-bf16, fp8_e4m3-fp16, "
         "bf16) or by activation (nvfp4); comma-separated or repeated",
     )
-    gen.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write the matrix here")
-    gen.add_argument(
-        "--flashinfer-sources",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="FlashInfer's data directory (default: the installed flashinfer-python)",
-    )
+    add_output(gen, "the matrix")
+    add_flashinfer_sources(gen)
     gen.add_argument("-v", "--verbose", action="store_true", help="list the operations left out")
     gen.set_defaults(handler=_gen_matrix)
 
 
 # -- drift -------------------------------------------------------------------------------------
-def _load_results(paths: Sequence[Path]) -> list[dict[str, object]]:
-    from ..results.merge import ReportError, load_report
-
-    try:
-        return [load_report(path) for path in paths]
-    except ReportError as exc:
-        raise CommandError(str(exc)) from None
+def _load_results(paths: Sequence[Path]) -> list[ResultsDocument]:
+    return [_read(path) for path in paths]
 
 
 def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[str]:
@@ -267,6 +318,8 @@ def _drift(args: argparse.Namespace) -> int:
 
 
 def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .options import add_arch, add_output, add_results, add_tactics
+
     drift = subparsers.add_parser(
         "drift",
         help="compare FlashInfer's offered tactics, its dispatch, its generator and observed verdicts",
@@ -276,42 +329,12 @@ def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "no GPU needed), (c) instantiated by its generator, (d) the verdicts of --results files. "
         "Offered but not instantiated, rejected by the dispatch, or always failing is flagged.",
     )
-    drift.add_argument("--arch", required=True, help="sm90, sm100, sm120 or sm121")
-    drift.add_argument(
-        "--results",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="--tile-report file with observed verdicts (repeatable)",
-    )
+    add_arch(drift)
+    add_results(drift, required=False)
     drift.add_argument("--strict", action="store_true", help="exit with status 1 if anything is flagged")
     drift.add_argument("--flagged-only", action="store_true", help="list only the flagged configurations")
-    drift.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write the table here")
-    drift.add_argument(
-        "--tactics",
-        type=Path,
-        default=None,
-        metavar="JSONL",
-        help="replay a saved tactics probe output instead of running the probe",
-    )
-    drift.add_argument(
-        "--save-tactics", type=Path, default=None, metavar="JSONL", help="save the tactics probe output here"
-    )
-    drift.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="build cache for the probe (default: $TILECONFORM_CACHE_DIR or ~/.cache/pytest-tileconform)",
-    )
-    drift.add_argument(
-        "--flashinfer-sources",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="FlashInfer's data directory (default: the installed flashinfer-python)",
-    )
+    add_output(drift, "the table")
+    add_tactics(drift)
     drift.set_defaults(handler=_drift)
 
 
@@ -338,6 +361,8 @@ def _export_blocklist(args: argparse.Namespace) -> int:
 
 
 def _add_export_blocklist(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .options import add_arch, add_output, add_results, add_tactics
+
     export = subparsers.add_parser(
         "export-blocklist",
         help="write failing configurations as a FlashInfer tactics blocklist",
@@ -346,10 +371,8 @@ def _add_export_blocklist(subparsers: argparse._SubParsersAction[argparse.Argume
         "'flashinfer generate-tactics-blocklist'). Tactic ids come from FlashInfer's own tactic "
         "list (tactics probe, or --tactics). One file covers one dtype combination.",
     )
-    export.add_argument("--arch", required=True, help="sm90, sm100, sm120 or sm121")
-    export.add_argument(
-        "--results", action="append", type=Path, required=True, metavar="FILE", help="--tile-report file"
-    )
+    add_arch(export)
+    add_results(export, required=True)
     export.add_argument(
         "--dtype", default=None, metavar="DTYPES", help="dtype combination, as case ids spell it (nvfp4-bf16)"
     )
@@ -359,19 +382,8 @@ def _add_export_blocklist(subparsers: argparse._SubParsersAction[argparse.Argume
         metavar="NAME",
         help="GPU name for the metadata (default: from hardware results, else *)",
     )
-    export.add_argument(
-        "-o", "--output", type=Path, default=None, metavar="FILE", help="write the blocklist here"
-    )
-    export.add_argument(
-        "--tactics", type=Path, default=None, metavar="JSONL", help="replay a saved probe output"
-    )
-    export.add_argument("--save-tactics", type=Path, default=None, metavar="JSONL", help=argparse.SUPPRESS)
-    export.add_argument(
-        "--cache-dir", type=Path, default=None, metavar="DIR", help="build cache for the probe"
-    )
-    export.add_argument(
-        "--flashinfer-sources", type=Path, default=None, metavar="DIR", help="FlashInfer's data directory"
-    )
+    add_output(export, "the blocklist")
+    add_tactics(export)
     export.set_defaults(handler=_export_blocklist)
 
 

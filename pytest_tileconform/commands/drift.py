@@ -27,6 +27,7 @@ from typing import Any
 from ..flashinfer.codegen import tile_k_elements
 from ..flashinfer.generator import GeneratedOp, schedule_variant
 from ..flashinfer.tactics import Tactic, runner_dtypes
+from ..results.model import CaseRecord, ResultsDocument
 
 Shape = tuple[int, int, int]
 
@@ -117,16 +118,16 @@ def tactic_key(t: Tactic) -> ConfigKey:
     )
 
 
-def _verdict_key(case: dict[str, Any], arch: str) -> ConfigKey:
+def case_config_key(case: CaseRecord, arch: str) -> ConfigKey:
+    """The configuration a results file's case stands for (shared with ``export-blocklist``)."""
     from ..matrix.schema import DTypes
 
-    label = DTypes(act=case["act"], weight=case["weight"], out=case["out"]).label
     return ConfigKey(
-        dtypes=label,
-        tile=tuple(int(v) for v in str(case["tile"]).split("x")),  # type: ignore[arg-type]
-        cluster=tuple(int(v) for v in str(case.get("cluster", "1x1x1")).split("x")),  # type: ignore[arg-type]
-        swap_ab=bool(case.get("swap_ab", False)),
-        fusion=str(case.get("fusion", "none")),
+        dtypes=DTypes(act=case.act, weight=case.weight, out=case.out).label,
+        tile=case.shape("tile"),
+        cluster=case.shape("cluster"),
+        swap_ab=case.swap_ab,
+        fusion=case.fusion,
         # the harness builds SM100's TMA epilogue without a dynamic cluster (codegen)
         variant="tma" if arch in ("sm100", "sm103") else "",
     )
@@ -136,9 +137,9 @@ def compare(
     arch: str,
     tactics: Iterable[Tactic],
     generated: Iterable[GeneratedOp],
-    results: Sequence[dict[str, Any]] = (),
+    results: Sequence[ResultsDocument] = (),
 ) -> Drift:
-    """Join the four lists. ``results`` are --tile-report documents (already checked)."""
+    """Join the four lists. ``results`` are --tile-report documents (``results.store``)."""
     rows: dict[ConfigKey, Row] = {}
 
     def row(key: ConfigKey) -> Row:
@@ -155,11 +156,10 @@ def compare(
     for op in generated:
         row(ConfigKey(op.dtypes, op.tile, op.cluster, op.swap_ab, op.fusion, op.variant)).generated = True
     for document in results:
-        for entry in document["cases"]:
-            case, verdict = entry.get("case"), entry.get("verdict")
-            if case is None or verdict is None or case.get("arch") != arch:
+        for entry, verdict in document.judged():
+            if entry.case is None or entry.case.arch != arch:
                 continue
-            row(_verdict_key(case, arch)).verdicts[str(verdict["outcome"])] += 1
+            row(case_config_key(entry.case, arch)).verdicts[verdict.outcome] += 1
     return Drift(arch, sorted(rows.values(), key=lambda r: r.key), non_tma)
 
 

@@ -13,7 +13,8 @@ import pytest
 from ..matrix.load import MatrixInvalid
 from ..matrix.update import Change, expectation_change, update_matrix
 from ..results.fingerprint import host_fingerprint
-from ..results.report import grid_lines, results_document, source_lines, write_results
+from ..results.report import grid_lines, results_document, source_lines
+from ..results.store import write_results
 from .items import VERDICT_PROPERTY
 from .session import TileSession
 
@@ -65,10 +66,11 @@ class Recorder:
                 except (ValueError, OSError, MatrixInvalid) as exc:
                     self.update_errors.append(f"{path}: not updated: {exc}")
         if self.report_path is not None:
+            contributions = session.config.hook.pytest_tileconform_host_fingerprint(config=session.config)
             document = results_document(
                 self.session,
                 self.session.observations,
-                fingerprint={"fingerprint": host_fingerprint()},
+                fingerprint=host_fingerprint(contributions),
                 startup_s=self.startup,
             )
             write_results(self.report_path, document)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -151,6 +151,24 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
             print(line, file=sys.stderr, flush=True)
 
     return [FlashInferBackend(settings, progress)]
+
+
+def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]:
+    """FlashInfer's part of the host fingerprint: its version (distribution metadata, flashinfer is
+    not imported) and the nvcc that compiles the harnesses."""
+    import importlib.metadata
+
+    from .sources import FlashInferSourcesError, find_cuda_home, nvcc_build
+
+    try:
+        version: str | None = importlib.metadata.version("flashinfer-python")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    try:
+        nvcc: str | None = nvcc_build(find_cuda_home())
+    except (FlashInferSourcesError, IndexError):
+        nvcc = None
+    return {"nvcc": nvcc, "flashinfer": version}
 
 
 def pytest_tileconform_verdict(config: pytest.Config, case: Case, verdict: Verdict) -> None:

@@ -1,72 +1,176 @@
-"""Does the virtual device agree with the hardware? Compare two ``--tile-report`` files.
+"""``tileconform report compare A.json B.json``: do two results files agree, case by case?
 
-A virtual device judges through ``launch``; a hardware verdict of ``run`` or ``numerics`` (or
-``pass``) means the launch was accepted, so it agrees with a virtual ``pass``. Every other
-stage must be the same, and so must the shared memory the kernel asked for.
+Cases are matched by id. How a pair of verdicts is compared depends on what judged them:
 
-    python -m pytest_tileconform.fidelity HARDWARE.json VIRTUAL.json
+- hardware against virtual (one file all hardware, the other all virtual, or the two verdicts of
+  a case): a virtual device judges through ``launch``, so a hardware ``pass``, ``run`` or
+  ``numerics`` (the launch was accepted) agrees with a virtual ``pass``; every other stage must be
+  the same, and so must the shared memory the kernel asked for. Build-stage verdicts (compile
+  failures) of such a pair are compared the same way.
+- otherwise (the same kind of device), exactly: every field of :data:`EXACT_FIELDS`. Timings,
+  build paths and the rest of ``extra``, the free-text ``source`` and pytest's outcome (which
+  follows the matrix's expectations) are not compared. A case judged in one file and not in the
+  other disagrees.
+
+Cases in only one file, and in the hardware-against-virtual comparison cases judged by only
+one, are listed but decide nothing.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
+from .model import CaseEntry, ResultsDocument, VerdictRecord
+
+#: What an exact comparison compares: fields of the verdict; ``device`` is its kind, name, arch, cc.
+EXACT_FIELDS = (
+    "outcome",
+    "failed_stage",
+    "judged_through",
+    "status",
+    "detail",
+    "smem_requested",
+    "smem_limit",
+    "workspace_bytes",
+    "device",
+)
+#: a hardware verdict past launch: the launch was accepted, as a virtual ``pass`` says
 BEYOND_LAUNCH = ("pass", "run", "numerics")
+HARDWARE_VIRTUAL = "hardware vs virtual"
+EXACT = "exact"
 
 
 @dataclass(frozen=True)
 class Disagreement:
     case_id: str
-    hardware: str
-    virtual: str
+    mode: str  # HARDWARE_VIRTUAL or EXACT
+    a: str  # what each file says, in the words of the comparison
+    b: str
 
 
-def _verdicts(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["id"]: c["verdict"] for c in report["cases"] if c.get("verdict")}
+@dataclass
+class Comparison:
+    """The outcome of comparing file A with file B."""
+
+    hardware_side: str | None  # "a" or "b" when the whole comparison is hardware vs virtual
+    agreeing: dict[str, int] = field(default_factory=dict)  # per mode
+    disagreements: list[Disagreement] = field(default_factory=list)
+    only_a: list[str] = field(default_factory=list)  # case ids in A only
+    only_b: list[str] = field(default_factory=list)
+    judged_only_a: list[str] = field(default_factory=list)  # listed, not a disagreement
+    judged_only_b: list[str] = field(default_factory=list)
+
+    @property
+    def compared(self) -> int:
+        return sum(self.agreeing.values()) + len(self.disagreements)
+
+    @property
+    def agree(self) -> bool:
+        return not self.disagreements
+
+    def modes(self) -> set[str]:
+        return {m for m, n in self.agreeing.items() if n} | {d.mode for d in self.disagreements}
 
 
-def _key(verdict: dict[str, Any]) -> tuple[str, int | None]:
-    outcome = verdict["outcome"]
-    return ("launch accepted" if outcome in BEYOND_LAUNCH else outcome, verdict.get("smem_requested"))
+def _kind(verdict: VerdictRecord) -> str:
+    return verdict.device.kind if verdict.device is not None else "unknown"
 
 
-def compare(hardware: dict[str, Any], virtual: dict[str, Any]) -> tuple[int, list[Disagreement]]:
-    """(cases judged by both, the cases where they disagree)."""
-    hw, vr = _verdicts(hardware), _verdicts(virtual)
-    common = sorted(hw.keys() & vr.keys())
-    disagreements = []
-    for case_id in common:
-        h, v = _key(hw[case_id]), _key(vr[case_id])
-        if h != v:
-            disagreements.append(Disagreement(case_id, f"{h[0]} smem={h[1]}", f"{v[0]} smem={v[1]}"))
-    return len(common), disagreements
+def _device_kinds(document: ResultsDocument) -> set[str]:
+    """The kinds of device that judged a file's verdicts, build-stage verdicts left out."""
+    return {_kind(v) for _, v in document.judged()} - {"build"}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pytest_tileconform.fidelity",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("hardware", type=Path)
-    parser.add_argument("virtual", type=Path)
-    args = parser.parse_args(argv)
-    total, disagreements = compare(
-        json.loads(args.hardware.read_text()), json.loads(args.virtual.read_text())
-    )
-    for d in disagreements:
-        print(f"DISAGREE {d.case_id}: hardware {d.hardware} | virtual {d.virtual}")
-    print(f"{total - len(disagreements)}/{total} cases agree (stage and shared memory requested)")
-    if total == 0:
-        print("no case was judged by both", file=sys.stderr)
-        return 2
-    return 1 if disagreements else 0
+def _launch_key(verdict: VerdictRecord) -> tuple[str, int | None]:
+    outcome = verdict.outcome
+    return ("launch accepted" if outcome in BEYOND_LAUNCH else outcome, verdict.smem_requested)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _exact_value(verdict: VerdictRecord, name: str) -> Any:
+    if name == "device":
+        return verdict.device.identity() if verdict.device is not None else None
+    value = getattr(verdict, name)
+    return getattr(value, "value", value)  # a Stage as its name
+
+
+def _exact_text(verdict: VerdictRecord, names: Iterable[str]) -> str:
+    parts = []
+    for name in names:
+        value = _exact_value(verdict, name)
+        if name == "device" and value is not None:
+            kind, device, arch, cc = value
+            value = f"{kind}:{device} ({arch}, CC {cc})"
+        parts.append(f"{name}={value!r}")
+    return " ".join(parts)
+
+
+def _by_id(document: ResultsDocument) -> dict[str, CaseEntry]:
+    return {entry.id: entry for entry in document.cases}
+
+
+def compare(a: ResultsDocument, b: ResultsDocument) -> Comparison:
+    kinds_a, kinds_b = _device_kinds(a), _device_kinds(b)
+    hardware_side = None
+    if (kinds_a, kinds_b) == ({"hardware"}, {"virtual"}):
+        hardware_side = "a"
+    elif (kinds_a, kinds_b) == ({"virtual"}, {"hardware"}):
+        hardware_side = "b"
+    result = Comparison(hardware_side, {HARDWARE_VIRTUAL: 0, EXACT: 0})
+    cases_a, cases_b = _by_id(a), _by_id(b)
+    result.only_a = sorted(cases_a.keys() - cases_b.keys())
+    result.only_b = sorted(cases_b.keys() - cases_a.keys())
+    for case_id in sorted(cases_a.keys() & cases_b.keys()):
+        va, vb = cases_a[case_id].verdict, cases_b[case_id].verdict
+        if va is None and vb is None:
+            continue
+        if va is None or vb is None:
+            if hardware_side is not None:
+                (result.judged_only_b if va is None else result.judged_only_a).append(case_id)
+            else:
+                text_a = "not judged" if va is None else f"outcome={va.outcome!r}"
+                text_b = "not judged" if vb is None else f"outcome={vb.outcome!r}"
+                result.disagreements.append(Disagreement(case_id, EXACT, text_a, text_b))
+            continue
+        if hardware_side is not None or {_kind(va), _kind(vb)} == {"hardware", "virtual"}:
+            ka, kb = _launch_key(va), _launch_key(vb)
+            if ka == kb:
+                result.agreeing[HARDWARE_VIRTUAL] += 1
+            else:
+                text_a, text_b = f"{ka[0]} smem={ka[1]}", f"{kb[0]} smem={kb[1]}"
+                result.disagreements.append(Disagreement(case_id, HARDWARE_VIRTUAL, text_a, text_b))
+            continue
+        differing = [n for n in EXACT_FIELDS if _exact_value(va, n) != _exact_value(vb, n)]
+        if not differing:
+            result.agreeing[EXACT] += 1
+        else:
+            result.disagreements.append(
+                Disagreement(case_id, EXACT, _exact_text(va, differing), _exact_text(vb, differing))
+            )
+    return result
+
+
+def report_lines(result: Comparison, name_a: str, name_b: str) -> list[str]:
+    """What ``report compare`` prints; the summary is the last line."""
+    lines = [f"ONLY IN {name_a}: {case_id}" for case_id in result.only_a]
+    lines += [f"ONLY IN {name_b}: {case_id}" for case_id in result.only_b]
+    lines += [f"JUDGED ONLY IN {name_a}: {case_id}" for case_id in result.judged_only_a]
+    lines += [f"JUDGED ONLY IN {name_b}: {case_id}" for case_id in result.judged_only_b]
+    for d in result.disagreements:
+        if d.mode == HARDWARE_VIRTUAL and result.hardware_side is not None:
+            hardware, virtual = (d.a, d.b) if result.hardware_side == "a" else (d.b, d.a)
+            lines.append(f"DISAGREE {d.case_id}: hardware {hardware} | virtual {virtual}")
+        else:
+            lines.append(f"DISAGREE {d.case_id}: {name_a} {d.a} | {name_b} {d.b}")
+    total = result.compared
+    agreeing = total - len(result.disagreements)
+    modes = result.modes()
+    if modes == {HARDWARE_VIRTUAL}:
+        how = "stage and shared memory requested"
+    elif modes == {EXACT}:
+        how = "exact: " + ", ".join(EXACT_FIELDS)
+    else:
+        how = f"{result.agreeing[HARDWARE_VIRTUAL]} hardware vs virtual, {result.agreeing[EXACT]} exact"
+    lines.append(f"{agreeing}/{total} cases agree ({how})")
+    return lines

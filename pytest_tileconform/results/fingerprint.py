@@ -1,12 +1,13 @@
 """What a results file needs to say about the machine its verdicts came from.
 
 ``host_fingerprint()`` is written into every ``--tile-report`` (``host.fingerprint``): GPU names,
-compute capabilities, opt-in shared memory, driver and CUDA versions from ``nvidia-smi`` (absent
-on machines without a GPU), the nvcc that compiled the harnesses and the FlashInfer version
-(from the distribution metadata: nothing here imports ``flashinfer`` or initializes CUDA).
+compute capabilities and driver and CUDA versions from ``nvidia-smi`` (absent on machines without a
+GPU) and this package's version, merged with what the backends contribute through
+``pytest_tileconform_host_fingerprint`` (the FlashInfer backend: its version and the nvcc that
+compiled the harnesses). Nothing here imports a backend or initializes CUDA.
 
 ``device_key()`` is the per-case fingerprint ``report merge`` keys its rows on. It takes what the
-verdict itself says (its source, ``extra.device``, ``smem_limit``) first and the file's host
+verdict itself says (its ``device``, ``extra.device``, ``smem_limit``) first and the file's host
 fingerprint second, so reports written before the fingerprint existed still merge (fields they
 do not carry are shown as unknown).
 """
@@ -17,17 +18,15 @@ import importlib.metadata
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..virtual.profiles import BUILTIN
+from .model import Fingerprint, Host, VerdictRecord
 
 UNKNOWN = "?"
 NOT_APPLICABLE = "n/a"
-
-_HARDWARE = re.compile(r"^hardware \((?P<name>.+), CC (?P<cc>\d+\.\d+)\)$")
-_VIRTUAL = re.compile(r"^virtual \((?P<arch>sm\d+) profile\)$")
 
 
 def _run(command: list[str]) -> str | None:
@@ -55,33 +54,27 @@ def _gpus() -> tuple[list[dict[str, Any]], str | None]:
     return gpus, found.group(1) if found else None
 
 
-def _nvcc() -> str | None:
-    """The last line of ``nvcc --version`` (e.g. ``Build cuda_13.0.r13.0/compiler.36424714_0``)."""
-    try:
-        from ..flashinfer.sources import FlashInferSourcesError, find_cuda_home, nvcc_build
-
-        return nvcc_build(find_cuda_home())
-    except (ImportError, FlashInferSourcesError, IndexError):
-        return None
-
-
-def _distribution(name: str) -> str | None:
+def distribution_version(name: str) -> str | None:
+    """An installed distribution's version from its metadata (nothing is imported)."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
 
 
-def host_fingerprint() -> dict[str, Any]:
+def host_fingerprint(contributions: Iterable[Mapping[str, Any]] = ()) -> Fingerprint:
+    """This host's fingerprint: the core's part, then each backend's ``contributions`` (the
+    results of ``pytest_tileconform_host_fingerprint``); a value of None adds nothing."""
     gpus, cuda_driver = _gpus()
-    return {
+    data: dict[str, Any] = {
         "gpus": gpus,
         "driver": gpus[0]["driver"] if gpus else None,
         "cuda_driver": cuda_driver,
-        "nvcc": _nvcc(),
-        "flashinfer": _distribution("flashinfer-python"),
-        "tileconform": _distribution("pytest-tileconform"),
+        "tileconform": distribution_version("pytest-tileconform"),
     }
+    for part in contributions:
+        data.update({key: value for key, value in part.items() if value is not None})
+    return Fingerprint.model_validate(data)
 
 
 @dataclass(frozen=True, order=True)
@@ -114,38 +107,38 @@ def _cuda_of_nvcc(nvcc: str | None) -> str | None:
     return found.group(1) if found else None
 
 
-def device_key(verdict: dict[str, Any], host: dict[str, Any]) -> DeviceKey:
-    """The fingerprint of the device that produced ``verdict`` (a ``Verdict.to_json()``)."""
-    fp = host.get("fingerprint") or {}
-    extra = verdict.get("extra") or {}
-    source = str(verdict.get("source", ""))
-    flashinfer = _text(extra.get("flashinfer") or fp.get("flashinfer"))
-    nvcc = _text(fp.get("nvcc"))
-    if match := _HARDWARE.match(source):
-        device = extra.get("device") or {}
-        smem = device.get("max_smem_per_block_optin") or verdict.get("smem_limit")
+def _reported_optin(verdict: VerdictRecord) -> Any:
+    """The opt-in shared memory the device itself reported (``extra.device``), if it did."""
+    reported = verdict.extra.get("device")
+    return reported.get("max_smem_per_block_optin") if isinstance(reported, dict) else None
+
+
+def device_key(verdict: VerdictRecord, host: Host) -> DeviceKey:
+    """The fingerprint of the device that produced ``verdict``. A verdict without a ``device``
+    (its backend did not say) is keyed as a build-stage one."""
+    fp = host.fingerprint or Fingerprint()
+    flashinfer = _text(verdict.extra.get("flashinfer") or fp.flashinfer)
+    nvcc = _text(fp.nvcc)
+    device = verdict.device
+    if device is not None and device.kind == "hardware":
         return DeviceKey(
-            device=match["name"],
+            device=device.name,
             kind="hardware",
-            cc=match["cc"],
-            smem_optin=_text(smem),
-            driver=_text(fp.get("driver")),
-            cuda=_text(fp.get("cuda_driver")),
+            cc=_text(device.cc),
+            smem_optin=_text(_reported_optin(verdict) or verdict.smem_limit),
+            driver=_text(fp.driver),
+            cuda=_text(fp.cuda_driver),
             flashinfer=flashinfer,
             nvcc=nvcc,
         )
-    if match := _VIRTUAL.match(source):
-        arch = match["arch"]
-        profile = BUILTIN.get(arch)
-        smem = verdict.get("smem_limit") or (profile.max_smem_per_block_optin if profile else None)
-        cc = f"{profile.cc_major}.{profile.cc_minor}" if profile else f"{arch[2:-1]}.{arch[-1]}"
+    if device is not None and device.kind == "virtual":
         return DeviceKey(
-            device=f"virtual {arch}",
+            device=device.name,
             kind="virtual",
-            cc=cc,
-            smem_optin=_text(smem),
+            cc=_text(device.cc),
+            smem_optin=_text(verdict.smem_limit or _reported_optin(verdict)),
             driver=NOT_APPLICABLE,
-            cuda=_text(_cuda_of_nvcc(fp.get("nvcc"))),
+            cuda=_text(_cuda_of_nvcc(fp.nvcc)),
             flashinfer=flashinfer,
             nvcc=nvcc,
         )
@@ -156,7 +149,7 @@ def device_key(verdict: dict[str, Any], host: dict[str, Any]) -> DeviceKey:
         cc=NOT_APPLICABLE,
         smem_optin=NOT_APPLICABLE,
         driver=NOT_APPLICABLE,
-        cuda=_text(_cuda_of_nvcc(fp.get("nvcc"))),
+        cuda=_text(_cuda_of_nvcc(fp.nvcc)),
         flashinfer=flashinfer,
         nvcc=nvcc,
     )

@@ -1,6 +1,6 @@
 """``tileconform report merge``: several ``--tile-report`` files -> one compatibility table.
 
-Rows are keyed by a device fingerprint (:class:`~pytest_tileconform.fingerprint.DeviceKey`):
+Rows are keyed by a device fingerprint (:class:`~pytest_tileconform.results.fingerprint.DeviceKey`):
 GPU name or virtual profile, compute capability, opt-in shared memory, driver and CUDA versions,
 FlashInfer version and nvcc version. There is one table per architecture and dtype combination;
 its columns are the CTA tiles (M x N x K, K in elements) and each cell aggregates the cases of
@@ -19,18 +19,14 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..verdict import EXPECTATIONS
 from .fingerprint import DeviceKey, device_key
+from .model import ResultsDocument
+from .store import read_results
 
-SUPPORTED_FORMATS = (1,)
 #: verdict outcomes in stage order, ``pass`` first
 OUTCOME_ORDER = {name: i for i, name in enumerate(EXPECTATIONS)}
-
-
-class ReportError(ValueError):
-    """A results file cannot be read; the message names the file and the place in it."""
 
 
 @dataclass(frozen=True)
@@ -114,75 +110,28 @@ def _arch_key(arch: str) -> tuple[int, str]:
     return (int(digits) if digits.isdigit() else 1 << 30, arch)
 
 
-def load_report(path: Path) -> dict[str, Any]:
-    """Read and check one results file; raise ReportError saying where and what is wrong."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
-    if not isinstance(document, dict) or "cases" not in document:
-        raise ReportError(
-            f"{path}: not a tileconform results file (no 'cases'; write one with --tile-report)"
-        )
-    fmt = document.get("format")
-    if fmt not in SUPPORTED_FORMATS:
-        raise ReportError(
-            f"{path}: results format {fmt!r} is not one this version reads ({SUPPORTED_FORMATS})"
-        )
-    if not isinstance(document["cases"], list):
-        raise ReportError(f"{path}: 'cases' is not a list")
-    if not isinstance(document.get("host", {}), dict):
-        raise ReportError(f"{path}: 'host' is not an object")
-    for i, entry in enumerate(document["cases"]):
-        where = f"{path}: cases[{i}]"
-        if not isinstance(entry, dict):
-            raise ReportError(f"{where}: not an object")
-        for key in ("id", "case"):
-            if key not in entry:
-                raise ReportError(f"{where}: missing {key!r}")
-        case = entry["case"]
-        if case is not None:
-            if not isinstance(case, dict):
-                raise ReportError(f"{where}.case: not an object")
-            missing = [k for k in ("arch", "act", "weight", "out", "tile") if k not in case]
-            if missing:
-                raise ReportError(f"{where}.case: missing {', '.join(map(repr, missing))}")
-        verdict = entry.get("verdict")
-        if verdict is not None:
-            if not isinstance(verdict, dict) or "outcome" not in verdict or "source" not in verdict:
-                raise ReportError(f"{where}.verdict: needs 'outcome' and 'source'")
-            if verdict["outcome"] not in OUTCOME_ORDER:
-                raise ReportError(f"{where}.verdict.outcome: unknown outcome {verdict['outcome']!r}")
-    return document
-
-
-def judged_cases(path: Path, document: dict[str, Any]) -> tuple[list[Judged], int]:
-    """The verdicts of one checked results file, and how many cases had none."""
-    host = document.get("host") or {}
+def judged_cases(path: Path, document: ResultsDocument) -> tuple[list[Judged], int]:
+    """The verdicts of one results file, and how many cases had none."""
     found, skipped = [], 0
-    for entry in document["cases"]:
-        verdict, case = entry.get("verdict"), entry.get("case")
+    for entry in document.cases:
+        verdict, case = entry.verdict, entry.case
         if verdict is None or case is None:
             skipped += 1
             continue
-        problem = case.get("problem") or {}
+        problem = case.problem.model_dump() if case.problem is not None else {}
         found.append(
             Judged(
-                key=device_key(verdict, host),
-                arch=str(case["arch"]),
-                dtypes=_dtype_label(case["act"], case["weight"], case["out"]),
-                tile=str(case["tile"]),
-                case_id=str(entry["id"]),
+                key=device_key(verdict, document.host),
+                arch=case.arch,
+                dtypes=_dtype_label(case.act, case.weight, case.out),
+                tile=case.tile,
+                case_id=entry.id,
                 problem=json.dumps(problem, sort_keys=True),
-                outcome=str(verdict["outcome"]),
-                status=str(verdict.get("status") or ""),
-                smem_requested=verdict.get("smem_requested"),
-                smem_limit=verdict.get("smem_limit"),
-                judged_through=str(verdict.get("judged_through", "")),
+                outcome=verdict.outcome,
+                status=verdict.status,
+                smem_requested=verdict.smem_requested,
+                smem_limit=verdict.smem_limit,
+                judged_through=verdict.judged_through.value,
                 file=path,
             )
         )
@@ -190,8 +139,9 @@ def judged_cases(path: Path, document: dict[str, Any]) -> tuple[list[Judged], in
 
 
 def merge(paths: Sequence[Path]) -> Merged:
-    """Read every results file (all errors are raised before anything is merged)."""
-    documents = [(path, load_report(path)) for path in paths]
+    """Read every results file (all errors, as ``store.ReportError``, are raised before anything
+    is merged)."""
+    documents = [(path, read_results(path)) for path in paths]
     cells: dict[tuple[str, str], dict[DeviceKey, dict[str, Cell]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(Cell))
     )

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import platform
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ..core.session import Observation, TileSession
-from ..files import write_atomic
 from ..matrix.cases import Case, shape_label
-
-REPORT_FORMAT = 1
+from .model import FORMAT, CaseEntry, Fingerprint, Host, ResultsDocument
 
 #: pytest outcome -> grid symbol
 SYMBOLS = {
@@ -86,20 +82,19 @@ def results_document(
     cases = []
     for obs in observations:
         case: Case | None = session.case_by_id(obs.matrix, obs.case_id)
-        cases.append(
-            CaseEntry(
-                matrix=str(obs.matrix),
-                id=obs.case_id,
-                outcome=obs.outcome,  # type: ignore[arg-type]  # pytest's words, checked by the model
-                expected=case.expected if case else None,  # type: ignore[arg-type]
-                case=CaseRecord.model_validate(case.describe()) if case else None,
-                verdict=VerdictRecord.of(obs.verdict) if obs.verdict else None,
-                duration_s=round(obs.duration, 3),
-                finished_at_s=round(obs.at, 3),
-                worker=obs.worker or None,
-                skip_reason=obs.skip_reason or None,
-            )
-        )
+        entry: dict[str, Any] = {
+            "matrix": str(obs.matrix),
+            "id": obs.case_id,
+            "outcome": obs.outcome,
+            "expected": case.expected if case else None,
+            "case": case.describe() if case else None,
+            "verdict": obs.verdict.to_json() if obs.verdict else None,
+            "duration_s": round(obs.duration, 3),
+            "finished_at_s": round(obs.at, 3),
+            "worker": obs.worker or None,
+            "skip_reason": obs.skip_reason or None,
+        }
+        cases.append(CaseEntry.model_validate(entry))
     return ResultsDocument(
         format=FORMAT,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -1,0 +1,134 @@
+"""The one reader and writer of results files: nothing else opens, parses or writes them.
+
+Reading checks a file against :mod:`.model` and raises :class:`ReportError` naming the file and
+the place in it; a file of an older format is upgraded to the current one here, so every reader
+sees one layout. Writing is atomic: readers see the old file or the new one, never a torn one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..files import write_atomic
+from .model import FORMAT, READABLE_FORMATS, ResultsDocument
+
+#: How many problems one error lists before "and N more".
+_SHOWN_ERRORS = 3
+
+
+class ReportError(ValueError):
+    """A results file cannot be read; the message names the file and the place in it."""
+
+
+def read_results(path: Path) -> ResultsDocument:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    return parse_results(data, str(path))
+
+
+def parse_results(data: Any, origin: str = "<results>") -> ResultsDocument:
+    """A results document from parsed JSON (``origin`` names it in errors), upgraded if older."""
+    if not isinstance(data, dict) or "cases" not in data:
+        raise ReportError(
+            f"{origin}: not a tileconform results file (no 'cases'; write one with --tile-report)"
+        )
+    version = data.get("format")
+    if version not in READABLE_FORMATS:
+        raise ReportError(
+            f"{origin}: results format {version!r} is not one this version reads {READABLE_FORMATS}"
+        )
+    if version == 1:
+        data = _upgrade_from_1(data)
+    try:
+        return ResultsDocument.model_validate(data)
+    except ValidationError as exc:
+        raise ReportError("\n".join(f"{origin}: {problem}" for problem in _problems(exc))) from None
+
+
+def dumps(document: ResultsDocument) -> str:
+    return json.dumps(document.to_json(), indent=1, sort_keys=False) + "\n"
+
+
+def write_results(path: Path, document: ResultsDocument) -> None:
+    write_atomic(path, dumps(document))
+
+
+# -- format 1 -> 2 ------------------------------------------------------------------------------
+_HARDWARE_1 = re.compile(r"^hardware \((?P<name>.+), CC (?P<major>\d+)\.(?P<minor>\d+)\)$")
+_VIRTUAL_1 = re.compile(r"^virtual \((?P<arch>sm\d+) profile\)$")
+
+
+def device_of_format_1(source: str) -> dict[str, Any]:
+    """The structured device a format-1 verdict named only in its ``source`` text. This is the
+    one place that text is read back: format 2 records the device itself."""
+    if match := _HARDWARE_1.match(source):
+        major, minor = match["major"], match["minor"]
+        return {
+            "kind": "hardware",
+            "name": match["name"],
+            "arch": f"sm{major}{minor}",
+            "cc": f"{major}.{minor}",
+        }
+    if match := _VIRTUAL_1.match(source):
+        arch = match["arch"]
+        return {"kind": "virtual", "name": f"virtual {arch}", "arch": arch, "cc": f"{arch[2:-1]}.{arch[-1]}"}
+    # compile-stage verdicts: code generation, nvcc errors, compile-only runs
+    return {"kind": "build", "name": source, "arch": None, "cc": None}
+
+
+def _upgrade_from_1(data: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 is format 2 without ``verdict.device`` (files written just before the bump carry
+    ``"device": null``). Anything malformed is left as it is for validation to report."""
+    cases = data.get("cases")
+    upgraded = []
+    for entry in cases if isinstance(cases, list) else []:
+        verdict = entry.get("verdict") if isinstance(entry, dict) else None
+        if (
+            isinstance(verdict, dict)
+            and verdict.get("device") is None
+            and isinstance(verdict.get("source"), str)
+        ):
+            entry = {**entry, "verdict": {**verdict, "device": device_of_format_1(verdict["source"])}}
+        upgraded.append(entry)
+    return {**data, "format": FORMAT, "cases": upgraded if isinstance(cases, list) else cases}
+
+
+# -- errors -------------------------------------------------------------------------------------
+def _where(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "the document"
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    """``cases[3].case: missing 'act', 'tile'``, ``cases[4].verdict.outcome: unknown outcome 'x'``."""
+    problems: dict[str, list[str]] = {}
+    for error in exc.errors(include_url=False):
+        loc = tuple(error["loc"])
+        kind, field = error["type"], loc[-1] if loc else ""
+        if kind == "missing":
+            problems.setdefault(f"{_where(loc[:-1])}: missing", []).append(repr(field))
+        elif kind == "extra_forbidden":
+            problems.setdefault(f"{_where(loc[:-1])}: unknown key", []).append(repr(field))
+        elif kind in ("literal_error", "enum"):
+            expected = (error.get("ctx") or {}).get("expected", "")
+            text = f"unknown {field} {error['input']!r} (expected {expected})"
+            problems.setdefault(f"{_where(loc)}: {text}", [])
+        else:
+            problems.setdefault(f"{_where(loc)}: {error['msg']}", [])
+    lines = [f"{head} {', '.join(items)}" if items else head for head, items in problems.items()]
+    if len(lines) > _SHOWN_ERRORS:
+        lines[_SHOWN_ERRORS:] = [f"and {len(lines) - _SHOWN_ERRORS} more problem(s)"]
+    return lines
