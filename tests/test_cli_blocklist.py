@@ -167,3 +167,33 @@ def test_nothing_failing_is_an_empty_blocklist(tmp_path: Path, capsys: pytest.Ca
         main(["export-blocklist", "--arch", "sm120", "--results", str(path), "--tactics", str(RECORDED)]) == 0
     )
     assert json.loads(capsys.readouterr().out)["invalid_tactics"] == {}
+
+
+def test_drift_and_export_blocklist_share_their_options() -> None:
+    import argparse
+
+    from pytest_tileconform.commands.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+
+    def options(name: str) -> dict[str, tuple[Any, ...]]:
+        return {
+            option: (action.help, action.type, action.metavar, action.default)
+            for action in commands.choices[name]._actions
+            for option in action.option_strings
+        }
+
+    drift, export = options("drift"), options("export-blocklist")
+    for option in (
+        "--arch",
+        "--results",
+        "--tactics",
+        "--save-tactics",
+        "--cache-dir",
+        "--flashinfer-sources",
+    ):
+        assert drift[option] == export[option], option
+    assert drift["-o"][1:] == export["-o"][1:]
+    with pytest.raises(SystemExit) as exit_info:  # export-blocklist needs results, drift does not
+        main(["export-blocklist", "--arch", "sm120", "--tactics", str(RECORDED)])
+    assert exit_info.value.code == 2

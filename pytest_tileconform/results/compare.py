@@ -166,7 +166,9 @@ def report_lines(result: Comparison, name_a: str, name_b: str) -> list[str]:
     total = result.compared
     agreeing = total - len(result.disagreements)
     modes = result.modes()
-    if modes == {HARDWARE_VIRTUAL}:
+    if not modes:
+        how = "no case was judged in both"
+    elif modes == {HARDWARE_VIRTUAL}:
         how = "stage and shared memory requested"
     elif modes == {EXACT}:
         how = "exact: " + ", ".join(EXACT_FIELDS)

@@ -7,6 +7,7 @@ sees one layout. Writing is atomic: readers see the old file or the new one, nev
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -26,10 +27,14 @@ class ReportError(ValueError):
 
 
 def read_results(path: Path) -> ResultsDocument:
+    """Read a results file (``.json``, or ``.json.gz`` as the repository keeps large ones)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8")
     except OSError as exc:
         raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, EOFError) as exc:
+        raise ReportError(f"{path}: not UTF-8 text: {exc}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
