@@ -11,12 +11,11 @@ Readers key on that, never on the free-text ``source``.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from ..verdict import Device, Stage, Verdict
+from ..verdict import Stage, Verdict
 
 #: The format this version writes. 2: verdicts carry ``device`` (format 1 named it only in ``source``).
 FORMAT: Final = 2
@@ -47,10 +46,6 @@ class DeviceRecord(_Strict):
     name: str = Field(description="the GPU's name, 'virtual <arch>', or the build step")
     arch: str | None = Field(default=None, description="the device's architecture, e.g. sm90")
     cc: str | None = Field(default=None, description="compute capability, e.g. '9.0'")
-
-    @classmethod
-    def of(cls, device: Device) -> DeviceRecord:
-        return cls.model_validate(dataclasses.asdict(device))
 
     def identity(self) -> tuple[str, str, str | None, str | None]:
         return (self.kind, self.name, self.arch, self.cc)

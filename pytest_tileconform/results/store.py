@@ -88,8 +88,9 @@ def device_of_format_1(source: str) -> dict[str, Any]:
     if match := _VIRTUAL_1.match(source):
         arch = match["arch"]
         return {"kind": "virtual", "name": f"virtual {arch}", "arch": arch, "cc": f"{arch[2:-1]}.{arch[-1]}"}
-    # compile-stage verdicts: code generation, nvcc errors, compile-only runs
-    return {"kind": "build", "name": source, "arch": None, "cc": None}
+    # decided by the build: "codegen (flashinfer V)", "nvcc (flashinfer V)", "compile only"; the
+    # name is the step, as the backend names it in format 2
+    return {"kind": "build", "name": source.split(" (", 1)[0], "arch": None, "cc": None}
 
 
 def _upgrade_from_1(data: dict[str, Any]) -> dict[str, Any]:
