@@ -24,8 +24,6 @@ READABLE_FORMATS = (1, 2)
 
 #: ``pass`` or the stage a case was rejected at (``verdict.EXPECTATIONS``).
 Outcome = Literal["pass", "compile", "can_implement", "initialize", "launch", "run", "numerics"]
-#: pytest's outcome of the case's test, after its expectation (xfail) was applied.
-TestOutcome = Literal["passed", "failed", "skipped", "xfailed", "xpassed", "error"]
 DeviceKind = Literal["hardware", "virtual", "build"]
 _SHAPE = r"^\d+x\d+x\d+$"
 
@@ -104,7 +102,11 @@ class CaseEntry(_Strict):
 
     matrix: str | None = Field(default=None, description="the matrix file the case came from")
     id: str
-    outcome: TestOutcome | None = None
+    outcome: str | None = Field(
+        default=None,
+        description="pytest's outcome after the case's expectation: passed, failed, skipped, xfailed, "
+        "xpassed or error (another plugin may report its own word, e.g. rerun)",
+    )
     expected: Outcome | None = Field(default=None, description="what the matrix expected")
     case: CaseRecord | None = Field(description="null when the case is no longer in its matrix")
     verdict: VerdictRecord | None = Field(default=None, description="null when the case was not judged")
