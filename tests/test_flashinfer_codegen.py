@@ -16,6 +16,7 @@ from types import ModuleType
 
 import pytest
 
+from pytest_tileconform.dtypes import tile_k_elements
 from pytest_tileconform.flashinfer.codegen import (
     HARNESS_DIR,
     SM100_UNIFORM,
@@ -33,7 +34,6 @@ from pytest_tileconform.flashinfer.codegen import (
     sm120_fused_moe_flags,
     sm120_gencode,
     tile_k_bytes,
-    tile_k_elements,
 )
 from pytest_tileconform.flashinfer.generator import load_generator
 from pytest_tileconform.flashinfer.sources import (

@@ -24,9 +24,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..flashinfer.codegen import tile_k_elements
+from ..dtypes import label_dtypes as runner_dtypes
+from ..dtypes import tile_k_elements
 from ..flashinfer.generator import GeneratedOp, schedule_variant
-from ..flashinfer.tactics import Tactic, runner_dtypes
+from ..flashinfer.tactics import Tactic
 from ..results.model import CaseRecord, ResultsDocument
 
 Shape = tuple[int, int, int]

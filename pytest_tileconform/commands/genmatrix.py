@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..dtypes import shape_label
 from ..flashinfer.codegen import KernelConfig
 from ..flashinfer.generator import Skipped
 from ..matrix.load import MatrixInvalid, load_matrix
-from ..matrix.schema import DTypes
 
 DEFAULT_PROBLEM = "{experts: 4, rows: [0, 1, 77, 300], n: 384, k: 512}"
 BACKEND = "flashinfer-cutlass-moe"
@@ -29,26 +29,18 @@ class GenMatrixError(ValueError):
     pass
 
 
-def _shape(values: Iterable[int]) -> str:
-    return "x".join(str(v) for v in values)
-
-
-def dtype_label(config: KernelConfig) -> str:
-    return DTypes(act=config.act, weight=config.weight, out=config.out).label
-
-
 def select_dtypes(configs: Sequence[KernelConfig], wanted: Sequence[str]) -> list[KernelConfig]:
     """Keep the configs whose dtype label (``nvfp4-bf16``) or activation (``nvfp4``) is wanted."""
     if not wanted:
         return list(configs)
-    labels = {dtype_label(c) for c in configs} | {c.act for c in configs}
+    labels = {c.dtype_label for c in configs} | {c.act for c in configs}
     unknown = [w for w in wanted if w not in labels]
     if unknown:
         raise GenMatrixError(
             f"--dtype {', '.join(unknown)}: not instantiated for this arch; choose from "
             f"{', '.join(sorted(labels))}"
         )
-    return [c for c in configs if dtype_label(c) in wanted or c.act in wanted]
+    return [c for c in configs if c.dtype_label in wanted or c.act in wanted]
 
 
 @dataclass(frozen=True)
@@ -59,8 +51,8 @@ class _Entry:
     fusions: tuple[str, ...]
 
     def yaml(self) -> str:
-        parts = [f"shape: {_shape(self.tile)}"]
-        parts.append("cluster: [" + ", ".join(_shape(c) for c in self.clusters) + "]")
+        parts = [f"shape: {shape_label(self.tile)}"]
+        parts.append("cluster: [" + ", ".join(shape_label(c) for c in self.clusters) + "]")
         parts.append("swap_ab: [" + ", ".join(str(s).lower() for s in self.swaps) + "]")
         parts.append("fusion: [" + ", ".join(self.fusions) + "]")
         return "{" + ", ".join(parts) + "}"
@@ -105,7 +97,7 @@ def matrix_text(
         raise GenMatrixError(f"no configuration to write for {arch}")
     suites: dict[str, list[KernelConfig]] = defaultdict(list)
     for c in configs:
-        suites[dtype_label(c)].append(c)
+        suites[c.dtype_label].append(c)
     today = dt.date.today().isoformat()
     if generator is not None and "flashinfer" in generator.parts:
         # the path inside the package, not this machine's site-packages

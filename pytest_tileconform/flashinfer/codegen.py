@@ -118,6 +118,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..dtypes import (
+    BLOCK_SCALED_PAIRS,
+    DTYPES,
+    UNSCALED_DTYPES,
+    DType,
+    dtype_label,
+    shape_label,
+    tile_k_elements,
+)
 from .sources import LAUNCHER_INL, FlashInferSources, cuda_version, find_cublas_include, find_cuda_home
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
@@ -125,25 +134,6 @@ HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 
 class UnsupportedConfig(ValueError):
     """The launcher cannot express this configuration (the message says why)."""
-
-
-@dataclass(frozen=True)
-class DType:
-    cuda_type: str  # C++ type FlashInfer instantiates with (generate_kernels.py CudaTypeName)
-    bits: int  # storage bits per element
-    guard: str  # preprocessor guard generate_kernels.py puts around the instantiation
-    mx: bool = False  # MX block scaled (generate_kernels.py is_mx_fpx)
-
-
-DTYPES: dict[str, DType] = {
-    "bf16": DType("__nv_bfloat16", 16, "defined(ENABLE_BF16)"),
-    "fp16": DType("half", 16, "1"),
-    "fp32": DType("float", 32, "1"),
-    "fp8_e4m3": DType("__nv_fp8_e4m3", 8, "defined(ENABLE_FP8)"),
-    "nvfp4": DType("SafeFP4", 4, "defined(ENABLE_FP4)"),
-    "mxfp8": DType("__nv_fp8_e4m3", 8, "defined(ENABLE_FP8)", mx=True),
-    "mxfp4": DType("SafeFP4", 4, "defined(ENABLE_FP4)", mx=True),
-}
 
 
 @dataclass(frozen=True)
@@ -162,35 +152,33 @@ class KernelConfig:
     @property
     def name(self) -> str:
         """Identifier usable as a file name, e.g. ``sm90_bf16_bf16_bf16_128x128x64_1x1x1_none``."""
-        tile = "x".join(map(str, self.tile))
-        cluster = "x".join(map(str, self.cluster))
+        tile, cluster = shape_label(self.tile), shape_label(self.cluster)
         swap = "_swap_ab" if self.swap_ab else ""
         return f"sm{self.arch}_{self.act}_{self.weight}_{self.out}_{tile}_{cluster}_{self.fusion}{swap}"
+
+    @property
+    def dtype_label(self) -> str:
+        """The dtypes as case ids spell them (``nvfp4-bf16``)."""
+        return dtype_label(self.act, self.weight, self.out)
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "tile": list(self.tile), "cluster": list(self.cluster)}
 
 
 def _dtype(name: str, role: str) -> DType:
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise UnsupportedConfig(f"unknown {role} dtype {name!r}; known: {', '.join(DTYPES)}") from None
+    if name not in DTYPES:
+        raise UnsupportedConfig(f"unknown {role} dtype {name!r}; known: {', '.join(DTYPES)}")
+    return DTYPES[name]
 
 
 def tile_k_bytes(config: KernelConfig) -> int:
     """CTA K in bytes of the activation type: the K of TensorRT-LLM's tile enum names
-    (``CutlassTileConfigSM90::CtaShape128x128x128B`` is 128x128x64 elements for bf16)."""
+    (``CutlassTileConfigSM90::CtaShape128x128x128B`` is 128x128x64 elements for bf16); the
+    inverse of :func:`~pytest_tileconform.dtypes.tile_k_elements`."""
     bits = config.tile[2] * _dtype(config.act, "activation").bits
     if bits % 8:
         raise UnsupportedConfig(f"CTA K={config.tile[2]} of {config.act} is not a whole number of bytes")
     return bits // 8
-
-
-def tile_k_elements(k_bytes: int, act: str) -> int:
-    """Inverse of :func:`tile_k_bytes`, as TensorRT-LLM's SHAPE_CASE in
-    moe_gemm_template_dispatch_tma_ws.h: ``K_bytes * 8 / sizeof_bits(act)``."""
-    return k_bytes * 8 // _dtype(act, "activation").bits
 
 
 def _check_shapes(config: KernelConfig) -> None:
@@ -210,7 +198,7 @@ def _check_sm90(config: KernelConfig) -> None:
     # act == weight dtypes (mixed inputs go to the separate mixed-input launcher, FP4/MX block
     # scaling is Blackwell only: static_asserts in the .inl) and writes D in the activation
     # type, or bf16/fp16 for fp8 (generate_sm90_grouped_gemm_operations).
-    uniform = ("bf16", "fp16", "fp32", "fp8_e4m3")
+    uniform = UNSCALED_DTYPES
     if config.act not in uniform or config.weight != config.act:
         raise UnsupportedConfig(
             f"SM90 TMA warp-specialized MoE GEMM needs equal activation and weight dtypes from "
@@ -225,7 +213,7 @@ def _check_sm90(config: KernelConfig) -> None:
 #: SM120/SM121 input pairs (act, weight) of ``generate_sm120_grouped_gemm_operations``:
 #: NVFP4 x NVFP4 (e2m1, e4m3 scale per 16) and FP8 e4m3 x FP4 with ``is_mx_fpx=True``, which
 #: the launcher builds as ``mx_float8_t`` x ``mx_float4_t`` (ue8m0 scales per 32 on both).
-SM120_INPUTS = (("nvfp4", "nvfp4"), ("mxfp8", "mxfp4"))
+SM120_INPUTS = BLOCK_SCALED_PAIRS
 #: CTA shapes (K in elements of the activation) FlashInfer emits for SM120; the mixed
 #: MXFP8 x MXFP4 pair only gets the 128xNx128 ones ("Minimal filter" in the generator).
 SM120_TILES: tuple[tuple[int, int, int], ...] = (
@@ -263,7 +251,7 @@ def _check_sm120(config: KernelConfig) -> None:
 
 #: SM100 uniform input dtypes this harness builds (``generate_sm100_grouped_gemm_operations``
 #: also emits FP4, MXFP8 x MXFP8 and MXFP8 x MXFP4, which are not supported here yet).
-SM100_UNIFORM = ("bf16", "fp16", "fp32", "fp8_e4m3")
+SM100_UNIFORM = UNSCALED_DTYPES
 #: SM100 epilogue schedule this harness builds: FlashInfer's ``PtrArrayTmaWarpSpecialized1Sm``
 #: (the launcher picks the 2Sm schedule from a cluster of M 2), which generate_kernels.py
 #: writes as ``PtrArrayTmaWarpSpecialized`` ("1Sm" stripped). Its ``PtrArrayNoSmemWarpSpecialized``
@@ -274,9 +262,7 @@ SM100_EPILOGUE_SCHEDULE = "PtrArrayTmaWarpSpecialized"
 
 def sm100_tile_k(act: str, tile_n: int) -> int:
     """``calc_shape_mnk_sm100_grouped_gemm``: 128 bytes of the activation, 256 for fp8 with N 8."""
-    if act == "fp8_e4m3" and tile_n == 8:
-        return 256
-    return 128 * 8 // _dtype(act, "activation").bits
+    return tile_k_elements(256 if act == "fp8_e4m3" and tile_n == 8 else 128, act)
 
 
 def _check_sm100(config: KernelConfig) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ..dtypes import DTYPES, from_library
 from .codegen import KernelConfig, UnsupportedConfig, instantiation
 from .sources import FlashInferSources
 
@@ -89,18 +90,22 @@ def _operations(generator: ModuleType, arch: int) -> list[Any]:
 
 
 def _dtype_names(generator: ModuleType, op: Any) -> tuple[str, str, str]:
-    dt = generator.DataType
-    plain = {dt.bf16: "bf16", dt.f16: "fp16", dt.f32: "fp32", dt.e4m3: "fp8_e4m3"}
+    """The matrix names of an operation's act, weight and output types. The generator names
+    fp4 with an ``e2m1_type`` object, the others with ``DataType`` members; ``is_mx_fpx`` marks
+    its fp4 and its fp8 inputs as MX."""
+    plain = {getattr(generator.DataType, t.library): t for t in DTYPES.values() if not t.mx and t.bits > 4}
 
     def name(value: Any, role: str) -> str:
+        found = None
         if isinstance(value, generator.e2m1_type):
-            return "mxfp4" if op.is_mx_fpx else "nvfp4"
-        if value in plain:
+            found = from_library("e2m1", op.is_mx_fpx)
+        elif value in plain:
             base = plain[value]
-            if op.is_mx_fpx and base == "fp8_e4m3" and role != "out":
-                return "mxfp8"
-            return base
-        raise UnsupportedConfig(f"{role} type {value} has no name in the matrix format")
+            mx = from_library(base.library, mx=True) if op.is_mx_fpx and role != "out" else None
+            found = mx or base.name
+        if found is None:
+            raise UnsupportedConfig(f"{role} type {value} has no name in the matrix format")
+        return found
 
     return name(op.act_type, "act"), name(op.weight_type, "weight"), name(op.output_type, "out")
 

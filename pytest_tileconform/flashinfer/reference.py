@@ -34,46 +34,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..dtypes import BLOCK_SCALED_PAIRS, UNSCALED_DTYPES, DType, dtype
 from ..matrix.cases import Case
 
 # ------------------------------------------------------------------------------------------
 # Element types
 
 
-@dataclass(frozen=True)
-class DTypeSpec:
-    """How one of the matrix's dtypes is stored in the binary files."""
-
-    name: str
-    storage: torch.dtype  #: the torch dtype of one stored element (uint8 for packed fp4)
-    bits: int  #: bits per logical element
-    block_size: int | None = None  #: elements sharing one scale factor (block-scaled only)
-    scale_format: str | None = None  #: "e4m3" (nvfp4) or "ue8m0" (mx formats)
-
-    @property
-    def block_scaled(self) -> bool:
-        return self.block_size is not None
-
-
-DTYPES: dict[str, DTypeSpec] = {
-    "fp32": DTypeSpec("fp32", torch.float32, 32),
-    "fp16": DTypeSpec("fp16", torch.float16, 16),
-    "bf16": DTypeSpec("bf16", torch.bfloat16, 16),
-    "fp8_e4m3": DTypeSpec("fp8_e4m3", torch.float8_e4m3fn, 8),
-    "nvfp4": DTypeSpec("nvfp4", torch.uint8, 4, block_size=16, scale_format="e4m3"),
-    "mxfp8": DTypeSpec("mxfp8", torch.float8_e4m3fn, 8, block_size=32, scale_format="ue8m0"),
-    "mxfp4": DTypeSpec("mxfp4", torch.uint8, 4, block_size=32, scale_format="ue8m0"),
-}
-#: Output (D) types.
-OUTPUT_DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-}
-#: Input types make_inputs can generate now (act == weight).
-GENERATED_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3")
-#: Block-scaled (act, weight) pairs make_inputs can generate (the SM120 MoE kernels' inputs).
-GENERATED_BLOCK_SCALED = (("nvfp4", "nvfp4"), ("mxfp8", "mxfp4"))
+#: Input types make_inputs generates (act == weight).
+GENERATED_DTYPES = UNSCALED_DTYPES
+#: Block-scaled (act, weight) pairs make_inputs generates (the SM120 MoE kernels' inputs).
+GENERATED_BLOCK_SCALED = BLOCK_SCALED_PAIRS
 #: Types whose GEMM takes a per-expert alpha (per-tensor dequantization scale); for nvfp4
 #: this is TensorRT-LLM's product of the two global (decode) scales.
 ALPHA_DTYPES = ("fp8_e4m3", "nvfp4")
@@ -88,22 +59,16 @@ GRID_STEP = 0.5
 SIMULATED_TOP_K = 8
 
 
-def spec(name: str) -> DTypeSpec:
-    """The :class:`DTypeSpec` of a dtype name, with a clear error for unknown names."""
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise ValueError(f"unknown dtype {name!r}; expected one of {', '.join(DTYPES)}") from None
+def storage_dtype(element: DType) -> torch.dtype:
+    """The torch dtype one stored element of ``element`` has (uint8: two packed fp4)."""
+    storage = getattr(torch, element.storage)
+    assert isinstance(storage, torch.dtype)
+    return storage
 
 
 def output_dtype(name: str) -> torch.dtype:
     """The torch dtype of an output (D) dtype name."""
-    try:
-        return OUTPUT_DTYPES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown output dtype {name!r}; expected one of {', '.join(OUTPUT_DTYPES)}"
-        ) from None
+    return storage_dtype(dtype(name, "output"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -275,7 +240,7 @@ class GroupedInputs:
 
 def _check_generatable(case: Case) -> None:
     if (case.act, case.weight) in GENERATED_BLOCK_SCALED:
-        block = spec(case.weight).block_size
+        block = dtype(case.weight).block_size
         assert block is not None
         if case.problem.k % block:
             raise ValueError(f"K={case.problem.k} is not a multiple of the scale block {block}")
@@ -342,7 +307,7 @@ def make_inputs(case: Case, seed: int) -> GroupedInputs:
     n, k = int(case.problem.n), int(case.problem.k)
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
     total = sum(rows)
-    act, weight = spec(case.act), spec(case.weight)
+    act, weight = dtype(case.act), dtype(case.weight)
     a = _encode(_grid_values((total, k), gen), act)
     b = _encode(_grid_values((len(rows), n, k), gen), weight)
     a_sf = _block_scales((total, k), act, gen)
@@ -377,19 +342,20 @@ def make_inputs(case: Case, seed: int) -> GroupedInputs:
     )
 
 
-def _encode(values: torch.Tensor, dtype: DTypeSpec) -> torch.Tensor:
-    """Grid values in ``dtype``'s storage: packed e2m1 for the fp4 types."""
-    if dtype.storage == torch.uint8 and dtype.bits == 4:
+def _encode(values: torch.Tensor, element: DType) -> torch.Tensor:
+    """Grid values in ``element``'s storage: packed e2m1 for the fp4 types."""
+    storage = storage_dtype(element)
+    if storage == torch.uint8 and element.bits == 4:
         return pack_e2m1(values)
-    return values.to(dtype.storage)
+    return values.to(storage)
 
 
-def _block_scales(shape: Sequence[int], dtype: DTypeSpec, gen: torch.Generator) -> torch.Tensor | None:
+def _block_scales(shape: Sequence[int], element: DType, gen: torch.Generator) -> torch.Tensor | None:
     """Random power-of-two block scales (uint8 bits, linear layout), or None if unscaled."""
-    if dtype.block_size is None:
+    if element.block_size is None:
         return None
-    exponents = torch.randint(-1, 2, (*shape[:-1], shape[-1] // dtype.block_size), generator=gen)
-    if dtype.scale_format == "ue8m0":
+    exponents = torch.randint(-1, 2, (*shape[:-1], shape[-1] // element.block_size), generator=gen)
+    if element.scale_format == "ue8m0":
         return (exponents + 127).to(torch.uint8)
     return (2.0 ** exponents.to(torch.float32)).to(torch.float8_e4m3fn).view(torch.uint8)
 
@@ -464,7 +430,7 @@ def write_inputs(
             raise ValueError("finalize inputs need router_scales and dest_row")
         (run_dir / "router_scales.bin").write_bytes(_le_bytes(inputs.router_scales.to(torch.float32)))
         (run_dir / "dest_row.bin").write_bytes(_le_bytes(inputs.dest_row.to(torch.int32)))
-    if spec(inputs.act).block_scaled or spec(inputs.weight).block_scaled:
+    if dtype(inputs.act).block_scaled or dtype(inputs.weight).block_scaled:
         a_sf, b_sf = flat_block_scales(inputs)
         (run_dir / "a_sf.bin").write_bytes(_le_bytes(a_sf))
         (run_dir / "b_sf.bin").write_bytes(_le_bytes(b_sf))
@@ -472,7 +438,7 @@ def write_inputs(
 
 def flat_block_scales(inputs: GroupedInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """The bytes of ``a_sf.bin`` and ``b_sf.bin`` (see :func:`write_inputs`)."""
-    block = spec(inputs.weight).block_size
+    block = dtype(inputs.weight).block_size
     if block is None or inputs.a_sf is None or inputs.b_sf is None:
         raise ValueError("block-scaled inputs need a_sf and b_sf")
     k, n, experts = inputs.k, inputs.n, inputs.experts
@@ -498,9 +464,9 @@ class OutputFileError(ValueError):
 def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tensor:
     """d.bin as a float32 ``out_rows x N`` tensor (``out_rows`` = sum(rows) without fusion)."""
     path = Path(run_dir) / "d.bin"
-    dtype = output_dtype(case.out)
+    stored = output_dtype(case.out)
     rows, n = inputs.out_rows, inputs.n
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = torch.empty((), dtype=stored).element_size()
     expected = rows * n * itemsize
     if not path.is_file():
         raise OutputFileError(f"{path} does not exist: the harness wrote no output")
@@ -510,7 +476,7 @@ def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tenso
             f"{path} has {len(data)} bytes, expected {expected} "
             f"({rows} rows x {n} cols x {itemsize} bytes of {case.out})"
         )
-    return _from_le_bytes(data, dtype, (rows, n)).to(torch.float32)
+    return _from_le_bytes(data, stored, (rows, n)).to(torch.float32)
 
 
 # ------------------------------------------------------------------------------------------
@@ -520,7 +486,7 @@ def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tenso
 def dequantize(t: torch.Tensor, dtype_name: str, scales: torch.Tensor | None = None) -> torch.Tensor:
     """A stored operand as float32; block-scaled types need their linear ``scales`` (the
     nvfp4 global scale is not applied here: it is part of alpha)."""
-    if not spec(dtype_name).block_scaled:
+    if not dtype(dtype_name).block_scaled:
         return t.to(torch.float32)
     if scales is None:
         raise ValueError(f"{dtype_name} needs its scale factors")

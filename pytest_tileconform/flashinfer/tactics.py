@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..build.cache import BuildCache, BuildSpec
-from .codegen import COMMON_NVCC_FLAGS, tile_k_elements
+from ..dtypes import label_dtypes, tile_k_elements
+from .codegen import COMMON_NVCC_FLAGS
 from .sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
 
 PROBE_SOURCE = Path(__file__).resolve().parent / "probe" / "tactics.cu"
@@ -59,7 +60,7 @@ class Tactic:
 
     @property
     def act(self) -> str:
-        return runner_dtypes(self.runner)[0]
+        return label_dtypes(self.runner)[0]
 
     def tile_elements(self) -> tuple[int, int, int] | None:
         """The CTA tile in elements of the activation (what the dispatch's SHAPE_CASE computes)."""
@@ -69,20 +70,6 @@ class Tactic:
             return None
         m, n, k = self.tile_bytes
         return (m, n, tile_k_elements(k, self.act))
-
-
-def runner_dtypes(runner: str) -> tuple[str, str, str]:
-    """``mxfp8xmxfp4-bf16`` -> (mxfp8, mxfp4, bf16), ``fp8_e4m3-bf16`` -> (fp8_e4m3, fp8_e4m3, bf16)."""
-    from ..matrix.schema import ACTIVATION_DTYPES, WEIGHT_DTYPES
-
-    inputs, _, out = runner.rpartition("-")
-    if not inputs:
-        return runner, runner, runner
-    for act in ACTIVATION_DTYPES:
-        for weight in WEIGHT_DTYPES:
-            if inputs == f"{act}x{weight}":
-                return act, weight, out
-    return inputs, inputs, out
 
 
 def _triple(value: Any) -> tuple[int, int, int] | None:

@@ -6,11 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..dtypes import shape_label
 from .schema import Expectation, Problem, Shape
-
-
-def shape_label(shape: Shape) -> str:
-    return "x".join(str(v) for v in shape)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,14 +16,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from ..dtypes import Role, canonical_name, dtype_label
 from ..verdict import EXPECTATIONS
 
 FORMAT_VERSION = 1
 
-ACTIVATION_DTYPES = ("bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4", "mxfp8")
-WEIGHT_DTYPES = ("bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4", "mxfp4", "mxfp8")
-OUTPUT_DTYPES = ("bf16", "fp16", "fp32")
-DTYPE_ALIASES = {"fp8": "fp8_e4m3", "e4m3": "fp8_e4m3", "half": "fp16", "float": "fp32"}
 FUSIONS = ("none", "finalize")
 ARCH_PATTERN = re.compile(r"^sm\d{2,3}$")
 
@@ -51,14 +48,8 @@ def _parse_shape(value: Any) -> Shape:
     return shape  # type: ignore[return-value]
 
 
-def _dtype_validator(allowed: tuple[str, ...], role: str) -> BeforeValidator:
-    def check(value: Any) -> str:
-        name = DTYPE_ALIASES.get(str(value).lower(), str(value).lower())
-        if name not in allowed:
-            raise ValueError(f"unknown {role} dtype {value!r}; expected one of {', '.join(allowed)}")
-        return name
-
-    return BeforeValidator(check)
+def _dtype_validator(role: Role) -> BeforeValidator:
+    return BeforeValidator(lambda value: canonical_name(value, role))
 
 
 def _as_list(value: Any) -> Any:
@@ -85,9 +76,9 @@ class Strict(BaseModel):
 class DTypes(Strict):
     """Activation, weight and output types; a plain string means all three are that type."""
 
-    act: Annotated[str, _dtype_validator(ACTIVATION_DTYPES, "activation")]
-    weight: Annotated[str, _dtype_validator(WEIGHT_DTYPES, "weight")]
-    out: Annotated[str, _dtype_validator(OUTPUT_DTYPES, "output")]
+    act: Annotated[str, _dtype_validator("activation")]
+    weight: Annotated[str, _dtype_validator("weight")]
+    out: Annotated[str, _dtype_validator("output")]
 
     @model_validator(mode="before")
     @classmethod
@@ -98,11 +89,7 @@ class DTypes(Strict):
 
     @property
     def label(self) -> str:
-        if self.act == self.weight == self.out:
-            return self.act
-        if self.act == self.weight:
-            return f"{self.act}-{self.out}"
-        return f"{self.act}x{self.weight}-{self.out}"
+        return dtype_label(self.act, self.weight, self.out)
 
 
 class Problem(Strict):

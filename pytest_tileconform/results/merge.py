@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..dtypes import dtype_label as _dtype_label
 from ..verdict import EXPECTATIONS
 from .fingerprint import DeviceKey, device_key
 from .model import ResultsDocument
@@ -87,15 +88,6 @@ class Merged:
 
     def row_ids(self) -> dict[DeviceKey, str]:
         return {key: f"D{i}" for i, key in enumerate(sorted(self.devices), start=1)}
-
-
-def _dtype_label(act: str, weight: str, out: str) -> str:
-    """As ``schema.DTypes.label``: ``bf16``, ``fp8_e4m3-bf16``, ``mxfp8xmxfp4-bf16``."""
-    if act == weight == out:
-        return act
-    if act == weight:
-        return f"{act}-{out}"
-    return f"{act}x{weight}-{out}"
 
 
 def _tile_key(tile: str) -> tuple[int, ...]:

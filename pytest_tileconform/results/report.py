@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.session import Observation, TileSession
-from ..matrix.cases import Case, shape_label
+from ..dtypes import shape_label
+from ..matrix.cases import Case
 from .model import FORMAT, CaseEntry, Fingerprint, Host, ResultsDocument
 
 #: pytest outcome -> grid symbol

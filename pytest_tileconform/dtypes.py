@@ -1,0 +1,140 @@
+"""The element types of the matrix format: one registry that every other module reads.
+
+Each type is described once, in every vocabulary the plugin speaks: its name in matrix files and
+case ids, its storage (bits, and the torch dtype the input files hold it in), the C++ type and
+preprocessor guard FlashInfer's ``generate_kernels.py`` instantiates it with, the name of its
+element type in FlashInfer's ``cutlass_library.py``, and its block scaling. The sets of types a
+role admits (activation, weight, output) and the labels case ids spell are derived from it.
+
+Nothing here imports torch or pydantic: the matrix format, the code generator and the
+reference all read this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["activation", "weight", "output"]
+
+
+@dataclass(frozen=True)
+class DType:
+    """One element type."""
+
+    name: str  #: as matrix files and case ids spell it
+    bits: int  #: storage bits per element
+    storage: str  #: torch dtype of one stored element, by name ("uint8": two fp4 per byte)
+    cuda_type: str  #: C++ type FlashInfer instantiates with (generate_kernels.py ``CudaTypeName``)
+    guard: str  #: preprocessor condition generate_kernels.py puts around the instantiation
+    library: str  #: element type in FlashInfer's cutlass_library.py (``DataType`` member, or e2m1)
+    roles: tuple[Role, ...]  #: what a matrix may use it as
+    block_size: int | None = None  #: elements sharing one scale factor (block-scaled only)
+    scale_format: str | None = None  #: "e4m3" (NVFP4) or "ue8m0" (MX formats)
+
+    @property
+    def block_scaled(self) -> bool:
+        return self.block_size is not None
+
+    @property
+    def mx(self) -> bool:
+        """An OCP MX type (ue8m0 block scales): generate_kernels.py's ``is_mx_fpx``."""
+        return self.scale_format == "ue8m0"
+
+
+_ALL: tuple[Role, ...] = ("activation", "weight", "output")
+_IN: tuple[Role, ...] = ("activation", "weight")
+_W: tuple[Role, ...] = ("weight",)
+
+#: Every type, in the order messages list them: (name, bits, storage, cuda_type, guard, library,
+#: roles[, block_size, scale_format]).
+# fmt: off
+DTYPES: dict[str, DType] = {t.name: t for t in (
+    DType("bf16",     16, "bfloat16",      "__nv_bfloat16", "defined(ENABLE_BF16)", "bf16", _ALL),
+    DType("fp16",     16, "float16",       "half",          "1",                    "f16",  _ALL),
+    DType("fp32",     32, "float32",       "float",         "1",                    "f32",  _ALL),
+    DType("fp8_e4m3",  8, "float8_e4m3fn", "__nv_fp8_e4m3", "defined(ENABLE_FP8)",  "e4m3", _IN),
+    DType("nvfp4",     4, "uint8",         "SafeFP4",       "defined(ENABLE_FP4)",  "e2m1", _IN, 16, "e4m3"),
+    DType("mxfp4",     4, "uint8",         "SafeFP4",       "defined(ENABLE_FP4)",  "e2m1", _W,  32, "ue8m0"),
+    DType("mxfp8",     8, "float8_e4m3fn", "__nv_fp8_e4m3", "defined(ENABLE_FP8)",  "e4m3", _IN, 32, "ue8m0"),
+)}
+# fmt: on
+
+
+def names(role: Role | None = None) -> tuple[str, ...]:
+    """The types a role admits (every type without one), in registry order."""
+    return tuple(name for name, t in DTYPES.items() if role is None or role in t.roles)
+
+
+ACTIVATION_DTYPES = names("activation")
+WEIGHT_DTYPES = names("weight")
+OUTPUT_DTYPES = names("output")
+#: The types without block scales: one scale per tensor at most.
+UNSCALED_DTYPES = tuple(name for name, t in DTYPES.items() if not t.block_scaled)
+#: The (act, weight) pairs of block-scaled types that go together: NVFP4 x NVFP4 (e4m3 scale
+#: per 16) and MXFP8 x MXFP4 (ue8m0 scales per 32 on both), TensorRT-LLM's FP4 and MX
+#: FP8 x FP4 GEMMs.
+BLOCK_SCALED_PAIRS: tuple[tuple[str, str], ...] = (("nvfp4", "nvfp4"), ("mxfp8", "mxfp4"))
+#: Other spellings matrix files may use.
+ALIASES = {"fp8": "fp8_e4m3", "e4m3": "fp8_e4m3", "half": "fp16", "float": "fp32"}
+
+
+def dtype(name: str, role: Role | None = None) -> DType:
+    """The registry entry of ``name``; with ``role``, only a type that role admits."""
+    if name not in names(role):
+        raise _unknown(name, role)
+    return DTYPES[name]
+
+
+def canonical_name(value: object, role: Role) -> str:
+    """The registry name of a type as a matrix file may write it (any case, or an alias)."""
+    name = str(value).lower()
+    name = ALIASES.get(name, name)
+    if name not in names(role):
+        raise _unknown(value, role)
+    return name
+
+
+def _unknown(value: object, role: Role | None) -> ValueError:
+    what = f"{role} dtype" if role else "dtype"
+    return ValueError(f"unknown {what} {value!r}; expected one of {', '.join(names(role))}")
+
+
+def from_library(library: str, mx: bool = False) -> str | None:
+    """The name of cutlass_library's element type ``library`` (its MX variant with ``mx``)."""
+    return next((name for name, t in DTYPES.items() if t.library == library and t.mx == mx), None)
+
+
+def dtype_label(act: str, weight: str, out: str) -> str:
+    """The dtypes as case ids spell them: ``bf16``, ``fp8_e4m3-bf16``, ``mxfp8xmxfp4-bf16``."""
+    if act == weight == out:
+        return act
+    if act == weight:
+        return f"{act}-{out}"
+    return f"{act}x{weight}-{out}"
+
+
+def label_dtypes(label: str) -> tuple[str, str, str]:
+    """Inverse of :func:`dtype_label`: ``mxfp8xmxfp4-bf16`` -> (mxfp8, mxfp4, bf16),
+    ``fp8_e4m3-bf16`` -> (fp8_e4m3, fp8_e4m3, bf16). Names it does not know are kept as given."""
+    inputs, _, out = label.rpartition("-")
+    if not inputs:
+        return label, label, label
+    for act in ACTIVATION_DTYPES:
+        for weight in WEIGHT_DTYPES:
+            if inputs == f"{act}x{weight}":
+                return act, weight, out
+    return inputs, inputs, out
+
+
+def shape_label(shape: Iterable[int]) -> str:
+    """``(128, 256, 64)`` -> ``128x256x64``."""
+    return "x".join(str(v) for v in shape)
+
+
+def tile_k_elements(k_bytes: int, act: str) -> int:
+    """A CTA K given in bytes of the activation (TensorRT-LLM's tile enum names:
+    ``CtaShape128x128x128B`` is 128x128x64 for bf16) in elements, as SHAPE_CASE in
+    moe_gemm_template_dispatch_tma_ws.h computes it: ``K_bytes * 8 / sizeof_bits(act)``."""
+    return k_bytes * 8 // dtype(act).bits
