@@ -7,21 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.flashinfer.codegen import (
-    HARNESS_DIR,
-    KernelConfig,
-    arch_nvcc_flags,
-    release_arch_nvcc_flags,
-    sm120_fused_moe_flags,
-)
+from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, KernelConfig
 from pytest_tileconform.flashinfer.compat import (
     HARNESS_MACRO_PARAMS,
     generator_offers,
     harness_error,
     incompatibility,
     launcher_interface,
+)
+from pytest_tileconform.flashinfer.nvcc_flags import (
+    arch_nvcc_flags,
     module_nvcc_flags,
+    release_arch_nvcc_flags,
     sm12x_gencode_suffix,
+    sm120_fused_moe_flags,
 )
 from pytest_tileconform.flashinfer.sources import LAUNCHER_INL, FlashInferSourcesError, find_sources
 

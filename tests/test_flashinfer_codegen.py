@@ -27,15 +27,17 @@ from pytest_tileconform.flashinfer.codegen import (
     UnsupportedConfig,
     generate_translation_unit,
     instantiation,
+    tile_k_bytes,
+)
+from pytest_tileconform.flashinfer.generator import load_generator
+from pytest_tileconform.flashinfer.nvcc_flags import (
     nvcc_command,
     sm90_fused_moe_flags,
     sm100_fused_moe_flags,
     sm100_gencode,
     sm120_fused_moe_flags,
     sm120_gencode,
-    tile_k_bytes,
 )
-from pytest_tileconform.flashinfer.generator import load_generator
 from pytest_tileconform.flashinfer.sources import (
     ENV_SOURCES,
     LAUNCHER_INL,

@@ -44,8 +44,9 @@ from ..verdict import NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, builtin
 from ..virtual.run import run_virtual, verdict_of
-from .codegen import HARNESS_DIR, KernelConfig, UnsupportedConfig, generate_translation_unit, nvcc_command
+from .codegen import HARNESS_DIR, KernelConfig, UnsupportedConfig, generate_translation_unit
 from .compat import harness_error, incompatibility
+from .nvcc_flags import nvcc_command
 from .runner import HarnessRunner, build_runner
 from .sources import (
     FlashInferSources,

@@ -1,4 +1,5 @@
-"""Translation unit and nvcc command for one FlashInfer MoE grouped-GEMM configuration.
+"""The translation unit that instantiates FlashInfer MoE grouped-GEMM configurations, and which
+configurations the launcher can express (:func:`check_config`).
 
 The generated ``.cu`` file is laid out like the ``*.generated.cu`` files of FlashInfer's
 ``generate_kernels.py`` (flashinfer/jit/gemm/cutlass/generate_kernels.py): it includes the
@@ -6,106 +7,11 @@ TensorRT-LLM launcher ``moe_gemm_tma_ws_launcher.inl`` and expands
 ``INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM`` with the arguments that generator writes for the
 configuration, or for several (FlashInfer puts 8 in a file; sharing the front end makes each
 much cheaper to build). It then includes ``harness/harness.cu`` and defines the table of the
-file's cases; ``main()`` runs the case named on its command line and writes a verdict.
+file's cases, which the harness runs one at a time.
 
-Harness protocol (``harness RUN_DIR [CASE]``, CASE a ``KernelConfig.name``, optional when the
-executable holds one case)
---------------------------------------
-``RUN_DIR/problem.txt`` holds whitespace separated ``key value...`` pairs:
-``experts E``, ``rows r0 .. r(E-1)`` (rows per expert, may be 0), ``n N``, ``k K``,
-``out_rows T`` (finalize only), ``timing_iters I`` (0: no timing), optionally
-``enable_pdl 0|1`` (programmatic dependent launch, as FlashInfer's ``enable_pdl``; default 0) and
-``inject_fault trap`` (test only: a kernel executing ``__trap()`` runs after the GEMM).
-
-Inputs are raw little-endian files: ``a.bin`` (sum(rows) x K activations, row major, expert 0's
-rows first), ``b.bin`` (E x N x K weights, each expert N x K row major), ``alpha.bin`` (optional,
-E float32: per-expert scale; without it alpha is 1), and for finalize ``router_scales.bin``
-(sum(rows) float32, one per permuted row) and ``dest_row.bin`` (sum(rows) int32, the output row
-each permuted row is added to; values in [0, T)).
-
-Block-scaled instantiations (SM120: NVFP4 x NVFP4, MXFP8 x MXFP4)
-store fp4 operands as packed e2m1, two per byte (element 2i in the low nibble), and need two
-more files: ``a_sf.bin`` and ``b_sf.bin``, the activation and weight scale factors (uint8: e4m3
-per 16 elements for NVFP4, ue8m0 per 32 for MX) exactly as TensorRT-LLM's flat SF buffers hold
-them: each expert's scales in CUTLASS's ``Sm1xxBlockScaledConfig`` layout (128-row x 4-scale
-atoms of 512 bytes, K atoms first), expert e's activation scales at
-``getOffsetActivationSF(e, rows before e, K)`` (a 128-row boundary), its weight scales at
-``getOffsetWeightSF(e, N, K)``; sizes ``getOffsetActivationSF(E, sum(rows), K)`` and
-``getOffsetWeightSF(E, N, K)`` bytes, padding zero. K must be a multiple of the block size.
-The harness then fills ``fpX_block_scaling_factors_{act,weight}`` (per-expert pointers at those
-offsets) and ``fpX_block_scaling_factors_stride_{act,weight}`` (per-expert ``LayoutSF`` from
-``tile_atom_to_shape_SFA/SFB``, swapped with swap_ab) as ``setupFP4BlockScalingFactors`` does.
-For NVFP4, alpha.bin carries the per-expert product of the two global (decode) scales.
-
-Outputs: ``d.bin`` and ``verdict.json``. Without fusion D is sum(rows) x N with
-``D[r] = alpha_e * A[r] @ B_e^T``; rows the kernel does not write stay NaN (D is pre-filled with
-0xFF bytes). With finalize D is T x N, zero-initialised, and
-``D[t] = sum_{r: dest_row[r] == t} router_scales[r] * alpha_e(r) * A[r] @ B_e(r)^T``. This is
-TensorRT-LLM's finalize epilogue: per expert its ``ptr_source_token_index`` points at
-``dest_row + rows before e`` (the epilogue scatters to ``index % T``) and ``ptr_router_scales``
-at ``router_scales + rows before e``; red.add is used (``use_reduction``) iff two permuted rows
-share an output row, as TensorRT-LLM uses it iff top_k > 1. No bias.
-
-swap_ab is fixed by the instantiation; the inputs do not change. With swap_ab the harness gives
-the weights as CUTLASS operand A and the activations as operand B, problem shapes (N, M, K) and
-a column-major (transposed) D / final-output stride, exactly as TensorRT-LLM's
-``computeStridesTmaWarpSpecializedKernel`` does; the bytes of ``d.bin`` mean the same either way.
-
-verdict.json (written atomically; a preliminary one with ``"final": false, "stage": "run",
-"status": "incomplete"`` is written just before the launcher's real run, so a process that
-crashes or is killed during the kernel leaves stage "run" behind)::
-
-    schema            "tileconform.flashinfer.verdict/1"
-    final             false only in the preliminary verdict
-    stage             "pass" | "setup" | "launcher" | "can_implement" | "initialize" | "launch" | "run"
-    status            CUTLASS status string ("Error Internal", ...) for can_implement / initialize /
-                      launch; CUDA error name for "run" and for CUDA failures in "setup"; "Success"
-                      for pass; "bad_input" / "arch_mismatch" ("setup"), "exception" ("launcher")
-    message           full exception text (TensorRT-LLM's includes file:line and a backtrace)
-    cuda_error        null or {"call", "name", "string"}: the first failing cudaFuncSetAttribute /
-                      cudaLaunchKernelEx[C] / cudaGetLastError inside the launcher (CUTLASS folds
-                      these into "Error Internal")
-    workspace_bytes   CUTLASS workspace from the launcher's workspace query (null before)
-    smem_requested    dynamic shared memory CUTLASS requested for the kernel: the value it passed
-                      to cudaFuncSetAttribute(MaxDynamicSharedMemorySize), i.e. the GemmKernel's
-                      SharedStorageSize, or to an extended (cluster/PDL) launch; null if neither
-                      happened (e.g. can_implement failed first)
-    smem_limit        cudaDevAttrMaxSharedMemoryPerBlockOptin of the device (null without one)
-    kernel_ms         mean time of ``timing_iters`` back-to-back launcher calls (CUDA events), null
-                      without timing; each call re-runs can_implement/initialize, as in FlashInfer
-    device            null or {"name", "cc": [major, minor], "sm_count", "max_smem_per_block_optin"}
-    problem           null or {"experts", "total_rows", "n", "k", "out_rows", "timing_iters",
-                      "enable_pdl", "use_reduction"}
-    config            KernelConfig.as_dict() plus "flashinfer_version"
-
-Stages beyond the launcher's own: "setup" means the launcher was never called (bad input files,
-no CUDA device, device arch differs from the kernel's, allocation failure); "launcher" is any
-other exception the launcher throws (a TLLM_CHECK, e.g. workspace or swap_ab mismatch); "run"
-is an error from cudaStreamSynchronize / cudaGetLastError after the launcher returned.
-The exit status is 0 for "pass", 1 for any other verdict written, 2 for a usage error.
-
-NOTES: CUDA runtime symbols
----------------------------
-A harness links against these cudart entry points (``nm --undefined-only`` of the objects of
-the SM90 bf16 builds, none and finalize alike; ``--cudart=static`` then pulls all of
-libcudart_static.a in):
-
-- ``<<<>>>`` and fatbinary registration: ``__cudaRegisterFatBinary``,
-  ``__cudaRegisterFatBinaryEnd``, ``__cudaUnregisterFatBinary``, ``__cudaRegisterFunction``,
-  ``__cudaRegisterVar``, ``__cudaPushCallConfiguration``, ``__cudaPopCallConfiguration``,
-  ``__cudaLaunchKernel``, ``__cudaGetKernel``.
-- called by the harness: cudaGetDeviceCount, cudaGetDeviceProperties, cudaDeviceGetAttribute,
-  cudaMalloc, cudaFree, cudaMemcpy, cudaStreamCreate, cudaStreamDestroy, cudaStreamSynchronize,
-  cudaGetLastError, cudaGetErrorName, cudaGetErrorString, cudaEventCreate, cudaEventRecord,
-  cudaEventSynchronize, cudaEventElapsedTime, cudaEventDestroy.
-- called by CUTLASS in the launcher: cudaFuncSetAttribute (initialize), cudaLaunchKernelExC
-  (cluster or PDL launches; static 1x1x1 clusters without PDL use ``<<<>>>``), cudaGetLastError,
-  cudaGetDriverEntryPointByVersion and cudaDriverGetVersion (host-side TMA descriptors through
-  cuTensorMapEncodeTiled; a failure there is only printed to stderr by CuTe and asserted, and
-  the assert is compiled out with ``-DNDEBUG``).
-- referenced by TensorRT-LLM / CUTLASS helpers but not called on the paths the harness takes
-  with ``-DNDEBUG`` (as far as the sources show): cudaDeviceSynchronize, cudaGetDevice,
-  cudaPointerGetAttributes, cudaStreamIsCapturing.
+How the harness is run, the files it reads and writes and the verdict it gives are described in
+``harness/PROTOCOL.md``. The nvcc command that builds a unit is
+:func:`~pytest_tileconform.flashinfer.nvcc_flags.nvcc_command`.
 """
 
 from __future__ import annotations
@@ -127,7 +33,7 @@ from ..dtypes import (
     shape_label,
     tile_k_elements,
 )
-from .sources import LAUNCHER_INL, FlashInferSources, cuda_version, find_cublas_include, find_cuda_home
+from .sources import LAUNCHER_INL
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 
@@ -298,7 +204,8 @@ def _check_sm100(config: KernelConfig) -> None:
         raise UnsupportedConfig(f"tile {config.tile} cluster {config.cluster} fails is_gemm_op_valid_sm100")
 
 
-def _check(config: KernelConfig) -> None:
+def check_config(config: KernelConfig) -> None:
+    """Raise :class:`UnsupportedConfig` unless the launcher can express ``config``."""
     for name, role in ((config.act, "activation"), (config.weight, "weight"), (config.out, "output")):
         _dtype(name, role)
     _check_shapes(config)
@@ -338,7 +245,7 @@ def _epilogue_schedule(config: KernelConfig) -> str:
 def instantiation(config: KernelConfig) -> str:
     """The ``INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM`` block, formatted exactly as
     ``instantiate_operation_tma_warp_specialized`` in generate_kernels.py formats it."""
-    _check(config)
+    check_config(config)
     act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
     m, n, k = config.tile
     cm, cn, ck = config.cluster
@@ -363,7 +270,7 @@ def _launcher_epilogue_schedule(config: KernelConfig) -> str:
 
 def launcher_template_args(config: KernelConfig) -> str:
     """Template arguments of the instantiated ``tma_warp_specialized_generic_moe_gemm_kernelLauncher``."""
-    _check(config)
+    check_config(config)
     act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
     fusion = (
         "tensorrt_llm::kernels::cutlass_kernels::TmaWarpSpecializedGroupedGemmInput::"
@@ -474,185 +381,3 @@ const tileconform::CaseEntry tileconform::kCases[] = {{
 }};
 const int tileconform::kCaseCount = {len(configs)};
 """
-
-
-# Flags of FlashInfer's JIT build for the SM90 fused-MoE module, grouped by where they come from.
-# gen_jit_spec (flashinfer/jit/core.py), non-debug build, default FLASHINFER_NVCC_THREADS=1:
-_JIT_SPEC_CUDA_FLAGS = [
-    "-std=c++17",
-    "--threads=1",
-    "-use_fast_math",
-    "-Xfatbin=-compress-all",
-    "--compress-mode=size",
-    "-DFLASHINFER_ENABLE_F16",
-    "-DFLASHINFER_ENABLE_BF16",
-    "-DFLASHINFER_ENABLE_FP8_E4M3",
-    "-DFLASHINFER_ENABLE_FP8_E5M2",
-    "-DNDEBUG",
-    "-O3",
-]
-# build_cuda_cflags (flashinfer/jit/cpp_ext.py); the stub flag is added for CUDA >= 12.8:
-_BUILD_CUDA_FLAGS = ["--compiler-options=-fPIC", "--expt-relaxed-constexpr"]
-_STATIC_TEMPLATE_STUB_FLAG = "-static-global-template-stub=false"
-# CompilationContext.COMMON_NVCC_FLAGS (flashinfer/compilation_context.py), the non-gencode
-# global flags build_cuda_cflags keeps when a module brings its own -gencode, and
-# common_nvcc_flags (flashinfer/jit/core.py):
-COMMON_NVCC_FLAGS = ["-DFLASHINFER_ENABLE_FP8_E8M0", "-DFLASHINFER_ENABLE_FP4_E2M1"]
-# sm90a_nvcc_flags (flashinfer/jit/core.py):
-SM90A_NVCC_FLAGS = [
-    "-gencode=arch=compute_90a,code=sm_90a",
-    "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED",
-    *COMMON_NVCC_FLAGS,
-]
-
-
-def sm90_fused_moe_flags(cuda: tuple[int, int]) -> list[str]:
-    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm90_module`` (flashinfer/jit/fused_moe.py).
-
-    Left out: ``-DFLASHINFER_SM90_MOE_PREBUILT_D_DESCRIPTOR=1``, which FlashInfer adds only on
-    H20 (78 SMs) and which only the mixed-input launcher reads.
-    """
-    return [
-        *SM90A_NVCC_FLAGS,
-        "-DCOMPILE_HOPPER_TMA_GEMMS",
-        "-DCOMPILE_HOPPER_TMA_GROUPED_GEMMS",
-        "-DENABLE_BF16",
-        "-DENABLE_FP8",
-        *(["-DENABLE_FP8_BLOCK_SCALE"] if cuda >= (12, 8) else []),
-        "-DENABLE_FP4",
-        "-DUSING_OSS_CUTLASS_MOE_GEMM",
-        "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",
-        "-DCUTLASS_MIXED_GEMM_FP4_FP8_PREPROCESSED_SIGNS=1",
-    ]
-
-
-def sm120_gencode(arch: int, cuda: tuple[int, int]) -> str:
-    """The ``-gencode`` FlashInfer's ``current_compilation_context`` gives a device of ``arch``
-    (``CompilationContext._normalize_cuda_arch``): ``compute_120f`` from CUDA 12.9 on, ``120a`` with
-    CUDA 12.8; SM121 keeps its own ``121a`` (CUDA >= 12.9)."""
-    if arch == 120:
-        if cuda < (12, 8):
-            raise UnsupportedConfig("SM120 requires CUDA >= 12.8")
-        suffix = "120f" if cuda >= (12, 9) else "120a"
-    elif arch == 121:
-        if cuda < (12, 9):
-            raise UnsupportedConfig("SM121 requires CUDA >= 12.9")
-        suffix = "121a"
-    else:
-        raise ValueError(f"sm{arch} is not an SM12x arch")
-    return f"-gencode=arch=compute_{suffix},code=sm_{suffix}"
-
-
-def sm120_fused_moe_flags(arch: int, cuda: tuple[int, int]) -> list[str]:
-    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm120_module`` (flashinfer/jit/fused_moe.py),
-    followed by ``current_compilation_context.get_nvcc_flags_list([12])`` for one device of
-    ``arch`` (its gencode, then CompilationContext.COMMON_NVCC_FLAGS)."""
-    return [
-        "-DCOMPILE_BLACKWELL_TMA_GEMMS",
-        "-DCOMPILE_BLACKWELL_SM120_TMA_GROUPED_GEMMS",
-        "-DENABLE_BF16",
-        "-DENABLE_FP8",
-        "-DENABLE_FP4",
-        "-DUSING_OSS_CUTLASS_MOE_GEMM",
-        "-DCUTLASS_ENABLE_GDC_FOR_SM100=1",
-        sm120_gencode(arch, cuda),
-        *COMMON_NVCC_FLAGS,
-    ]
-
-
-def sm100_gencode(cuda: tuple[int, int]) -> str:
-    """The ``-gencode`` FlashInfer gives an SM100 device (``_normalize_cuda_arch``: SM 10+ gets
-    the ``a`` suffix; the sm107 -> 100f mapping does not touch it)."""
-    if cuda < (12, 8):
-        raise UnsupportedConfig("SM100 requires CUDA >= 12.8")
-    return "-gencode=arch=compute_100a,code=sm_100a"
-
-
-def sm100_fused_moe_flags(cuda: tuple[int, int]) -> list[str]:
-    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm100_module`` (flashinfer/jit/fused_moe.py),
-    followed by ``current_compilation_context.get_nvcc_flags_list([10, 11], map_sm107_to_100f=True)``
-    for one SM100 device (its gencode, then CompilationContext.COMMON_NVCC_FLAGS)."""
-    return [
-        "-DCOMPILE_BLACKWELL_TMA_GEMMS",
-        "-DCOMPILE_BLACKWELL_TMA_GROUPED_GEMMS",
-        "-DENABLE_BF16",
-        "-DENABLE_FP8",
-        "-DENABLE_FP4",
-        "-DUSING_OSS_CUTLASS_MOE_GEMM",
-        "-DCUTLASS_ENABLE_GDC_FOR_SM100=1",
-        sm100_gencode(cuda),
-        *COMMON_NVCC_FLAGS,
-    ]
-
-
-def arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int]) -> list[str]:
-    """The arch-specific flags of FlashInfer's fused-MoE module for ``config.arch``."""
-    if config.arch == 90:
-        return sm90_fused_moe_flags(cuda)
-    if config.arch in (120, 121):
-        return sm120_fused_moe_flags(config.arch, cuda)
-    if config.arch == 100:
-        return sm100_fused_moe_flags(cuda)
-    raise UnsupportedConfig(f"no FlashInfer fused-MoE flags for SM{config.arch}")
-
-
-def nvcc_command(
-    config: KernelConfig,
-    sources: FlashInferSources,
-    src: Path,
-    out_exe: Path,
-    cuda_home: Path | None = None,
-) -> list[str]:
-    """Full nvcc command line that compiles ``src`` (from :func:`generate_translation_unit`)
-    and TensorRT-LLM's host support files into the harness executable ``out_exe``.
-
-    Compile flags are FlashInfer's for the arch's fused-MoE module (see the flag lists above);
-    left out are only those for its Python bindings (``-DPy_LIMITED_API``,
-    ``-D_GLIBCXX_USE_CXX11_ABI`` taken from torch, Python / TVM-FFI include dirs). The runtime
-    is linked statically (nvcc's default, spelled out); the CUDA driver is reached through
-    ``cudaGetDriverEntryPointByVersion`` (cuTensorMapEncodeTiled), so no ``-lcuda``.
-    """
-    _check(config)
-    home = cuda_home if cuda_home is not None else find_cuda_home()
-    cuda = cuda_version(home)
-    arch_flags = release_arch_nvcc_flags(config, cuda, sources.root.parent)
-    includes = [f"-I{d}" for d in (HARNESS_DIR, *sources.include_dirs)]
-    system = [home / "include", *sources.system_include_dirs, find_cublas_include(home)]
-    return [
-        str(home / "bin" / "nvcc"),
-        *_JIT_SPEC_CUDA_FLAGS,
-        *includes,
-        *(arg for d in system for arg in ("-isystem", str(d))),
-        *_BUILD_CUDA_FLAGS,
-        *([_STATIC_TEMPLATE_STUB_FLAG] if cuda >= (12, 8) else []),
-        *COMMON_NVCC_FLAGS,
-        *arch_flags,
-        "--cudart=static",
-        str(src),
-        *(str(p) for p in sources.common_sources),
-        "-o",
-        str(out_exe),
-    ]
-
-
-def release_arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int], package: Path) -> list[str]:
-    """:func:`arch_nvcc_flags` as the FlashInfer release at ``package`` (its ``flashinfer``
-    directory) builds them: its own fused-MoE module flags (``jit/fused_moe.py``) and, for SM12x,
-    its own gencode rule (``compute_120a`` before 0.6.7, ``compute_120f`` since). Falls back to
-    :func:`arch_nvcc_flags` for what the release's files do not say (SM90, whose flags are built
-    from names in ``jit/core.py``; sources without ``jit/``)."""
-    from .compat import module_nvcc_flags, sm12x_gencode_suffix
-
-    module = module_nvcc_flags(package, config.arch) if config.arch in (100, 120, 121) else None
-    if module is None:
-        return arch_nvcc_flags(config, cuda)
-    if config.arch == 100:
-        return [*module, sm100_gencode(cuda), *COMMON_NVCC_FLAGS]
-    suffix = sm12x_gencode_suffix(package)
-    if suffix == "a":
-        if cuda < (12, 8):
-            raise UnsupportedConfig(f"SM{config.arch} requires CUDA >= 12.8")
-        gencode = f"-gencode=arch=compute_{config.arch}a,code=sm_{config.arch}a"
-    else:
-        gencode = sm120_gencode(config.arch, cuda)
-    return [*module, gencode, *COMMON_NVCC_FLAGS]

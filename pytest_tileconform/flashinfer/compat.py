@@ -7,15 +7,16 @@ judged, so a release never seen before is read the same way:
   the namespace of the launcher ``.inl``. The harness writes the 17-parameter form (with
   ``EpilogueSchedule_``, ``DYNAMIC_CGA_`` and ``SWAP_AB_``, FlashInfer >= 0.5.3) and calls the
   launcher in ``tensorrt_llm::kernels::cutlass_kernels_oss``; a release that has neither cannot
-  be judged, and :func:`incompatibility` says exactly what is missing. (Header and field
-  differences that C++ can detect are handled in the compile itself: ``harness/compat.h``.)
-- :func:`module_nvcc_flags` and :func:`sm12x_gencode_suffix` read how the release builds its
-  fused-MoE module (``flashinfer/jit/fused_moe.py``, ``flashinfer/compilation_context.py``):
-  flags differ between releases (``-DCUTLASS_ENABLE_GDC_FOR_SM100=1`` from 0.6.8 on, SM120's
-  ``compute_120f`` instead of ``compute_120a`` from 0.6.6 on).
+  be judged, and :func:`incompatibility` says exactly what is missing.
+- Other differences (a header, field or type the harness uses that a release lacks or changed)
+  are not looked for: the compile fails in the harness's own files, and :func:`harness_error`
+  tells that failure apart from a verdict on the instantiation.
 - :func:`generator_offers` says whether the release's ``generate_kernels.py`` emits a
   configuration at all (parsed, never executed): a tile FlashInfer does not ship can still be
   judged, but the table says so.
+
+How a release builds its fused-MoE module (its nvcc flags) is read by
+:mod:`~pytest_tileconform.flashinfer.nvcc_flags`.
 """
 
 from __future__ import annotations
@@ -120,81 +121,6 @@ def harness_error(first_error: str) -> bool:
     if location is None:
         return False
     return Path(location.group("file")).resolve().parent == HARNESS_DIR
-
-
-# -- how the release builds its fused-MoE module ------------------------------------------------
-
-#: gen_cutlass_fused_moe_smXX_module of flashinfer/jit/fused_moe.py, per harness arch.
-MODULE_FUNCTIONS = {
-    90: "gen_cutlass_fused_moe_sm90_module",
-    100: "gen_cutlass_fused_moe_sm100_module",
-    120: "gen_cutlass_fused_moe_sm120_module",
-    121: "gen_cutlass_fused_moe_sm120_module",
-}
-
-
-def _flag_list(node: ast.expr, names: dict[str, list[str]]) -> list[str] | None:
-    """A literal flag list (``[..] + NAME``, conditional elements taken as for CUDA >= 12.8)."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _flag_list(node.left, names), _flag_list(node.right, names)
-        return None if left is None or right is None else left + right
-    if isinstance(node, ast.Name):
-        return names.get(node.id)
-    if not isinstance(node, ast.List):
-        return None
-    values: list[str] = []
-    for element in node.elts:
-        if isinstance(element, ast.IfExp):
-            element = element.body
-        try:
-            value = ast.literal_eval(element)
-        except ValueError:
-            return None
-        if isinstance(value, str) and value:
-            values.append(value)
-    return values
-
-
-def module_nvcc_flags(package: Path, arch: int) -> list[str] | None:
-    """The ``nvcc_flags`` list FlashInfer's ``gen_cutlass_fused_moe_smXX_module`` builds the MoE
-    module of ``arch`` with, read from ``package/jit/fused_moe.py``; None if it cannot be read
-    (no such file or function, or not a literal list)."""
-    function_name = MODULE_FUNCTIONS.get(arch)
-    path = package / "jit" / "fused_moe.py"
-    if function_name is None or not path.is_file():
-        return None
-    try:
-        tree = ast.parse(path.read_text())
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == function_name:
-            for statement in ast.walk(node):
-                if (
-                    isinstance(statement, ast.Assign)
-                    and isinstance(statement.targets[0], ast.Name)
-                    and statement.targets[0].id == "nvcc_flags"
-                ):
-                    return _flag_list(statement.value, {})
-    return None
-
-
-def sm12x_gencode_suffix(package: Path) -> str | None:
-    """``"f"`` when the release compiles SM12x as the family target (``compute_120f``, CUDA >=
-    12.9), ``"a"`` when it uses ``compute_120a``; None when it cannot tell.
-
-    Read from ``compilation_context.py``'s ``_normalize_cuda_arch``: releases before it existed
-    (<= 0.6.5) append ``a`` to every SM >= 9.
-    """
-    path = package / "compilation_context.py"
-    if not path.is_file():
-        return None
-    text = path.read_text(errors="replace")
-    if re.search(r"""["'](0|\{minor\}|[0-9])?f["']""", text) or "compute_120f" in text:
-        return "f"
-    if re.search(r"""str\(minor\)\s*\+\s*["']a["']""", text):
-        return "a"
-    return None
 
 
 # -- what FlashInfer's generator emits ---------------------------------------------------------

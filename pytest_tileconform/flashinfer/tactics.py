@@ -23,7 +23,7 @@ from typing import Any
 
 from ..build.cache import BuildCache, BuildSpec
 from ..dtypes import label_dtypes, tile_k_elements
-from .codegen import COMMON_NVCC_FLAGS
+from .nvcc_flags import COMMON_NVCC_FLAGS
 from .sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
 
 PROBE_SOURCE = Path(__file__).resolve().parent / "probe" / "tactics.cu"

@@ -1,0 +1,273 @@
+"""FlashInfer's nvcc command for a harness: the flags of its JIT build of the fused-MoE module.
+
+The flags are FlashInfer's own, grouped below by where FlashInfer writes them
+(``flashinfer/jit/core.py``, ``jit/cpp_ext.py``, ``jit/fused_moe.py``,
+``compilation_context.py``). They differ between releases (``-DCUTLASS_ENABLE_GDC_FOR_SM100=1``
+from 0.6.8 on, SM120's ``compute_120f`` instead of ``compute_120a`` from 0.6.7 on), so for a
+release's sources :func:`module_nvcc_flags` and :func:`sm12x_gencode_suffix` read how that
+release builds its module, from its own files (parsed, never executed); the built-in lists are
+what the release does not say.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from .codegen import HARNESS_DIR, KernelConfig, UnsupportedConfig, check_config
+from .sources import FlashInferSources, cuda_version, find_cublas_include, find_cuda_home
+
+# Flags of FlashInfer's JIT build for the SM90 fused-MoE module, grouped by where they come from.
+# gen_jit_spec (flashinfer/jit/core.py), non-debug build, default FLASHINFER_NVCC_THREADS=1:
+_JIT_SPEC_CUDA_FLAGS = [
+    "-std=c++17",
+    "--threads=1",
+    "-use_fast_math",
+    "-Xfatbin=-compress-all",
+    "--compress-mode=size",
+    "-DFLASHINFER_ENABLE_F16",
+    "-DFLASHINFER_ENABLE_BF16",
+    "-DFLASHINFER_ENABLE_FP8_E4M3",
+    "-DFLASHINFER_ENABLE_FP8_E5M2",
+    "-DNDEBUG",
+    "-O3",
+]
+# build_cuda_cflags (flashinfer/jit/cpp_ext.py); the stub flag is added for CUDA >= 12.8:
+_BUILD_CUDA_FLAGS = ["--compiler-options=-fPIC", "--expt-relaxed-constexpr"]
+_STATIC_TEMPLATE_STUB_FLAG = "-static-global-template-stub=false"
+# CompilationContext.COMMON_NVCC_FLAGS (flashinfer/compilation_context.py), the non-gencode
+# global flags build_cuda_cflags keeps when a module brings its own -gencode, and
+# common_nvcc_flags (flashinfer/jit/core.py):
+COMMON_NVCC_FLAGS = ["-DFLASHINFER_ENABLE_FP8_E8M0", "-DFLASHINFER_ENABLE_FP4_E2M1"]
+# sm90a_nvcc_flags (flashinfer/jit/core.py):
+SM90A_NVCC_FLAGS = [
+    "-gencode=arch=compute_90a,code=sm_90a",
+    "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED",
+    *COMMON_NVCC_FLAGS,
+]
+
+
+def sm90_fused_moe_flags(cuda: tuple[int, int]) -> list[str]:
+    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm90_module`` (flashinfer/jit/fused_moe.py).
+
+    Left out: ``-DFLASHINFER_SM90_MOE_PREBUILT_D_DESCRIPTOR=1``, which FlashInfer adds only on
+    H20 (78 SMs) and which only the mixed-input launcher reads.
+    """
+    return [
+        *SM90A_NVCC_FLAGS,
+        "-DCOMPILE_HOPPER_TMA_GEMMS",
+        "-DCOMPILE_HOPPER_TMA_GROUPED_GEMMS",
+        "-DENABLE_BF16",
+        "-DENABLE_FP8",
+        *(["-DENABLE_FP8_BLOCK_SCALE"] if cuda >= (12, 8) else []),
+        "-DENABLE_FP4",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+        "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",
+        "-DCUTLASS_MIXED_GEMM_FP4_FP8_PREPROCESSED_SIGNS=1",
+    ]
+
+
+def sm120_gencode(arch: int, cuda: tuple[int, int]) -> str:
+    """The ``-gencode`` FlashInfer's ``current_compilation_context`` gives a device of ``arch``
+    (``CompilationContext._normalize_cuda_arch``): ``compute_120f`` from CUDA 12.9 on, ``120a`` with
+    CUDA 12.8; SM121 keeps its own ``121a`` (CUDA >= 12.9)."""
+    if arch == 120:
+        if cuda < (12, 8):
+            raise UnsupportedConfig("SM120 requires CUDA >= 12.8")
+        suffix = "120f" if cuda >= (12, 9) else "120a"
+    elif arch == 121:
+        if cuda < (12, 9):
+            raise UnsupportedConfig("SM121 requires CUDA >= 12.9")
+        suffix = "121a"
+    else:
+        raise ValueError(f"sm{arch} is not an SM12x arch")
+    return f"-gencode=arch=compute_{suffix},code=sm_{suffix}"
+
+
+def sm120_fused_moe_flags(arch: int, cuda: tuple[int, int]) -> list[str]:
+    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm120_module`` (flashinfer/jit/fused_moe.py),
+    followed by ``current_compilation_context.get_nvcc_flags_list([12])`` for one device of
+    ``arch`` (its gencode, then CompilationContext.COMMON_NVCC_FLAGS)."""
+    return [
+        "-DCOMPILE_BLACKWELL_TMA_GEMMS",
+        "-DCOMPILE_BLACKWELL_SM120_TMA_GROUPED_GEMMS",
+        "-DENABLE_BF16",
+        "-DENABLE_FP8",
+        "-DENABLE_FP4",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+        "-DCUTLASS_ENABLE_GDC_FOR_SM100=1",
+        sm120_gencode(arch, cuda),
+        *COMMON_NVCC_FLAGS,
+    ]
+
+
+def sm100_gencode(cuda: tuple[int, int]) -> str:
+    """The ``-gencode`` FlashInfer gives an SM100 device (``_normalize_cuda_arch``: SM 10+ gets
+    the ``a`` suffix; the sm107 -> 100f mapping does not touch it)."""
+    if cuda < (12, 8):
+        raise UnsupportedConfig("SM100 requires CUDA >= 12.8")
+    return "-gencode=arch=compute_100a,code=sm_100a"
+
+
+def sm100_fused_moe_flags(cuda: tuple[int, int]) -> list[str]:
+    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm100_module`` (flashinfer/jit/fused_moe.py),
+    followed by ``current_compilation_context.get_nvcc_flags_list([10, 11], map_sm107_to_100f=True)``
+    for one SM100 device (its gencode, then CompilationContext.COMMON_NVCC_FLAGS)."""
+    return [
+        "-DCOMPILE_BLACKWELL_TMA_GEMMS",
+        "-DCOMPILE_BLACKWELL_TMA_GROUPED_GEMMS",
+        "-DENABLE_BF16",
+        "-DENABLE_FP8",
+        "-DENABLE_FP4",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+        "-DCUTLASS_ENABLE_GDC_FOR_SM100=1",
+        sm100_gencode(cuda),
+        *COMMON_NVCC_FLAGS,
+    ]
+
+
+def arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int]) -> list[str]:
+    """The arch-specific flags of FlashInfer's fused-MoE module for ``config.arch``."""
+    if config.arch == 90:
+        return sm90_fused_moe_flags(cuda)
+    if config.arch in (120, 121):
+        return sm120_fused_moe_flags(config.arch, cuda)
+    if config.arch == 100:
+        return sm100_fused_moe_flags(cuda)
+    raise UnsupportedConfig(f"no FlashInfer fused-MoE flags for SM{config.arch}")
+
+
+# -- how a release builds its fused-MoE module -----------------------------------------------
+
+#: gen_cutlass_fused_moe_smXX_module of flashinfer/jit/fused_moe.py, per harness arch.
+MODULE_FUNCTIONS = {
+    90: "gen_cutlass_fused_moe_sm90_module",
+    100: "gen_cutlass_fused_moe_sm100_module",
+    120: "gen_cutlass_fused_moe_sm120_module",
+    121: "gen_cutlass_fused_moe_sm120_module",
+}
+
+
+def _flag_list(node: ast.expr, names: dict[str, list[str]]) -> list[str] | None:
+    """A literal flag list (``[..] + NAME``, conditional elements taken as for CUDA >= 12.8)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _flag_list(node.left, names), _flag_list(node.right, names)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if not isinstance(node, ast.List):
+        return None
+    values: list[str] = []
+    for element in node.elts:
+        if isinstance(element, ast.IfExp):
+            element = element.body
+        try:
+            value = ast.literal_eval(element)
+        except ValueError:
+            return None
+        if isinstance(value, str) and value:
+            values.append(value)
+    return values
+
+
+def module_nvcc_flags(package: Path, arch: int) -> list[str] | None:
+    """The ``nvcc_flags`` list FlashInfer's ``gen_cutlass_fused_moe_smXX_module`` builds the MoE
+    module of ``arch`` with, read from ``package/jit/fused_moe.py``; None if it cannot be read
+    (no such file or function, or not a literal list)."""
+    function_name = MODULE_FUNCTIONS.get(arch)
+    path = package / "jit" / "fused_moe.py"
+    if function_name is None or not path.is_file():
+        return None
+    try:
+        tree = ast.parse(path.read_text())
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == function_name:
+            for statement in ast.walk(node):
+                if (
+                    isinstance(statement, ast.Assign)
+                    and isinstance(statement.targets[0], ast.Name)
+                    and statement.targets[0].id == "nvcc_flags"
+                ):
+                    return _flag_list(statement.value, {})
+    return None
+
+
+def sm12x_gencode_suffix(package: Path) -> str | None:
+    """``"f"`` when the release compiles SM12x as the family target (``compute_120f``, CUDA >=
+    12.9), ``"a"`` when it uses ``compute_120a``; None when it cannot tell.
+
+    Read from ``compilation_context.py``'s ``_normalize_cuda_arch``: releases before it existed
+    (<= 0.6.5) append ``a`` to every SM >= 9.
+    """
+    path = package / "compilation_context.py"
+    if not path.is_file():
+        return None
+    text = path.read_text(errors="replace")
+    if re.search(r"""["'](0|\{minor\}|[0-9])?f["']""", text) or "compute_120f" in text:
+        return "f"
+    if re.search(r"""str\(minor\)\s*\+\s*["']a["']""", text):
+        return "a"
+    return None
+
+
+def release_arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int], package: Path) -> list[str]:
+    """:func:`arch_nvcc_flags` as the FlashInfer release at ``package`` (its ``flashinfer``
+    directory) builds them: its own fused-MoE module flags (``jit/fused_moe.py``) and, for SM12x,
+    its own gencode rule (``compute_120a`` before 0.6.7, ``compute_120f`` since). Falls back to
+    :func:`arch_nvcc_flags` for what the release's files do not say (SM90, whose flags are built
+    from names in ``jit/core.py``; sources without ``jit/``)."""
+    module = module_nvcc_flags(package, config.arch) if config.arch in (100, 120, 121) else None
+    if module is None:
+        return arch_nvcc_flags(config, cuda)
+    if config.arch == 100:
+        return [*module, sm100_gencode(cuda), *COMMON_NVCC_FLAGS]
+    suffix = sm12x_gencode_suffix(package)
+    if suffix == "a":
+        if cuda < (12, 8):
+            raise UnsupportedConfig(f"SM{config.arch} requires CUDA >= 12.8")
+        gencode = f"-gencode=arch=compute_{config.arch}a,code=sm_{config.arch}a"
+    else:
+        gencode = sm120_gencode(config.arch, cuda)
+    return [*module, gencode, *COMMON_NVCC_FLAGS]
+
+
+def nvcc_command(
+    config: KernelConfig,
+    sources: FlashInferSources,
+    src: Path,
+    out_exe: Path,
+    cuda_home: Path | None = None,
+) -> list[str]:
+    """Full nvcc command line that compiles ``src`` (from :func:`generate_translation_unit`)
+    and TensorRT-LLM's host support files into the harness executable ``out_exe``.
+
+    Compile flags are FlashInfer's for the arch's fused-MoE module (see the flag lists above);
+    left out are only those for its Python bindings (``-DPy_LIMITED_API``,
+    ``-D_GLIBCXX_USE_CXX11_ABI`` taken from torch, Python / TVM-FFI include dirs). The runtime
+    is linked statically (nvcc's default, spelled out); the CUDA driver is reached through
+    ``cudaGetDriverEntryPointByVersion`` (cuTensorMapEncodeTiled), so no ``-lcuda``.
+    """
+    check_config(config)
+    home = cuda_home if cuda_home is not None else find_cuda_home()
+    cuda = cuda_version(home)
+    arch_flags = release_arch_nvcc_flags(config, cuda, sources.root.parent)
+    includes = [f"-I{d}" for d in (HARNESS_DIR, *sources.include_dirs)]
+    system = [home / "include", *sources.system_include_dirs, find_cublas_include(home)]
+    return [
+        str(home / "bin" / "nvcc"),
+        *_JIT_SPEC_CUDA_FLAGS,
+        *includes,
+        *(arg for d in system for arg in ("-isystem", str(d))),
+        *_BUILD_CUDA_FLAGS,
+        *([_STATIC_TEMPLATE_STUB_FLAG] if cuda >= (12, 8) else []),
+        *COMMON_NVCC_FLAGS,
+        *arch_flags,
+        "--cudart=static",
+        str(src),
+        *(str(p) for p in sources.common_sources),
+        "-o",
+        str(out_exe),
+    ]
