@@ -35,9 +35,16 @@ from packaging.version import InvalidVersion, Version
 
 from ..files import write_atomic
 from ..matrix.cases import Case
+from ..matrix.schema import DEFAULT_PROBLEM, Problem
 
-#: The problem the shipped SM120 matrix judges (4 experts, one empty, one with a single row).
-DEFAULT_PROBLEM = "4:0,1,77,300:384:512"
+
+def problem_option(problem: Problem) -> str:
+    """A problem as ``--problem`` spells it: EXPERTS:ROWS,..:N:K."""
+    return f"{len(problem.rows)}:{','.join(map(str, problem.rows))}:{problem.n}:{problem.k}"
+
+
+#: ``--problem``'s default: the matrix format's default problem.
+DEFAULT_PROBLEM_OPTION = problem_option(DEFAULT_PROBLEM)
 NOT_JUDGEABLE = "not judgeable"
 
 
@@ -230,18 +237,20 @@ def _problem(text: str) -> dict[str, Any]:
     """``EXPERTS:ROWS,ROWS,..:N:K`` -> a matrix problem entry."""
     parts = text.split(":")
     if len(parts) != 4:
-        raise BisectError(f"--problem {text!r}: expected EXPERTS:ROWS[,ROWS...]:N:K, e.g. {DEFAULT_PROBLEM}")
+        raise BisectError(
+            f"--problem {text!r}: expected EXPERTS:ROWS[,ROWS...]:N:K, e.g. {DEFAULT_PROBLEM_OPTION}"
+        )
     try:
         experts, n, k = int(parts[0]), int(parts[2]), int(parts[3])
         rows = [int(r) for r in parts[1].split(",")]
     except ValueError:
-        raise BisectError(f"--problem {text!r}: expected integers, e.g. {DEFAULT_PROBLEM}") from None
+        raise BisectError(f"--problem {text!r}: expected integers, e.g. {DEFAULT_PROBLEM_OPTION}") from None
     return {"experts": experts, "rows": rows if len(rows) > 1 else rows[0], "n": n, "k": k}
 
 
 def build_cases(args: argparse.Namespace) -> list[Case]:
     """The cases of the command line, validated as a matrix file would be."""
-    from ..flashinfer.backend import NAME
+    from ..flashinfer import NAME
     from ..matrix.load import MatrixInvalid, load_matrix
 
     for option, values in (("--tile", args.tile), ("--cluster", args.cluster)):
@@ -451,7 +460,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--swap-ab", action="append", default=None, help="true/false (repeatable; default false)"
     )
     case.add_argument(
-        "--problem", default=DEFAULT_PROBLEM, help=f"EXPERTS:ROWS,..:N:K (default {DEFAULT_PROBLEM})"
+        "--problem",
+        default=DEFAULT_PROBLEM_OPTION,
+        help=f"EXPERTS:ROWS,..:N:K (default {DEFAULT_PROBLEM_OPTION})",
     )
     which = parser.add_argument_group("the releases")
     which.add_argument("--from", dest="first", help="oldest release (inclusive)")

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..dtypes import shape_label
+from ..flashinfer import NAME
 from ..flashinfer.codegen import KernelConfig
 from ..flashinfer.generator import Skipped
 from ..matrix.load import MatrixInvalid, load_matrix
-
-DEFAULT_PROBLEM = "{experts: 4, rows: [0, 1, 77, 300], n: 384, k: 512}"
-BACKEND = "flashinfer-cutlass-moe"
+from ..matrix.schema import DEFAULT_PROBLEM
 
 
 class GenMatrixError(ValueError):
@@ -118,12 +117,12 @@ def matrix_text(
         "# No expectations yet: run it, e.g. `pytest --tile-matrix THIS.yaml --tile-device virtual",
         "# --tile-update`, to record the verdicts.",
         "version: 1",
-        f"backend: {BACKEND}",
+        f"backend: {NAME}",
         "defaults:",
         f"  arch: {arch}",
         "  problems:",
         "    # 4 experts: one with no rows, one with a single row, two that are not multiples of 128",
-        f"    - {DEFAULT_PROBLEM}",
+        f"    - {DEFAULT_PROBLEM.flow()}",
         "suites:",
     ]
     for label, members in suites.items():
@@ -140,7 +139,7 @@ def matrix_text(
 def check_text(text: str, configs: Sequence[KernelConfig], arch: str, where: Path) -> None:
     """The written matrix must expand to exactly ``configs`` (guards the entry grouping)."""
     try:
-        loaded = load_matrix(where, {BACKEND}, text=text)
+        loaded = load_matrix(where, {NAME}, text=text)
     except MatrixInvalid as exc:  # a bug here, not bad input
         raise AssertionError(f"gen-matrix wrote an invalid matrix:\n{exc}") from None
     got = {

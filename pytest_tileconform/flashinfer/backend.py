@@ -44,6 +44,7 @@ from ..verdict import NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, builtin
 from ..virtual.run import run_virtual, verdict_of
+from . import NAME
 from .codegen import HARNESS_DIR, KernelConfig, UnsupportedConfig, generate_translation_unit
 from .compat import harness_error, incompatibility
 from .nvcc_flags import nvcc_command
@@ -58,7 +59,6 @@ from .sources import (
 )
 
 T = TypeVar("T")
-NAME = "flashinfer-cutlass-moe"
 #: Peak RAM of one compile, measured: SM90 3.7-4.6 GB here with nvcc alone; SM120 NVFP4 about
 #: 6.6 GB. Through :mod:`..nvcc_pipeline` cudafe++ (1.9 GB) runs beside cicc: for SM90 while
 #: cicc nears its peak (bf16 128x128x64: 5.7 GB, cicc 3.76 + cudafe++ 1.90 at once, against

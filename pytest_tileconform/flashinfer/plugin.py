@@ -173,7 +173,7 @@ def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]
 
 def pytest_tileconform_verdict(config: pytest.Config, case: Case, verdict: Verdict) -> None:
     """A verdict judged against a --tile-flashinfer release names it (version and wheel hash)."""
-    from .backend import NAME
+    from . import NAME
 
     release = _RELEASES.get(id(config))
     if release is not None and case.backend == NAME:

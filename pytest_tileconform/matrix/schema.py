@@ -11,6 +11,7 @@ TensorRT-LLM enum names, e.g. ``CtaShape128x128x64B``, count K in bytes).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -123,6 +124,20 @@ class Problem(Strict):
     @property
     def rows_per_expert(self) -> tuple[int, ...]:
         return tuple(self.rows)
+
+    def flow(self) -> str:
+        """The problem as one YAML flow mapping, as a matrix file may write it."""
+        parts = [] if self.name is None else [f"name: {json.dumps(self.name)}"]
+        if self.experts is not None:
+            parts.append(f"experts: {self.experts}")
+        parts += [f"rows: [{', '.join(map(str, self.rows))}]", f"n: {self.n}", f"k: {self.k}"]
+        return "{" + ", ".join(parts) + "}"
+
+
+#: The problem generated matrices and ``tileconform bisect`` judge unless told otherwise, and the
+#: shipped matrices' problem: 4 experts, one with no rows, one with a single row, two whose rows
+#: are not multiples of 128.
+DEFAULT_PROBLEM = Problem(experts=4, rows=(0, 1, 77, 300), n=384, k=512)
 
 
 ListOf = BeforeValidator(_as_list)
