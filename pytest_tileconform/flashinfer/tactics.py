@@ -162,10 +162,6 @@ def build_probe(
     return result.artifact
 
 
-def run_probe(executable: Path, archs: Sequence[str]) -> list[Tactic]:
-    return parse(probe_output(executable, archs))
-
-
 def probe_output(executable: Path, archs: Sequence[str]) -> list[str]:
     """The probe's JSON lines for ``archs``."""
     sms = []

@@ -22,7 +22,6 @@ from ..verdict import EXPECTATIONS
 
 FORMAT_VERSION = 1
 
-FUSIONS = ("none", "finalize")
 ARCH_PATTERN = re.compile(r"^sm\d{2,3}$")
 
 Shape = tuple[int, int, int]
