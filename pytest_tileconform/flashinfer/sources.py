@@ -106,9 +106,9 @@ class FlashInferSources:
         """(path relative to ``root``, full path) of every file a harness build can include,
         directory by directory, each directory's files in path order (by components).
 
-        Plain strings and ``os.walk``: the plugin lists these ~4,000 files at every start to
-        find its remembered fingerprint, and ``pathlib`` made that a large part of the time to
-        a first verdict from a filled cache."""
+        Plain strings and ``os.walk`` rather than ``pathlib``: the plugin lists these ~4,000 files
+        at every start to find its remembered fingerprint, and with a ``Path`` per file the
+        listing is a large part of the time to a first verdict from a filled cache."""
         directories = [self.nv_internal, *self.cccl_include_dirs, *self.system_include_dirs]
         directories.remove(self.csrc)  # of csrc only nv_internal is used
         root = str(self.root) + os.sep

@@ -28,7 +28,8 @@ from .sources import FlashInferSources, build_salt, find_cublas_include, find_cu
 
 PROBE_SOURCE = Path(__file__).resolve().parent / "probe" / "tactics.cu"
 HEURISTIC_CPP = "tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp"
-#: measured: about 65 s and 2 GB of RAM on one core (nvcc 13.0, FlashInfer 0.7.4)
+#: RAM the probe's compile is planned with: it takes about 65 s and a peak of 2 GB on one core
+#: (nvcc 13.0, FlashInfer 0.7.4)
 PROBE_RAM = 2_500_000_000
 #: architectures the probe is asked about (SM103 is left out: its dispatch branch depends on a
 #: macro of FlashInfer's separate SM103 module)
