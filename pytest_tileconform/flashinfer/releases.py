@@ -40,7 +40,7 @@ from typing import Any
 from filelock import FileLock
 
 from ..files import write_atomic
-from .sources import DISTRIBUTION, LAUNCHER_INL, FlashInferSources, FlashInferSourcesError
+from .sources import DISTRIBUTION, LAUNCHER_INL, FlashInferSources
 
 RELEASES_DIR = "flashinfer-releases"
 ENTRY_FILE = "release.json"
@@ -337,13 +337,3 @@ def resolve_release(spec: str, cache_dir: Path, pip: PipRunner = _run_pip) -> Re
     if VERSION_RE.fullmatch(spec):
         return fetch_release(spec, cache_dir, pip)
     raise ReleaseError(f"{spec!r} is neither a release version (like 0.6.0) nor an existing wheel or folder")
-
-
-def sources_of(release: Release) -> FlashInferSources:
-    """The release's sources, checked like :func:`~.sources.find_sources` checks any."""
-    sources = release.sources()
-    required = [sources.launcher_inl, *sources.common_sources, *sources.cutlass_include_dirs]
-    missing = [str(p) for p in required if not p.exists()]
-    if missing:
-        raise FlashInferSourcesError(f"{release.ident} is incomplete, missing: {', '.join(missing)}")
-    return sources

@@ -12,9 +12,8 @@ Each built-in number names its source. Sources, abbreviated below:
 * ``product``: NVIDIA's product specifications of the named GPU;
 * ``nominal``: no judged host decision depends on it; a plausible value.
 
-A user adds a profile with :func:`profile_from_mapping` (e.g. from YAML, see
-:func:`load_profiles`): a mapping with the fields of :class:`ArchProfile`, optionally
-``base: <builtin name>`` to start from a built-in one.
+:func:`profile_from_mapping` makes a profile from a mapping with the fields of
+:class:`ArchProfile`, optionally ``base: <builtin name>`` to start from a built-in one.
 """
 
 from __future__ import annotations
@@ -288,27 +287,3 @@ def profile_from_mapping(data: Mapping[str, Any]) -> ArchProfile:
     if missing:
         raise ProfileError(f"profile lacks {', '.join(missing)} (or give 'base: <builtin>')")
     return _check(ArchProfile(**values))
-
-
-def load_profiles(path: Path) -> dict[str, ArchProfile]:
-    """Profiles from a YAML file mapping a profile name to its fields, e.g.::
-
-    rtx5090:
-      base: sm120
-      name: NVIDIA GeForce RTX 5090
-      sm_count: 170
-    """
-    from ruamel.yaml import YAML
-
-    data = YAML(typ="safe").load(path.read_text())
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path}: expected a mapping of profile name to fields")
-    profiles = {}
-    for key, value in data.items():
-        if not isinstance(value, dict):
-            raise ProfileError(f"{path}: profile {key!r} must be a mapping")
-        try:
-            profiles[str(key)] = profile_from_mapping(value)
-        except ProfileError as exc:
-            raise ProfileError(f"{path}: profile {key!r}: {exc}") from None
-    return profiles
