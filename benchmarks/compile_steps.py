@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tileconform.build import nvcc_pipeline
-from pytest_tileconform.flashinfer.backend import compile_command, kernel_config
+from pytest_tileconform.flashinfer.buildscript import compile_command, kernel_config
 from pytest_tileconform.flashinfer.codegen import KernelConfig, generate_translation_unit
 from pytest_tileconform.flashinfer.nvcc_flags import nvcc_command
 from pytest_tileconform.flashinfer.sources import find_sources

@@ -14,7 +14,7 @@ import pytest
 import torch
 from fake_backend import TileRun
 
-from pytest_tileconform.flashinfer.backend import Settings
+from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.sources import FlashInferSources, FlashInferSourcesError, find_sources
 
 

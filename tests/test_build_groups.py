@@ -11,15 +11,15 @@ import pytest
 from test_reference import make_case
 
 from pytest_tileconform.build.cache import BuildResult, BuildSpec
-from pytest_tileconform.flashinfer.backend import (
+from pytest_tileconform.flashinfer.backend import FlashInferBackend
+from pytest_tileconform.flashinfer.planner import (
     DEFAULT_GROUP,
     UNIT_COST,
-    FlashInferBackend,
-    Settings,
     compile_ram,
     plan_groups,
     unit_size,
 )
+from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage
 
@@ -46,7 +46,7 @@ def test_plan_groups(n: int, most: int, sizes: list[int]) -> None:
 @pytest.mark.parametrize(
     ("families", "most", "sizes"),
     [
-        ([72] * 5, 18, [18] * 20),  # the sm90 matrix as its cold build on the H200 host ran
+        ([72] * 5, 18, [18] * 20),  # the sm90 matrix as its cold build on a 16-core H200 host ran
         ([7, 7, 6], 8, [7, 7, 6]),  # a unit per family, none spanning two
         ([10, 2], 8, [5, 5, 2]),  # a family needs 2 units of at most 8; the small one its own
         ([3], 1, [1, 1, 1]),
@@ -62,7 +62,7 @@ def test_plan_groups_keeps_families_apart(families: list[int], most: int, sizes:
 
 def test_plan_groups_gathers_interleaved_families() -> None:
     """The sm90 matrix's fp8 suite alternates its two output types every 4 cases (each tile and
-    cluster, both); on the H200 host that made units of 4 where 8 were planned."""
+    cluster, both); taken in matrix order they made units of 4 where 8 were planned."""
     items = [(out, i) for i in range(0, 72, 4) for out in ("bf16", "fp16") for i in range(i, i + 4)]
     groups = plan_groups(items, 8, family=lambda item: item[0])
     assert [len(g) for g in groups] == [8] * 18
@@ -166,9 +166,9 @@ def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
     ("families", "cores", "memory", "expected"),
     [
         ([16], 2, 20 * GB, (16, 1)),  # a 2-core CI runner: RAM allows one unit at a time, the largest
-        ([126], 32, 256 * GB, (6, 26)),  # one round of 21 units of 6 on the x2 host
-        ([72], 16, 128 * GB, (7, 12)),  # a 72-case slice on the 16-core H200 host: one round
-        # the whole sm90 matrix (5 dtypes of 72) on the H200 host (MemAvailable 134 GB): 20
+        ([126], 32, 256 * GB, (6, 26)),  # one round of 21 units of 6 on a 32-core host
+        ([72], 16, 128 * GB, (7, 12)),  # a 72-case slice on a 16-core host: one round
+        # the whole sm90 matrix (5 dtypes of 72) on a 16-core host with MemAvailable 134 GB: 20
         # units of 18, 10 at a time, two rounds; what its cold build ran (results/h200-2026-11-29-s13)
         ([72] * 5, 16, 134 * GB, (18, 10)),
         ([72] * 5, 16, 128 * GB, (12, 11)),  # a little less RAM: 30 units of 12, three rounds
@@ -225,10 +225,10 @@ def test_a_killed_build_gives_no_verdict(
 @pytest.mark.parametrize(
     ("sm", "instantiations", "measured_gb"),
     [
-        (90, 8, 7.7),  # the H200 host, cicc + cudafe++ (results/h200-2026-11-29-s13/cs-*.json)
+        (90, 8, 7.7),  # SM90 units, cicc + cudafe++ (results/h200-2026-11-29-s13/cs-*.json)
         (90, 16, 10.5),
         (90, 36, 12.9),
-        (120, 1, 5.97),  # the CPU machine, cicc (results/cpu-2026-11-30-sm120-nvfp4-units.json)
+        (120, 1, 5.97),  # SM120 NVFP4 units, cicc (results/cpu-2026-11-30-sm120-nvfp4-units.json)
         (120, 8, 9.96),
     ],
 )

@@ -12,12 +12,9 @@ import torch
 from test_reference import make_case
 
 from pytest_tileconform.build.cache import available_cores
-from pytest_tileconform.flashinfer.backend import (
-    MACS_PER_THREAD,
-    FlashInferBackend,
-    Settings,
-    case_threads,
-)
+from pytest_tileconform.flashinfer.backend import FlashInferBackend
+from pytest_tileconform.flashinfer.settings import Settings
+from pytest_tileconform.flashinfer.settling import MACS_PER_THREAD, case_threads
 from pytest_tileconform.matrix.cases import Case
 
 SM90_MATRIX = make_case(rows=[0, 1, 77, 300], n=384, k=512)  # 74 M multiply-adds

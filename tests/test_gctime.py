@@ -9,7 +9,8 @@ from collections.abc import Callable
 from test_reference import make_case
 
 from pytest_tileconform.core.gctime import COLLECTOR_TIME, CollectorTime
-from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings
+from pytest_tileconform.flashinfer.backend import FlashInferBackend
+from pytest_tileconform.flashinfer.settings import Settings
 
 
 class Node:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -13,8 +12,10 @@ from test_reference import make_case
 
 from pytest_tileconform.build.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
-from pytest_tileconform.flashinfer.backend import FlashInferBackend, Settings
+from pytest_tileconform.flashinfer.backend import FlashInferBackend
+from pytest_tileconform.flashinfer.harness_report import HarnessReport
 from pytest_tileconform.flashinfer.reference import _le_bytes, make_inputs, output_dtype, reference_output
+from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage, Verdict
 
@@ -28,10 +29,11 @@ def judge_with_output(
 ) -> Verdict:
     """``backend``'s hardware verdict on ``case`` when the kernel writes ``output(reference)``."""
 
-    def execute(_unit: Path, run_dir: Path, _name: str) -> tuple[dict[str, Any], str | None]:
+    def execute(_unit: Path, run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
         expected = reference_output(make_inputs(case, backend.settings.seed), case)
         (run_dir / "d.bin").write_bytes(_le_bytes(output(expected).to(output_dtype(case.out))))
-        return {"stage": "pass", "kernel_ms": 0.01, "smem_requested": 1024, "smem_limit": 232448}, None
+        fields = {"stage": "pass", "kernel_ms": 0.01, "smem_requested": 1024, "smem_limit": 232448}
+        return HarnessReport(fields), None
 
     monkeypatch.setattr(backend, "_execute", execute)
     backend._gpu = Gpu(index="0", uuid="GPU-stand-in", name="Stand-in", sm=90, driver="0")

@@ -416,7 +416,7 @@ def test_the_backend_compiles_through_the_pipeline(
 ) -> None:
     from test_flashinfer_codegen import base
 
-    from pytest_tileconform.flashinfer import backend
+    from pytest_tileconform.flashinfer import backend, buildscript
     from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_sources
 
     try:
@@ -433,6 +433,6 @@ def test_the_backend_compiles_through_the_pipeline(
     assert compile_cmd[:4] == ["{python}", "-I", "{tileconform}/nvcc_pipeline.py", "{cuda}/bin/nvcc"]
     assert "-c" in compile_cmd and "{src}" in compile_cmd and compile_cmd[-2:] == ["-odir", "{out}.o.d"]
     # the key names no install path: the interpreter and this checkout are placeholders
-    assert backend.PYTHON not in script and str(backend.PIPELINE_SCRIPT.parent) not in script
-    assert dict(roots)["python"] == backend.PYTHON
-    assert Path(dict(roots)["tileconform"]) / "nvcc_pipeline.py" == backend.PIPELINE_SCRIPT
+    assert buildscript.PYTHON not in script and str(buildscript.PIPELINE_SCRIPT.parent) not in script
+    assert dict(roots)["python"] == buildscript.PYTHON
+    assert Path(dict(roots)["tileconform"]) / "nvcc_pipeline.py" == buildscript.PIPELINE_SCRIPT

@@ -8,7 +8,7 @@ import re
 import subprocess
 import threading
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from pytest_tileconform.flashinfer.releases import (
     resolve_release,
     unpack_wheel,
 )
+from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.sources import LAUNCHER_INL, find_sources
 
 NV = "flashinfer/data/csrc/nv_internal"
@@ -276,31 +277,47 @@ def test_plugin_judges_against_the_release(tc: TileRun, tmp_path: Path) -> None:
     assert "harness.cu" in case["skip_reason"]
 
 
-def test_verdicts_name_the_release(tmp_path: Path) -> None:
-    from pytest_tileconform.flashinfer import plugin
-    from pytest_tileconform.verdict import Stage, Verdict
+def test_verdicts_name_the_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_settings: Callable[..., Settings]
+) -> None:
+    """The backend names the --tile-flashinfer release (its Settings.release) in every verdict;
+    without one, verdicts name none."""
+    from test_reference import make_case
+
+    from pytest_tileconform.build.cache import BuildResult
+    from pytest_tileconform.flashinfer.backend import FlashInferBackend
+    from pytest_tileconform.verdict import Verdict
 
     release = unpack_wheel(make_wheel(tmp_path, "0.6.4"), tmp_path / "c")
 
-    class Config:
-        pass
+    def judged(settings: Settings) -> Verdict:
+        backend = FlashInferBackend(settings, progress=lambda _msg: None)
+        backend._sources = release.sources()
+        backend.__dict__["_incompatibility"] = None  # the fake wheel's launcher is only a macro
+        built = BuildResult(ok=True, path=tmp_path, seconds=0.0)
+        monkeypatch.setattr(backend, "_build", lambda case: built)
+        return backend.judge(make_case())
 
-    class FakeCase:
-        backend = "flashinfer-cutlass-moe"
+    verdict = judged(backend_settings(sources=release.data_dir, release=release.ident))
+    assert verdict.extra["flashinfer_release"] == release.ident
+    assert release.ident == f"flashinfer-python 0.6.4 (wheel sha256:{release.sha256})"
+    other = judged(backend_settings(sources=release.data_dir))
+    assert "flashinfer_release" not in other.extra
 
-    config = Config()
-    plugin._RELEASES[id(config)] = release
-    try:
-        verdict = Verdict(None, Stage.LAUNCH, source="virtual")
-        plugin.pytest_tileconform_verdict(config, FakeCase(), verdict)  # type: ignore[arg-type]
-        assert verdict.extra["flashinfer_release"] == release.ident
-        assert release.ident == f"flashinfer-python 0.6.4 (wheel sha256:{release.sha256})"
-        other = Verdict(None, Stage.LAUNCH, source="fake")
-        FakeCase.backend = "fake"
-        plugin.pytest_tileconform_verdict(config, FakeCase(), other)  # type: ignore[arg-type]
-        assert "flashinfer_release" not in other.extra
-    finally:
-        del plugin._RELEASES[id(config)]
+
+def test_the_plugin_gives_the_release_to_the_backend(tc: TileRun, tmp_path: Path) -> None:
+    from fake_backend import BASIC
+
+    from pytest_tileconform.core.items import SESSION_KEY
+
+    wheel = make_wheel(tmp_path, "0.6.4")
+    tc.matrix(BASIC.replace("backend: fake", "backend: flashinfer-cutlass-moe"))
+    cache = tmp_path / "c"
+    config = tc.pytester.parseconfigure(
+        "--tile-matrix", "m.yaml", "--tile-flashinfer", str(wheel), "--tile-cache-dir", str(cache)
+    )
+    backend = config.stash[SESSION_KEY].registry["flashinfer-cutlass-moe"]
+    assert backend.settings.release == unpack_wheel(wheel, cache).ident  # type: ignore[attr-defined]
 
 
 def test_plugin_refuses_a_release_the_harness_cannot_instantiate(tc: TileRun, tmp_path: Path) -> None:

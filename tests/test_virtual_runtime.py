@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tileconform.flashinfer.harness_report import HarnessReport
 from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_cuda_home
 from pytest_tileconform.verdict import Stage
 from pytest_tileconform.virtual.build import RUNTIME_SOURCE, build_runtime
@@ -280,7 +281,7 @@ def test_profile_errors_are_clear(data: dict[str, Any], message: str) -> None:
 # -- verdicts from a virtual harness run --------------------------------------------------------
 
 
-def _run(stage: str, refusals: list[dict[str, Any]] | None = None) -> VirtualRun:
+def _run(stage: str, refusals: list[dict[str, Any]] | None = None) -> tuple[VirtualRun, HarnessReport]:
     smem_call = {
         "call": "cudaFuncSetAttribute",
         "attr_name": "MaxDynamicSharedMemorySize",
@@ -297,24 +298,24 @@ def _run(stage: str, refusals: list[dict[str, Any]] | None = None) -> VirtualRun
         "workspace_bytes": 4096,
         "message": "",
     }
-    return VirtualRun(1, "", "", "sm_120a", [smem_call, *(refusals or [])], report)
+    return VirtualRun(1, "", "", "sm_120a", [smem_call, *(refusals or [])]), HarnessReport(report)
 
 
 def test_verdict_of_initialize_refusal() -> None:
-    verdict = verdict_of(_run("initialize"), "virtual sm120")
+    verdict = verdict_of(*_run("initialize"), "virtual sm120")
     assert verdict.failed_stage is Stage.INITIALIZE and verdict.judged_through is Stage.LAUNCH
     assert (verdict.smem_requested, verdict.smem_limit, verdict.workspace_bytes) == (200_000, 101_376, 4096)
     assert "opt-in limit" in verdict.detail
 
 
 def test_verdict_of_pass_is_judged_through_launch() -> None:
-    verdict = verdict_of(_run("pass"), "virtual sm90")
+    verdict = verdict_of(*_run("pass"), "virtual sm90")
     assert verdict.passed and verdict.judged_through is Stage.LAUNCH
 
 
 def test_verdict_of_unchecked_launch_refusal() -> None:
     launch = {"call": "<<<>>>", "result": "cudaErrorInvalidValue", "reason": "block exceeds"}
-    verdict = verdict_of(_run("run", [launch]), "virtual sm90")
+    verdict = verdict_of(*_run("run", [launch]), "virtual sm90")
     assert verdict.failed_stage is Stage.LAUNCH
 
 
@@ -324,8 +325,8 @@ def test_verdict_detail_leads_with_the_deciding_refusal_and_counts_repeats() -> 
         "result": "CUDA_ERROR_INVALID_VALUE",
         "reason": "NULL globalAddress",
     }
-    run = _run("initialize", [placeholder, placeholder, placeholder])
+    run, report = _run("initialize", [placeholder, placeholder, placeholder])
     run.log = [placeholder, *run.log, placeholder]  # the refusals around the deciding one
-    detail = verdict_of(run, "virtual sm120").detail
+    detail = verdict_of(run, report, "virtual sm120").detail
     assert detail.startswith("cudaFuncSetAttribute: dynamic + static shared memory exceed")
     assert detail.endswith("; cuTensorMapEncodeTiled: NULL globalAddress (x5)")

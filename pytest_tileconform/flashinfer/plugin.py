@@ -11,13 +11,7 @@ import pytest
 from ..build.cache import default_cache_dir
 
 if TYPE_CHECKING:
-    from ..matrix.cases import Case
-    from ..verdict import Verdict
     from .backend import FlashInferBackend
-    from .releases import Release
-
-#: The release --tile-flashinfer resolved to, per config (so verdicts can name it).
-_RELEASES: dict[int, Release] = {}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -103,6 +97,7 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
     sources_option = config.getoption("tile_flashinfer_sources")
     sources = Path(sources_option) if sources_option else None
     release_option = config.getoption("tile_flashinfer")
+    release_ident = None
     if release_option:
         if sources_option:
             raise pytest.UsageError(
@@ -122,7 +117,7 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
                 f"--tile-flashinfer {release_option}: {release.ident} cannot be judged by this "
                 f"harness: {reason}"
             )
-        _RELEASES[id(config)] = release
+        release_ident = release.ident
         sources = release.data_dir
     settings = Settings(
         device=device,
@@ -136,6 +131,7 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
         keep_runs=config.getoption("tile_keep_runs"),
         worker_count=int(workerinput["workercount"]) if workerinput else 1,
         worker_index=int(workerinput["workerid"].removeprefix("gw")) if workerinput else 0,
+        release=release_ident,
     )
     worker = workerinput["workerid"] if workerinput else ""
 
@@ -169,12 +165,3 @@ def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]
     except (FlashInferSourcesError, IndexError):
         nvcc = None
     return {"nvcc": nvcc, "flashinfer": version}
-
-
-def pytest_tileconform_verdict(config: pytest.Config, case: Case, verdict: Verdict) -> None:
-    """A verdict judged against a --tile-flashinfer release names it (version and wheel hash)."""
-    from . import NAME
-
-    release = _RELEASES.get(id(config))
-    if release is not None and case.backend == NAME:
-        verdict.extra["flashinfer_release"] = release.ident

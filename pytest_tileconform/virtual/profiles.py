@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..verdict import Device
+
 KIB = 1024
 
 
@@ -68,6 +70,11 @@ class ArchProfile:
     @property
     def arch(self) -> str:
         return f"sm{self.sm}"
+
+    @property
+    def device(self) -> Device:
+        """What a verdict judged on this profile names as its device."""
+        return Device("virtual", f"virtual {self.arch}", self.arch, f"{self.cc_major}.{self.cc_minor}")
 
     def profile_text(self) -> str:
         """The key=value file the runtime reads (TILECONFORM_VIRTUAL_PROFILE)."""

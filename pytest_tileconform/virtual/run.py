@@ -1,11 +1,13 @@
-"""Running a program built against vcudart on a virtual device, and reading what it decided.
+"""Running a program built against vcudart on a virtual device, and the verdict it leads to.
 
 :func:`run_virtual` writes the profile and the kernel table next to the run, runs the program
-with the runtime's environment variables set and returns the parsed call log together with the
-harness's ``verdict.json``. :func:`verdict_of` turns that into a
-:class:`~pytest_tileconform.verdict.Verdict` that is judged through ``launch``: no kernel ran,
-so a virtual ``pass`` means "every host-side stage accepted the case and the launch was
-accepted", and ``d.bin`` must not be compared.
+with the runtime's environment variables set and returns the parsed call log: every runtime call,
+the refusals among them, the launches, the shared-memory attribute asked for, and the image the
+device chose. What the program itself decided is the program's business, in a format its
+backend owns; the backend reads it and hands it over as a :class:`HarnessDecision`.
+:func:`verdict_of` turns both into a :class:`~pytest_tileconform.verdict.Verdict` that is judged
+through ``launch``: no kernel ran, so a virtual ``pass`` means "every host-side stage accepted
+the case and the launch was accepted", and the output must not be compared.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from ..verdict import Stage, Verdict
+from ..verdict import Device, Stage, Verdict
 from .profiles import ArchProfile
 from .resources import kernel_table, read_images
 
@@ -27,8 +29,58 @@ ENV_KERNELS = "TILECONFORM_VIRTUAL_KERNELS"
 ENV_LOG = "TILECONFORM_VIRTUAL_LOG"
 
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "<<<>>>")
-# harness.cu's stage names that are verdicts about the kernel configuration
-HARNESS_STAGES = {s.value: s for s in (Stage.CAN_IMPLEMENT, Stage.INITIALIZE, Stage.LAUNCH)}
+#: The stages whose refusal the virtual device answers for: the host-side ones. A harness that
+#: stops at ``run`` decided nothing here unless a launch was refused (no kernel runs).
+HOST_STAGES = (Stage.CAN_IMPLEMENT, Stage.INITIALIZE, Stage.LAUNCH)
+
+
+class HarnessDecision(Protocol):
+    """What the harness program decided about its case, as its backend read it from the run."""
+
+    @property
+    def final(self) -> bool:
+        """The harness reached a verdict of its own (it was not ended halfway)."""
+        ...  # pragma: no cover
+
+    @property
+    def name(self) -> str | None:
+        """The harness's own name for where it stopped, for messages."""
+        ...  # pragma: no cover
+
+    @property
+    def passed(self) -> bool: ...  # pragma: no cover
+
+    @property
+    def stage(self) -> Stage | None:
+        """The stage the case failed at; None if it passed or the harness failed on its own."""
+        ...  # pragma: no cover
+
+    @property
+    def outside_cutlass(self) -> bool:
+        """The launcher's own checks refused the case, not CUTLASS's host code: on a virtual
+        device that may be the runtime's doing, so it is no verdict here."""
+        ...  # pragma: no cover
+
+    @property
+    def status(self) -> str: ...  # pragma: no cover
+
+    @property
+    def message(self) -> str: ...  # pragma: no cover
+
+    @property
+    def smem_requested(self) -> int | None: ...  # pragma: no cover
+
+    @property
+    def workspace_bytes(self) -> int | None: ...  # pragma: no cover
+
+    @property
+    def cuda_error(self) -> Any:
+        """The first failed CUDA call the harness saw, if any (recorded as it is)."""
+        ...  # pragma: no cover
+
+    def describe(self) -> str:
+        """Its status and message as one line, for an error that is no verdict."""
+        ...  # pragma: no cover
 
 
 @dataclass
@@ -40,7 +92,6 @@ class VirtualRun:
     stderr: str
     image: str  # the fat binary image the virtual driver chose ("sm_90a", "none", ...)
     log: list[dict[str, Any]] = field(default_factory=list)  # one record per runtime call
-    verdict: dict[str, Any] | None = None  # the harness's verdict.json, if it wrote one
 
     def calls(self, *names: str) -> list[dict[str, Any]]:
         return [r for r in self.log if r.get("call") in names]
@@ -111,25 +162,22 @@ def run_virtual(
         returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         returncode, stdout, stderr = None, str(exc.stdout or ""), str(exc.stderr or "")
-    verdict_path = run_dir / "verdict.json"
-    try:
-        verdict = json.loads(verdict_path.read_text())
-    except (OSError, ValueError):
-        verdict = None
     image = table.splitlines()[0].removeprefix("image ")
-    return VirtualRun(returncode, stdout, stderr, image, _read_log(log_path), verdict)
+    return VirtualRun(returncode, stdout, stderr, image, _read_log(log_path))
 
 
-def verdict_of(run: VirtualRun, source: str) -> Verdict:
-    """The case's Verdict from a virtual harness run (see module docstring).
+def verdict_of(
+    run: VirtualRun, decision: HarnessDecision, source: str, device: Device | None = None
+) -> Verdict:
+    """The case's Verdict from a virtual harness run and what the harness decided (see module
+    docstring).
 
     Only the harness stages that speak about the kernel configuration become verdicts
     (can_implement, initialize, launch, pass); anything else (bad inputs, a crash, an exception
     outside CUTLASS) is raised as RuntimeError, because it is a fault of the harness or the
     virtual runtime, not a property of the case.
     """
-    report = run.verdict
-    if report is None or not report.get("final"):
+    if not decision.final:
         raise RuntimeError(
             f"virtual harness gave no final verdict (exit {run.returncode}): {run.stderr[-2000:]}"
         )
@@ -140,20 +188,21 @@ def verdict_of(run: VirtualRun, source: str) -> Verdict:
         "launches": len(run.launches),
         "tensor_maps": len(run.tensor_maps),
     }
-    if report.get("cuda_error"):
-        extra["cuda_error"] = report["cuda_error"]
+    if decision.cuda_error:
+        extra["cuda_error"] = decision.cuda_error
     common: dict[str, Any] = {
         "judged_through": Stage.LAUNCH,
         "source": source,
-        "smem_requested": report.get("smem_requested"),
+        "smem_requested": decision.smem_requested,
         "smem_limit": smem.get("limit") if smem else None,
-        "workspace_bytes": report.get("workspace_bytes"),
+        "workspace_bytes": decision.workspace_bytes,
         "extra": extra,
+        "device": device,
     }
-    stage = report.get("stage")
-    if stage == "pass":
+    stage = decision.stage
+    if decision.passed:
         return Verdict(None, **common)
-    if stage in HARNESS_STAGES:
+    if stage in HOST_STAGES and not decision.outside_cutlass:
         # A refused cuTensorMapEncodeTiled decides nothing by itself (CuTe only prints it; its
         # assert is compiled out with NDEBUG), and CUTLASS's SM120 ptr-array mainloop encodes
         # placeholder descriptors with a NULL address: the refusals of calls CUTLASS checks
@@ -161,20 +210,13 @@ def verdict_of(run: VirtualRun, source: str) -> Verdict:
         ordered = sorted(run.refusals, key=lambda r: r.get("call") == "cuTensorMapEncodeTiled")
         reasons = Counter(f"{r['call']}: {r.get('reason', r.get('result'))}" for r in ordered)
         detail = "; ".join(f"{text} (x{n})" if n > 1 else text for text, n in reasons.items())
-        return Verdict(
-            HARNESS_STAGES[stage],
-            status=report.get("status", ""),
-            detail=detail or report.get("message", ""),
-            **common,
-        )
+        return Verdict(stage, status=decision.status, detail=detail or decision.message, **common)
     launch_refusals = [r for r in run.refusals if r.get("call") in LAUNCH_CALLS]
-    if stage == "run" and launch_refusals:  # a refused launch the launcher did not check itself
+    if stage is Stage.RUN and launch_refusals:  # a refused launch the launcher did not check itself
         return Verdict(
             Stage.LAUNCH,
-            status=report.get("status", ""),
+            status=decision.status,
             detail=str(launch_refusals[0].get("reason", "")),
             **common,
         )
-    raise RuntimeError(
-        f"virtual harness stopped at {stage!r}: {report.get('status')}: {report.get('message')}"
-    )
+    raise RuntimeError(f"virtual harness stopped at {decision.name!r}: {decision.describe()}")

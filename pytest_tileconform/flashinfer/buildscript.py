@@ -1,0 +1,96 @@
+"""The build of a translation unit: one compile to objects, two programs linked from them.
+
+A unit's build is a shell script (:func:`build_script`) with the install roots written as
+placeholders (:func:`portable_build`), so the build cache's key names what is compiled and how,
+not where the toolchain and the sources happen to be installed.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from ..build import nvcc_pipeline
+from ..build.cache import Roots, portable
+from ..matrix.cases import Case
+from .codegen import HARNESS_DIR, KernelConfig
+from .nvcc_flags import nvcc_command
+from .sources import FlashInferSources, find_cublas_include
+
+#: The virtual harness is linked next to the hardware one, under its name plus this.
+VIRTUAL_SUFFIX = "-virtual"
+#: Compiles run nvcc's passes side by side (:mod:`..build.nvcc_pipeline`), by this interpreter
+#: and this copy of the module (``-I``: only the standard library, whatever the environment says).
+PIPELINE_SCRIPT = Path(nvcc_pipeline.__file__).resolve()
+PYTHON = sys.executable or shutil.which("python3") or "/usr/bin/python3"
+
+
+def kernel_config(case: Case) -> KernelConfig:
+    """The instantiation a case compiles to (its name is the case's entry in the unit)."""
+    return KernelConfig(
+        arch=case.sm,
+        act=case.act,
+        weight=case.weight,
+        out=case.out,
+        tile=case.tile,
+        cluster=case.cluster,
+        swap_ab=case.swap_ab,
+        fusion=case.fusion,
+    )
+
+
+def compile_command(hardware_command: list[str]) -> list[str]:
+    """The compile of a unit to objects (add ``-odir DIR``) that :func:`build_script` runs,
+    from :func:`codegen.nvcc_command` (``... --cudart=static SRC COMMON... -o OUT``).
+    ``--no-compress`` keeps the cubins readable for the virtual device's resource table and
+    changes no code."""
+    cudart = hardware_command.index("--cudart=static")
+    sources = hardware_command[cudart + 1 : hardware_command.index("-o")]
+    return [hardware_command[0], *hardware_command[1:cudart], "--no-compress", "-c", *sources]
+
+
+def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
+    """One build, two programs: compile the unit once to objects, then link the hardware
+    harness (a shared library with static cudart, which the runner loads: :mod:`.runner`) and
+    the virtual one (an executable on the project's runtime) from the same objects.
+
+    ``hardware_command`` is :func:`codegen.nvcc_command`; the compile (:func:`compile_command`)
+    runs through :mod:`..build.nvcc_pipeline`: nvcc's passes side by side, nvcc's objects but
+    for the module id in the names of internal-linkage symbols.
+    """
+    nvcc = hardware_command[0]
+    objdir = "{out}.o.d"
+    q = shlex.quote
+    pipeline = [PYTHON, "-I", str(PIPELINE_SCRIPT)]
+    compile_cmd = shlex.join([*pipeline, *compile_command(hardware_command)])
+    compile_cmd = compile_cmd.replace(q("{src}"), "{src}")
+    return (
+        "sh",
+        "-c",
+        f"set -e; mkdir -p {objdir}; {compile_cmd} -odir {objdir}; "
+        f"{q(nvcc)} --cudart=static -shared {objdir}/*.o -o {{out}}; "
+        f"{q(nvcc)} --cudart=none {objdir}/*.o {q(str(runtime))} -o {{out}}{VIRTUAL_SUFFIX}; "
+        f"rm -rf {objdir}",
+    )
+
+
+def portable_build(
+    config: KernelConfig, sources: FlashInferSources, cuda_home: Path, runtime: Path, cache_dir: Path
+) -> tuple[tuple[str, ...], Roots]:
+    """The build script for ``config``'s arch (the same for every unit of an arch), with the
+    install roots as placeholders: the key must not depend on where things are installed; their
+    contents are in the salt (nvcc, FlashInfer's sources fingerprint) or in the unit itself
+    (harness fingerprint)."""
+    command = nvcc_command(config, sources, Path("{src}"), Path("{out}"), cuda_home)
+    roots = {
+        "flashinfer": sources.root,
+        "harness": HARNESS_DIR,
+        "cuda": cuda_home,
+        "cublas": find_cublas_include(cuda_home),
+        "cache": cache_dir,
+        "python": Path(PYTHON),
+        "tileconform": PIPELINE_SCRIPT.parent,
+    }
+    return portable(build_script(command, runtime), roots)

@@ -1,0 +1,119 @@
+"""What the harness decided about a case: its ``verdict.json`` (written by ``harness/harness.cu``,
+schema ``tileconform.flashinfer.verdict/1``), read from the case's run directory.
+
+The harness names the stage it stopped at: ``setup`` (it never reached the launcher: bad inputs,
+no device), ``can_implement``, ``launcher``, ``initialize``, ``launch``, ``run`` or ``pass``.
+:data:`STAGES` is the one map from those names to the stages a case can fail at; the hardware
+run and the virtual device each decide from it which of them are verdicts where they judge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..verdict import Stage
+
+VERDICT_FILE = "verdict.json"
+
+#: The harness's stage names that say where a case failed. "launcher" is a TensorRT-LLM check
+#: in the launcher itself (before CUTLASS): it refuses the arguments, as can_implement does.
+STAGES: dict[str, Stage] = {
+    "can_implement": Stage.CAN_IMPLEMENT,
+    "launcher": Stage.CAN_IMPLEMENT,
+    "initialize": Stage.INITIALIZE,
+    "launch": Stage.LAUNCH,
+    "run": Stage.RUN,
+}
+#: The stage name of the launcher's own checks (see :data:`STAGES`).
+LAUNCHER = "launcher"
+
+
+@dataclass(frozen=True)
+class HarnessReport:
+    """One ``verdict.json``; ``fields`` is empty when the harness wrote none (or not JSON)."""
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, run_dir: Path) -> HarnessReport:
+        try:
+            data = json.loads((run_dir / VERDICT_FILE).read_text())
+        except (OSError, ValueError):
+            return cls()
+        return cls(data if isinstance(data, dict) else {})
+
+    @property
+    def final(self) -> bool:
+        """The harness reached a verdict of its own (it was not ended halfway)."""
+        return bool(self.fields.get("final"))
+
+    @property
+    def name(self) -> str | None:
+        """The stage name as the harness wrote it (None: it wrote none)."""
+        name: str | None = self.fields.get("stage")
+        return name
+
+    @property
+    def passed(self) -> bool:
+        return self.name == "pass"
+
+    @property
+    def stage(self) -> Stage | None:
+        """The stage the case failed at; None when it passed, when the harness never reached
+        the launcher (``setup``) or wrote no stage it knows."""
+        return STAGES.get(self.name) if isinstance(self.name, str) else None
+
+    @property
+    def outside_cutlass(self) -> bool:
+        """The launcher's own checks refused the case, not CUTLASS's host code."""
+        return self.name == LAUNCHER
+
+    @property
+    def setup_failed(self) -> bool:
+        """The harness never reached the launcher: its own fault, not a verdict on the case."""
+        return self.name == "setup"
+
+    @property
+    def decided_before_run(self) -> bool:
+        """The harness stopped before the kernel ran (so a runner that died afterwards did not
+        decide the case)."""
+        return self.name not in (None, "run", "pass")
+
+    @property
+    def status(self) -> str:
+        status: str = self.fields.get("status", "")
+        return status
+
+    @property
+    def message(self) -> str:
+        message: str = self.fields.get("message", "")
+        return message
+
+    @property
+    def smem_requested(self) -> int | None:
+        return self.fields.get("smem_requested")
+
+    @property
+    def smem_limit(self) -> int | None:
+        return self.fields.get("smem_limit")
+
+    @property
+    def workspace_bytes(self) -> int | None:
+        return self.fields.get("workspace_bytes")
+
+    @property
+    def cuda_error(self) -> dict[str, Any] | None:
+        """The first failed CUDA call the harness saw (call, name, string), if any."""
+        return self.fields.get("cuda_error")
+
+    def given(self, *keys: str) -> dict[str, Any]:
+        """Those of ``keys`` the report has, with their values (null ones too)."""
+        return {key: self.fields[key] for key in keys if key in self.fields}
+
+    def describe(self) -> str:
+        """``status: message``, for errors that are no verdict."""
+        return f"{self.fields.get('status')}: {self.fields.get('message')}"

@@ -1,0 +1,154 @@
+"""How the cases to compile are split into shared translation units: what a unit costs in RAM and
+in time, the unit size that builds a set of cases soonest on this host, and the units themselves.
+
+Everything here is a free function of its inputs (the host's cores and memory are passed in), so
+a plan can be computed and tested for any host.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ..build.cache import parallel_jobs
+from ..matrix.cases import Case
+
+T = TypeVar("T")
+
+#: Peak RAM of one compile, measured: SM90 3.7-4.6 GB with nvcc alone; SM120 NVFP4 about
+#: 6.6 GB. Through :mod:`..build.nvcc_pipeline` cudafe++ (1.9 GB) runs beside cicc: for SM90
+#: while cicc nears its peak (bf16 128x128x64: 5.7 GB, cicc 3.76 + cudafe++ 1.90 at once, against
+#: 3.8 GB for nvcc alone), so up to about 6.5 GB; for SM120 cicc peaks after cudafe++ has ended
+#: (NVFP4 128x128x128: 6.0 GB, cicc 5.9), which the default still covers. SM90's figure is
+#: where the line through its measured shared units starts (below).
+RAM_PER_COMPILE = {90: 7_000_000_000}
+RAM_PER_COMPILE_DEFAULT = 7_000_000_000
+#: Extra peak RAM per further instantiation in a shared unit of one dtype (cicc's peak plus
+#: cudafe++'s, which runs beside it). SM90 on a 16-core host (benchmarks/compile_steps.py): bf16
+#: units of 8, 16, 36 in matrix order 7.7, 10.5, 12.9 GB; fp8 16 and 36 10.5 and 12.9 GB; the
+#: line from one case's 7 GB with 0.25 GB per further one covers them all. SM120 NVFP4 grows
+#: faster (one case 5.97 GB in cicc, 8 cases 9.96 GB: 0.57 GB per further one), so other archs
+#: get 0.6 GB. Units of mixed dtypes need more (6 SM90 cases of mixed dtypes: 8.6 GB with nvcc
+#: alone, 1 GB per further one), so a unit never mixes them (:func:`plan_groups`).
+RAM_PER_EXTRA_INSTANTIATION = {90: 250_000_000}
+RAM_PER_EXTRA_INSTANTIATION_DEFAULT = 600_000_000
+#: Most instantiations per translation unit: the largest unit measured (FlashInfer's generator
+#: writes 8 per file; what a run uses is :func:`unit_size`'s choice up to this).
+DEFAULT_GROUP = 36
+
+
+@dataclass(frozen=True)
+class UnitCost:
+    """What a shared unit of g instantiations costs relative to one case alone: its critical
+    path (cicc, ptxas, host compile; cudafe++ and TensorRT-LLM's host files run beside them)
+    is 1 + ``path_per_extra`` x (g - 1) times one case's, its CPU time 1 + ``cpu_per_extra`` x
+    (g - 1) times one case's; ``cpu_per_path`` is one case's CPU seconds per second of its
+    critical path, the cores a compile keeps busy. The front end (cudafe++, cicc's parse, the
+    host compile) is what a unit shares."""
+
+    path_per_extra: float
+    cpu_per_extra: float
+    cpu_per_path: float
+
+    def path(self, size: int) -> float:
+        return 1 + self.path_per_extra * (size - 1)
+
+    def cpu(self, size: int) -> float:
+        return self.cpu_per_path * (1 + self.cpu_per_extra * (size - 1))
+
+
+#: Measured with benchmarks/compile_steps.py, cases in matrix order. SM90 bf16 and fp8 on a
+#: 16-core host: critical path 55 s for one, 98 s for 8, 157 s for 16, 243 s for 36; CPU 90 CPU-s
+#: for one, 136-148 for 8, 197 for 16, 289-297 for 36.
+UNIT_COST = {90: UnitCost(path_per_extra=0.11, cpu_per_extra=0.07, cpu_per_path=1.64)}
+#: Other archs, from SM120 NVFP4 on a 2-core host: critical path 92 s for one, 174 s for 8; CPU
+#: 116 CPU-s for one, 213.5 for 8.
+UNIT_COST_DEFAULT = UnitCost(path_per_extra=0.13, cpu_per_extra=0.12, cpu_per_path=1.26)
+
+
+def compile_ram(sm: int, instantiations: int) -> int:
+    """Peak RAM of compiling a unit of ``instantiations`` of one dtype for SM ``sm``."""
+    one = RAM_PER_COMPILE.get(sm, RAM_PER_COMPILE_DEFAULT)
+    return one + RAM_PER_EXTRA_INSTANTIATION.get(sm, RAM_PER_EXTRA_INSTANTIATION_DEFAULT) * (
+        instantiations - 1
+    )
+
+
+def dtypes(case: Case) -> tuple[str, str, str]:
+    """A case's activation, weight and output dtypes: what the cases of one unit share."""
+    return case.act, case.weight, case.out
+
+
+def plan_groups(
+    items: Sequence[T], most: int, family: Callable[[T], Hashable] | None = None
+) -> list[list[T]]:
+    """Split ``items`` (one arch) into as few groups of at most ``most`` as possible, as even as
+    possible (the slowest group sets the wall time). :func:`unit_size` chooses ``most``.
+
+    Without ``family`` the groups are contiguous runs of ``items``. With it, a group holds
+    items of one family (the dtypes: they share less of the front end and need more memory
+    together), in their order. Matrices interleave families (an fp8 suite with two output
+    types alternates them every few cases), so the families are gathered first."""
+    families: dict[Hashable, list[T]] = {}
+    for item in items:
+        families.setdefault(None if family is None else family(item), []).append(item)
+    groups: list[list[T]] = []
+    for members in families.values():
+        parts = -(-len(members) // max(1, most))
+        start = 0
+        for i in range(parts):
+            size = len(members) // parts + (1 if i < len(members) % parts else 0)
+            groups.append(members[start : start + size])
+            start += size
+    return groups
+
+
+def unit_size(
+    families: Sequence[int], most: int, jobs_for: Callable[[int], int], cores: int, cost: UnitCost
+) -> int:
+    """The unit size (1 to ``most``), with the parallel compiles ``jobs_for(size)`` allows for
+    it, that builds soonest the cases of ``families`` (how many cases each dtype has: a unit
+    holds one dtype, :func:`plan_groups`). The build takes whichever is longer: its rounds of
+    parallel compiles, each as long as one unit's critical path, or all units' CPU time spread
+    over ``cores`` (both from the arch's ``cost``, in one case's critical paths). Larger units
+    save compiler time but need more RAM each, so fewer of them run at once; ties go to the
+    larger unit."""
+    best: tuple[float, int] | None = None
+    for most_per_unit in range(1, max(1, most) + 1):
+        parts = [-(-cases // most_per_unit) for cases in families]  # as plan_groups splits them
+        sizes = [-(-cases // n) for cases, n in zip(families, parts, strict=True)]
+        size = max(sizes)
+        jobs = max(1, jobs_for(size))
+        rounds = -(-sum(parts) // jobs)
+        path = rounds * cost.path(size)
+        cpu = sum(n * cost.cpu(s) for n, s in zip(parts, sizes, strict=True))
+        makespan = max(path, cpu / max(1, cores))
+        if best is None or makespan <= best[0] + 1e-9:
+            best = (makespan, size)
+    assert best is not None
+    return best[1]
+
+
+def plan_units(
+    cases: Sequence[Case], most: int, *, cores: int, memory: int, jobs: int | None
+) -> list[list[Case]]:
+    """``cases`` in units of at most ``most`` (:func:`unit_size`, :func:`plan_groups`), each of
+    one arch and one dtype, the archs in the order they first appear. ``cores`` and ``memory``
+    (bytes) are the host's; ``jobs`` the parallel compiles asked for (None: as many as the cores
+    and the RAM a unit of each size needs allow)."""
+    by_arch: dict[int, list[Case]] = {}
+    for case in cases:
+        by_arch.setdefault(case.sm, []).append(case)
+    units: list[list[Case]] = []
+    for sm, arch_cases in by_arch.items():
+
+        def jobs_for(size: int, sm: int = sm) -> int:
+            return jobs or parallel_jobs([], cores=cores, memory=memory, per_job=compile_ram(sm, size))
+
+        families = Counter(dtypes(c) for c in arch_cases)
+        cost = UNIT_COST.get(sm, UNIT_COST_DEFAULT)
+        size = unit_size(list(families.values()), most, jobs_for, cores, cost)
+        units += plan_groups(arch_cases, size, family=dtypes)
+    return units

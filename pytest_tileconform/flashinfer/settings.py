@@ -1,0 +1,29 @@
+"""What the FlashInfer backend is told by its plugin's options: where cases are judged, where
+builds go, how many run at once, and which FlashInfer release the sources are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The ``--tile-device`` values the backend knows (``virtual:<arch>`` picks a profile).
+DEVICES = ("auto", "hardware", "virtual", "compile")
+
+
+@dataclass(frozen=True)
+class Settings:
+    device: str  # auto | hardware | compile | virtual | virtual:<arch>
+    cache_dir: Path
+    sources: Path | None
+    jobs: int | None
+    group: int | None  # most instantiations per translation unit (None: planner.DEFAULT_GROUP)
+    timeout: float
+    seed: int
+    timing_iters: int  # hardware only: timed launcher calls after the checked run
+    keep_runs: bool
+    worker_count: int
+    worker_index: int
+    #: The ``--tile-flashinfer`` release the sources come from (its ident: version and wheel
+    #: hash); every verdict names it as ``extra["flashinfer_release"]``. None: the installed
+    #: FlashInfer or a sources folder.
+    release: str | None = None
