@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .backend import Backend
     from .matrix.cases import Case
     from .verdict import Verdict
@@ -32,6 +34,14 @@ def pytest_tileconform_modify_cases(config: pytest.Config, cases: list[Case]) ->
 @pytest.hookspec
 def pytest_tileconform_verdict(config: pytest.Config, case: Case, verdict: Verdict) -> None:
     """Called (where the case ran) with each verdict a backend returned."""
+
+
+@pytest.hookspec
+def pytest_tileconform_before_run(config: pytest.Config, case: Case, run_dir: Path) -> None:
+    """Called by a backend once it has written ``case``'s inputs into ``run_dir`` and before its
+    harness runs on them: a plugin may look at or change the inputs (a test plugin injects a
+    fault this way). Not called for cases decided before anything runs (compile, compile only).
+    """
 
 
 @pytest.hookspec

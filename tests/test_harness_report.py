@@ -66,7 +66,9 @@ def _hardware(fields: dict[str, Any], backend_settings: Callable[..., Settings],
         return HarnessReport(fields), None
 
     build = BuildResult(ok=True, path=tmp_path, seconds=0.0)
-    return hardware.judge(make_case(), build, {}, gpu, backend_settings(device="hardware"), execute)
+    return hardware.judge(
+        make_case(), build, {}, gpu, backend_settings(device="hardware"), execute, lambda _c, _d: None
+    )
 
 
 def _virtual(fields: dict[str, Any]) -> Verdict:

@@ -54,12 +54,25 @@ from .sources import (
 __all__ = ["DEVICES", "NAME", "FlashInferBackend", "Settings", "kernel_config"]
 
 
+def _nothing_before_run(case: Case, run_dir: Path) -> None:
+    """No plugin looks at a case's inputs before its harness runs."""
+
+
 class FlashInferBackend:
     name = NAME
 
-    def __init__(self, settings: Settings, progress: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        progress: Callable[[str], None],
+        before_run: hardware.BeforeRun = _nothing_before_run,
+    ) -> None:
+        """``progress`` shows build progress to the user; ``before_run(case, run_dir)`` is
+        called once a case's inputs are in its run directory, before its harness runs (the
+        plugin passes its ``pytest_tileconform_before_run`` hook)."""
         self.settings = settings
         self.cache = BuildCache(settings.cache_dir, progress)
+        self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)
         self._builds: dict[Case, BuildResult | Verdict] = {}
         self._sources: FlashInferSources | None = None
@@ -307,6 +320,7 @@ class FlashInferBackend:
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
             write_inputs(make_inputs(case, self.settings.seed), run_dir)
+            self._before_run(case, run_dir)
             executable = build.path / (build.artifact.name + VIRTUAL_SUFFIX)
             args = [str(run_dir), kernel_config(case).name]
             run = run_virtual(executable, args, run_dir, profile, self.settings.timeout)
@@ -319,7 +333,7 @@ class FlashInferBackend:
         self._settle_case(case)
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
-        return hardware.judge(case, build, base, gpu, self.settings, self._execute)
+        return hardware.judge(case, build, base, gpu, self.settings, self._execute, self._before_run)
 
     def _execute(self, unit: Path, run_dir: Path, name: str) -> tuple[HarnessReport, str | None]:
         """Run case ``name`` of the harness ``unit`` in this worker's runner

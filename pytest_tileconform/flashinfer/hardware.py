@@ -7,7 +7,6 @@ hardware.
 
 from __future__ import annotations
 
-import os
 import resource
 import shutil
 import tempfile
@@ -26,6 +25,8 @@ from .harness_report import HarnessReport
 from .runner import HarnessRunner
 from .settings import Settings
 
+#: Called with a case and its run directory once the inputs are there, before the harness runs.
+BeforeRun = Callable[[Case, Path], None]
 #: Runs case NAME of the harness UNIT on the inputs in RUN_DIR: (unit, run_dir, name) -> what
 #: the harness reported and, if the process running it failed, why (:func:`execute`).
 Execute = Callable[[Path, Path, str], tuple[HarnessReport, str | None]]
@@ -55,6 +56,7 @@ def judge(
     gpu: Gpu,
     settings: Settings,
     execute: Execute,
+    before_run: BeforeRun,
 ) -> Verdict:
     """``case``'s verdict from its unit ``build`` run on ``gpu`` through ``execute``; ``base``
     starts every verdict's ``extra``."""
@@ -68,9 +70,7 @@ def judge(
     try:
         inputs = make_inputs(case, settings.seed)
         write_inputs(inputs, run_dir, extra_problem={"timing_iters": settings.timing_iters})
-        if os.environ.get("TILECONFORM_INJECT_FAULT") == case.id:  # test-only switch
-            with (run_dir / "problem.txt").open("a") as handle:
-                handle.write("inject_fault trap\n")
+        before_run(case, run_dir)
         inputs_done = time.perf_counter()
         report, failure = execute(build.artifact, run_dir, kernel_config(case).name)
         harness_done = time.perf_counter()

@@ -11,6 +11,7 @@ import pytest
 from ..build.cache import default_cache_dir
 
 if TYPE_CHECKING:
+    from ..matrix.cases import Case
     from .backend import FlashInferBackend
 
 
@@ -146,7 +147,10 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
         with capture.global_and_fixture_disabled():
             print(line, file=sys.stderr, flush=True)
 
-    return [FlashInferBackend(settings, progress)]
+    def before_run(case: Case, run_dir: Path) -> None:
+        config.hook.pytest_tileconform_before_run(config=config, case=case, run_dir=run_dir)
+
+    return [FlashInferBackend(settings, progress, before_run)]
 
 
 def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]:
