@@ -1,12 +1,14 @@
 """What a backend is: the object that judges cases.
 
 A backend judges one case at a time and may prepare many at once (a compiling backend
-builds the selected cases in parallel before the first one runs).
+builds the selected cases in parallel before the first one runs). One that changes anything
+process-wide while judging (threads, the garbage collector) also has ``finish``
+(:class:`FinishingBackend`), so the process is as it was when the session ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from .matrix.cases import Case
@@ -30,6 +32,15 @@ class Backend(Protocol):
         ...  # pragma: no cover
 
 
+@runtime_checkable
+class FinishingBackend(Backend, Protocol):
+    """A backend with something to undo when the session ends (``finish`` is optional)."""
+
+    def finish(self) -> None:
+        """Called once per process when the session ends, whether or not a case was judged:
+        restore what judging changed in the process."""
+
+
 class BackendRegistry:
     def __init__(self, backends: Sequence[Backend]) -> None:
         self._by_name: dict[str, Backend] = {}
@@ -43,3 +54,6 @@ class BackendRegistry:
 
     def __getitem__(self, name: str) -> Backend:
         return self._by_name[name]
+
+    def __iter__(self) -> Iterator[Backend]:
+        return iter(self._by_name.values())

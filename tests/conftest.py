@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 import importlib.util
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-import torch
 from fake_backend import TileRun
 
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.sources import FlashInferSources, FlashInferSourcesError, find_sources
-
-
-@pytest.fixture(autouse=True)
-def _undo_case_settling() -> Iterator[None]:
-    """The backend settles every case it runs in this process (torch's threads, ``gc.freeze``):
-    undo that after each test, so no test runs on what another left."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-    gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

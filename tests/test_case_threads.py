@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +13,7 @@ import torch
 from test_reference import make_case
 
 from pytest_tileconform.build.cache import available_cores
+from pytest_tileconform.core.gctime import COLLECTOR_TIME
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.settling import MACS_PER_THREAD, case_threads
@@ -41,10 +43,33 @@ def test_settle_case_sets_torch_threads_per_case(
     backend_settings: Callable[..., Settings],
 ) -> None:
     backend = FlashInferBackend(replace(backend_settings(), worker_count=1), progress=lambda _m: None)
-    for case in (LARGE, make_case(), LARGE):
-        torch.set_num_threads(7)
-        backend._settle_case(case)
-        assert torch.get_num_threads() == case_threads(case, available_cores(), 1)
+    try:
+        for case in (LARGE, make_case(), LARGE):
+            torch.set_num_threads(7)
+            backend._settle_case(case)
+            assert torch.get_num_threads() == case_threads(case, available_cores(), 1)
+    finally:
+        backend.finish()
+
+
+def test_finish_restores_what_settling_changed(backend_settings: Callable[..., Settings]) -> None:
+    """torch's threads as before the first case, the collector's clock gone, nothing frozen."""
+    backend = FlashInferBackend(backend_settings(), progress=lambda _m: None)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    clock_before = COLLECTOR_TIME._record in gc.callbacks
+    try:
+        backend._settle_case(make_case())  # a tiny problem: one thread
+        backend._settle_case(LARGE)
+        assert gc.get_freeze_count() > 0 and COLLECTOR_TIME._record in gc.callbacks
+        backend.finish()
+        assert torch.get_num_threads() == 3
+        assert gc.get_freeze_count() == 0
+        assert (COLLECTOR_TIME._record in gc.callbacks) == clock_before
+        backend.finish()  # a second time changes nothing
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_check_threads_benchmark_times_each_thread_count(

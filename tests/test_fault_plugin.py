@@ -5,11 +5,13 @@ GPU host runs), so the backend writes each case's inputs, calls the
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 from fake_backend import TileRun, output
 
 from pytest_tileconform.build.cache import BuildResult
@@ -91,6 +93,7 @@ def _outcomes(tc: TileRun) -> dict[str, str]:
 def test_an_injected_fault_fails_only_its_case_at_run(
     tc: TileRun, runner: StandInRunner, tmp_path: Path
 ) -> None:
+    threads = torch.get_num_threads()
     result = tc.run(*_args(tmp_path), "--tile-inject-fault", FAULTY)
     assert result.ret == 1, output(result)
     result.assert_outcomes(passed=1, failed=1)
@@ -98,6 +101,8 @@ def test_an_injected_fault_fails_only_its_case_at_run(
     assert "status='cudaErrorLaunchFailure'" in output(result)
     assert runner.problems[FAULTY].endswith("inject_fault trap\n")
     assert "inject_fault" not in runner.problems[GOOD]
+    # the session restored what judging changed in this process (backend.finish at its end)
+    assert torch.get_num_threads() == threads and gc.get_freeze_count() == 0
 
 
 def test_without_the_option_every_case_passes(tc: TileRun, runner: StandInRunner, tmp_path: Path) -> None:

@@ -58,12 +58,15 @@ def test_settle_case_freezes_survivors_and_frees_cycles(
     cycle = weakref.ref(a)
     del a, b
     frozen_before = gc.get_freeze_count()
-    backend._settle_case(make_case())
-    assert cycle() is None  # freed by the young collection, not frozen
-    assert gc.get_freeze_count() >= frozen_before + len(survivor)
-    assert COLLECTOR_TIME._record in gc.callbacks
-    later = [Node() for _ in range(100)]  # what a case leaves alive: pytest's report ...
-    frozen_before = gc.get_freeze_count()
-    backend._settle_case(make_case())  # every case, not once per process
-    assert gc.get_freeze_count() >= frozen_before + len(later)
-    assert gc.callbacks.count(COLLECTOR_TIME._record) == 1
+    try:
+        backend._settle_case(make_case())
+        assert cycle() is None  # freed by the young collection, not frozen
+        assert gc.get_freeze_count() >= frozen_before + len(survivor)
+        assert COLLECTOR_TIME._record in gc.callbacks
+        later = [Node() for _ in range(100)]  # what a case leaves alive: pytest's report ...
+        frozen_before = gc.get_freeze_count()
+        backend._settle_case(make_case())  # every case, not once per process
+        assert gc.get_freeze_count() >= frozen_before + len(later)
+        assert gc.callbacks.count(COLLECTOR_TIME._record) == 1
+    finally:
+        backend.finish()

@@ -37,7 +37,10 @@ def judge_with_output(
 
     monkeypatch.setattr(backend, "_execute", execute)
     backend._gpu = Gpu(index="0", uuid="GPU-stand-in", name="Stand-in", sm=90, driver="0")
-    return backend._run(case, BuildResult(ok=True, path=tmp_path, seconds=0.0), {})
+    try:
+        return backend._run(case, BuildResult(ok=True, path=tmp_path, seconds=0.0), {})
+    finally:
+        backend.finish()
 
 
 @pytest.mark.parametrize("fusion", ["none", "finalize"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ..backend import BackendRegistry
+from ..backend import BackendRegistry, FinishingBackend
 from ..matrix.cases import Case
 from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
 from ..verdict import Verdict
@@ -40,6 +40,7 @@ class TileSession:
     _index: dict[tuple[Path, str], Case] = field(default_factory=dict)
     _prepared: set[str] = field(default_factory=set)
     _to_run: list[Case] = field(default_factory=list)
+    _finished: bool = False
 
     @classmethod
     def start(
@@ -61,6 +62,7 @@ class TileSession:
         except MatrixInvalid as exc:
             raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None
         session = cls(config, registry, matrices, arch_filter)
+        config.add_cleanup(session.finish)  # when this process's session ends
         cases = [c for m in matrices for c in m.cases if arch_filter is None or c.arch in arch_filter]
         config.hook.pytest_tileconform_modify_cases(config=config, cases=cases)
         for case in cases:
@@ -90,6 +92,16 @@ class TileSession:
         verdict = backend.judge(case)
         self.config.hook.pytest_tileconform_verdict(config=self.config, case=case, verdict=verdict)
         return verdict
+
+    def finish(self) -> None:
+        """The session is over in this process: each backend that has ``finish`` restores what
+        it changed in the process (once, however often this is called)."""
+        if self._finished:
+            return
+        self._finished = True
+        for backend in self.registry:
+            if isinstance(backend, FinishingBackend):
+                backend.finish()
 
     @property
     def observations(self) -> list[Observation]:

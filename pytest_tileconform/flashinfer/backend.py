@@ -277,6 +277,11 @@ class FlashInferBackend:
             verdict.extra["flashinfer_release"] = self.settings.release
         return verdict
 
+    def finish(self) -> None:
+        """The session is over: undo what judging changed in this process (torch's threads, the
+        garbage collector's freeze and clock)."""
+        self._settling.restore()
+
     def _judge(self, case: Case) -> Verdict:
         mode = self._mode(case)
         build = self._build(case)

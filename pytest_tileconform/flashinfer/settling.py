@@ -1,9 +1,12 @@
 """The process around each case: torch's threads for the case's inputs and reference check, and
-the garbage collector kept off the cases."""
+the garbage collector kept off the cases; both are process-wide, so what was changed is undone
+when the session ends (:meth:`CaseSettling.restore`)."""
 
 from __future__ import annotations
 
 import functools
+import gc
+from collections.abc import Callable
 
 from ..build.cache import available_cores
 from ..core.gctime import COLLECTOR_TIME, freeze_survivors
@@ -29,10 +32,13 @@ def case_threads(case: Case, cores: int, workers: int) -> int:
 
 
 class CaseSettling:
-    """Settles this process before each case it runs."""
+    """Settles this process before each case it runs, and remembers what that changed."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
+        self._threads: int | None = None  # torch's threads before the first case
+        self._callbacks: list[Callable[..., object]] = []  # collector clocks installed here
+        self._frozen = False
 
     @functools.cached_property
     def cores(self) -> int:
@@ -53,6 +59,28 @@ class CaseSettling:
         """
         import torch  # imported by then
 
+        if self._threads is None:
+            self._threads = torch.get_num_threads()
+        before = list(gc.callbacks)
         COLLECTOR_TIME.install()
+        self._callbacks += [callback for callback in gc.callbacks if callback not in before]
         torch.set_num_threads(case_threads(case, self.cores, self.workers))
         freeze_survivors()
+        self._frozen = True
+
+    def restore(self) -> None:
+        """Undo what :meth:`settle` changed: torch's threads as they were before the first case,
+        the collector's clock removed if it was installed here, the frozen objects back in the
+        collector's reach (``gc.unfreeze`` cannot tell whose they are: it thaws all of them)."""
+        if self._threads is not None:
+            import torch
+
+            torch.set_num_threads(self._threads)
+            self._threads = None
+        for callback in self._callbacks:
+            if callback in gc.callbacks:
+                gc.callbacks.remove(callback)
+        self._callbacks = []
+        if self._frozen:
+            gc.unfreeze()
+            self._frozen = False
