@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from pytest_tileconform.build.cache import available_cores
+from pytest_tileconform.compile.cache import available_cores
 from pytest_tileconform.flashinfer.reference import make_inputs, output_dtype, reference_output
 from pytest_tileconform.flashinfer.tolerance import compare, policy_for
 from pytest_tileconform.matrix.load import load_matrix

@@ -3,7 +3,7 @@ fastest possible cold build of a whole matrix.
 
 Each unit holds the first N cases of the selection (so a unit of 4 holds the unit of 2's cases
 and two more), is generated and compiled exactly as the plugin compiles it (FlashInfer's flags,
-nvcc's own plan with the module id written first, :mod:`pytest_tileconform.build.nvcc_pipeline`),
+nvcc's own plan with the module id written first, :mod:`pytest_tileconform.compile.nvcc_pipeline`),
 but one step at a time, each timed with its CPU seconds and peak RSS (``wait4``). Units of
 different sizes run side by side (``--parallel``) or one after another.
 
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_tileconform.build import nvcc_pipeline
+from pytest_tileconform.compile import nvcc_pipeline
 from pytest_tileconform.flashinfer.buildscript import compile_command, kernel_config
 from pytest_tileconform.flashinfer.codegen import KernelConfig, generate_translation_unit
 from pytest_tileconform.flashinfer.nvcc_flags import nvcc_command

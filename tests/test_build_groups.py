@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_reference import make_case
 
-from pytest_tileconform.build.cache import BuildResult, BuildSpec
+from pytest_tileconform.compile.cache import BuildResult, BuildSpec
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.planner import (
     DEFAULT_GROUP,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.build.cache import (
+from pytest_tileconform.compile.cache import (
     BuildCache,
     BuildSpec,
     first_error_line,
@@ -206,7 +206,7 @@ def test_linked_entry_leads_to_the_shared_build(tmp_path: Path, compiler: tuple[
 
 
 def test_eta_counts_rounds_of_parallel_compiles() -> None:
-    from pytest_tileconform.build.cache import _eta
+    from pytest_tileconform.compile.cache import _eta
 
     assert _eta(130.0, 1, 8, 8) == ", ETA 0s"  # all 8 started together: they end together
     assert _eta(100.0, 2, 4, 1) == ", ETA 100s"  # one at a time: 2 more of 50 s
@@ -215,7 +215,7 @@ def test_eta_counts_rounds_of_parallel_compiles() -> None:
 
 
 def test_keys_do_not_depend_on_install_roots(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
-    from pytest_tileconform.build.cache import portable
+    from pytest_tileconform.compile.cache import portable
 
     script, counter = compiler
     here, there = tmp_path / "here", tmp_path / "there"

@@ -12,7 +12,7 @@ import pytest
 import torch
 from test_reference import make_case
 
-from pytest_tileconform.build.cache import available_cores
+from pytest_tileconform.compile.cache import available_cores
 from pytest_tileconform.core.gctime import COLLECTOR_TIME
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.settings import Settings

@@ -136,7 +136,7 @@ def test_corrupt_tactics_file(sources, tmp_path: Path, capsys: pytest.CaptureFix
 def test_probe_reproduces_the_recorded_output(flashinfer_074, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Builds the tactics probe (about 65 s and 2 GB once; cached in the user build cache) and asks
     the installed FlashInfer itself: its output for sm120 must be the recorded one."""
-    from pytest_tileconform.build.cache import default_cache_dir
+    from pytest_tileconform.compile.cache import default_cache_dir
     from pytest_tileconform.flashinfer.tactics import offered_tactics
 
     lines = offered_tactics(flashinfer_074, ["sm120"], default_cache_dir())

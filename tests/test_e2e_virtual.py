@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.build.cache import default_cache_dir
+from pytest_tileconform.compile.cache import default_cache_dir
 from pytest_tileconform.core.devices import current_gpu
 from pytest_tileconform.flashinfer.buildscript import kernel_config
 from pytest_tileconform.flashinfer.reference import make_inputs, write_inputs

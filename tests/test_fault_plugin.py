@@ -14,7 +14,7 @@ import pytest
 import torch
 from fake_backend import TileRun, output
 
-from pytest_tileconform.build.cache import BuildResult
+from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.buildscript import kernel_config

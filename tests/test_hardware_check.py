@@ -10,7 +10,7 @@ import pytest
 import torch
 from test_reference import make_case
 
-from pytest_tileconform.build.cache import BuildResult
+from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.harness_report import HarnessReport

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from test_reference import make_case
 
-from pytest_tileconform.build.cache import BuildResult
+from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer import hardware
 from pytest_tileconform.flashinfer.backend import FlashInferBackend

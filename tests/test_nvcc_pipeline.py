@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.build import nvcc_pipeline
-from pytest_tileconform.build.cache import first_error_line
-from pytest_tileconform.build.nvcc_pipeline import Plan, Unrecognized, execute, module_id, parse
+from pytest_tileconform.compile import nvcc_pipeline
+from pytest_tileconform.compile.cache import first_error_line
+from pytest_tileconform.compile.nvcc_pipeline import Plan, Unrecognized, execute, module_id, parse
 from pytest_tileconform.flashinfer.backend import Settings
 
 # ------------------------------------------------------------------------------------------
@@ -310,10 +310,10 @@ def sources(tmp_path: Path) -> Path:
 
 
 def pipeline_cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``python -m pytest_tileconform.build.nvcc_pipeline ARGS``, with this checkout's module."""
+    """``python -m pytest_tileconform.compile.nvcc_pipeline ARGS``, with this checkout's module."""
     path = str(Path(nvcc_pipeline.__file__).parents[1])
     return subprocess.run(
-        [sys.executable, "-m", "pytest_tileconform.build.nvcc_pipeline", *args],
+        [sys.executable, "-m", "pytest_tileconform.compile.nvcc_pipeline", *args],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": path, **env},
         capture_output=True,

@@ -284,7 +284,7 @@ def test_verdicts_name_the_release(
     without one, verdicts name none."""
     from test_reference import make_case
 
-    from pytest_tileconform.build.cache import BuildResult
+    from pytest_tileconform.compile.cache import BuildResult
     from pytest_tileconform.flashinfer.backend import FlashInferBackend
     from pytest_tileconform.verdict import Verdict
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.build.hostbuild import cxx
+from pytest_tileconform.compile.hostbuild import cxx
 from pytest_tileconform.flashinfer.runner import LOG, HarnessRunner, build_runner
 
 STAND_IN_UNIT = r"""

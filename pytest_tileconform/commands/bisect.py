@@ -494,7 +494,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
-    from ..build.cache import default_cache_dir
+    from ..compile.cache import default_cache_dir
 
     def progress(message: str) -> None:
         print(f"tileconform bisect: {message}", file=sys.stderr, flush=True)

@@ -249,7 +249,7 @@ def _load_results(paths: Sequence[Path]) -> list[ResultsDocument]:
 
 def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[str]:
     """The tactics probe's output: replayed from --tactics, or from FlashInfer's own host code."""
-    from ..build.cache import default_cache_dir
+    from ..compile.cache import default_cache_dir
     from ..flashinfer.sources import FlashInferSourcesError
     from ..flashinfer.tactics import PROBE_SMS, ProbeError, offered_tactics
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..build.cache import (
+from ..compile.cache import (
     BuildCache,
     BuildResult,
     BuildSpec,

@@ -12,8 +12,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..build import nvcc_pipeline
-from ..build.cache import Roots, portable
+from ..compile import nvcc_pipeline
+from ..compile.cache import Roots, portable
 from ..matrix.cases import Case
 from .codegen import HARNESS_DIR, KernelConfig
 from .nvcc_flags import nvcc_command

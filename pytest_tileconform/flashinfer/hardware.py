@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..build.cache import BuildResult
+from ..compile.cache import BuildResult
 from ..core.devices import Gpu
 from ..core.gctime import COLLECTOR_TIME
 from ..matrix.cases import Case

@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..build.cache import parallel_jobs
+from ..compile.cache import parallel_jobs
 from ..matrix.cases import Case
 
 T = TypeVar("T")

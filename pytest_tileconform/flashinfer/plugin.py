@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..build.cache import default_cache_dir
+from ..compile.cache import default_cache_dir
 
 if TYPE_CHECKING:
     from ..matrix.cases import Case

@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build.hostbuild import build_once, compiler_id, cxx, run_tool
+from ..compile.hostbuild import build_once, compiler_id, cxx, run_tool
 
 RUNNER_SOURCE = Path(__file__).resolve().parent / "runner.cpp"
 RUNNER = "runner"

@@ -8,7 +8,7 @@ import functools
 import gc
 from collections.abc import Callable
 
-from ..build.cache import available_cores
+from ..compile.cache import available_cores
 from ..core.gctime import COLLECTOR_TIME, freeze_survivors
 from ..matrix.cases import Case
 

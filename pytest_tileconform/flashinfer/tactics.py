@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..build.cache import BuildCache, BuildSpec
+from ..compile.cache import BuildCache, BuildSpec
 from ..dtypes import label_dtypes, tile_k_elements
 from .nvcc_flags import COMMON_NVCC_FLAGS
 from .sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home

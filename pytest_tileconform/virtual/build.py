@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..build.hostbuild import build_once, compiler_id, cxx, run_tool
+from ..compile.hostbuild import build_once, compiler_id, cxx, run_tool
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 RUNTIME_SOURCE = RUNTIME_DIR / "vcudart.cpp"

@@ -22,7 +22,7 @@ A plan of a shape this module does not know (another nvcc, other options) is not
 the command is run by nvcc unchanged, saying so in one line on stderr. So is every command
 when ``TILECONFORM_NVCC_PIPELINE=0``.
 
-Usage, in place of ``nvcc ARGS``: ``python -m pytest_tileconform.build.nvcc_pipeline nvcc ARGS``.
+Usage, in place of ``nvcc ARGS``: ``python -m pytest_tileconform.compile.nvcc_pipeline nvcc ARGS``.
 Only the standard library is used, so the file also runs as a script.
 """
 
@@ -454,7 +454,9 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        sys.stderr.write(f"usage: python -m pytest_tileconform.build.nvcc_pipeline NVCC [ARGS...]\n{__doc__}")
+        sys.stderr.write(
+            f"usage: python -m pytest_tileconform.compile.nvcc_pipeline NVCC [ARGS...]\n{__doc__}"
+        )
         return 2
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
