@@ -18,7 +18,8 @@
 //
 // Usage: harness RUN_DIR [CASE]; CASE (a KernelConfig name) may be left out when the
 // executable holds one case. Linked as a shared library instead, a unit exports
-// tileconform_run_case (end of this file), which the runner (runner.cpp) calls. Inputs and outputs are described in codegen.py (module docstring).
+// tileconform_run_case (end of this file), which the runner (runner.cpp) calls. Inputs and
+// outputs are described in PROTOCOL.md beside this file.
 //
 // CUDA runtime entry points this file calls itself (keep this list short, a fake runtime must
 // provide them): cudaGetDeviceCount, cudaGetDeviceProperties, cudaDeviceGetAttribute,
@@ -26,7 +27,7 @@
 // cudaDeviceSynchronize, cudaGetLastError, cudaGetErrorName, cudaGetErrorString, cudaEventCreate, cudaEventRecord,
 // cudaEventSynchronize, cudaEventElapsedTime, cudaEventDestroy, plus a <<<>>> launch of
 // the fault-injection kernel. The full list of cudart symbols in a linked harness (including
-// those used by CUTLASS) is in codegen.py's NOTES.
+// those used by CUTLASS) is in PROTOCOL.md.
 
 #include <cstdint>
 #include <cstdio>
