@@ -208,3 +208,34 @@ def test_the_old_entry_point_is_gone() -> None:
         cwd=REPO,
     )
     assert proc.stdout == ""
+
+
+def test_an_id_in_two_matrices_is_compared_in_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run over two matrices that share a case judges it twice: both entries are compared, so a
+    disagreement in the second one is not hidden behind the first."""
+
+    def twice(document: dict[str, Any]) -> None:
+        again = copy.deepcopy(document["cases"][0])
+        again["matrix"] = "/elsewhere/other.yaml"
+        document["cases"].append(again)
+
+    a = _edit(VIRTUAL, tmp_path / "a.json", twice)
+    status, out, _ = compare(capsys, a, a)
+    assert status == 0
+    assert out[-1].startswith("7/7 cases agree")
+
+    def refuse_second(document: dict[str, Any]) -> None:
+        twice(document)
+        _verdict(document, -1).update(outcome="initialize", failed_stage="initialize")
+
+    b = _edit(VIRTUAL, tmp_path / "b.json", refuse_second)
+    status, out, _ = compare(capsys, a, b)
+    case_id = json.loads(VIRTUAL.read_text())["cases"][0]["id"]
+    assert status == 1
+    assert [line for line in out if line.startswith("DISAGREE")] == [
+        line for line in out if line.startswith(f"DISAGREE other.yaml::{case_id}:")
+    ]
+    assert len([line for line in out if line.startswith("DISAGREE")]) == 1
+    assert out[-1].startswith("6/7 cases agree")

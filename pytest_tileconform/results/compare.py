@@ -1,6 +1,7 @@
 """``tileconform report compare A.json B.json``: do two results files agree, case by case?
 
-Cases are matched by id. How a pair of verdicts is compared depends on what judged them:
+Cases are matched by id (by matrix file name and id where a run judged one id in several
+matrices). How a pair of verdicts is compared depends on what judged them:
 
 - hardware against virtual (one file all hardware, the other all virtual, or the two verdicts of
   a case): a virtual device judges through ``launch``, so a hardware ``pass``, ``run`` or
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from .model import CaseEntry, ResultsDocument, VerdictRecord
@@ -106,8 +108,22 @@ def _exact_text(verdict: VerdictRecord, names: Iterable[str]) -> str:
     return " ".join(parts)
 
 
-def _by_id(document: ResultsDocument) -> dict[str, CaseEntry]:
-    return {entry.id: entry for entry in document.cases}
+def _repeated_ids(document: ResultsDocument) -> set[str]:
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for entry in document.cases:
+        (repeated if entry.id in seen else seen).add(entry.id)
+    return repeated
+
+
+def _keyed(document: ResultsDocument, repeated: set[str]) -> dict[str, CaseEntry]:
+    """A file's cases by id; an id that several matrices of a run share (in either file) is
+    told apart by its matrix's file name, so no case hides behind another of the same id."""
+    keyed = {}
+    for entry in document.cases:
+        matrix = PurePath(entry.matrix).name if entry.matrix else "?"
+        keyed[f"{matrix}::{entry.id}" if entry.id in repeated else entry.id] = entry
+    return keyed
 
 
 def compare(a: ResultsDocument, b: ResultsDocument) -> Comparison:
@@ -118,7 +134,8 @@ def compare(a: ResultsDocument, b: ResultsDocument) -> Comparison:
     elif (kinds_a, kinds_b) == ({"virtual"}, {"hardware"}):
         hardware_side = "b"
     result = Comparison(hardware_side, {HARDWARE_VIRTUAL: 0, EXACT: 0})
-    cases_a, cases_b = _by_id(a), _by_id(b)
+    repeated = _repeated_ids(a) | _repeated_ids(b)
+    cases_a, cases_b = _keyed(a, repeated), _keyed(b, repeated)
     result.only_a = sorted(cases_a.keys() - cases_b.keys())
     result.only_b = sorted(cases_b.keys() - cases_a.keys())
     for case_id in sorted(cases_a.keys() & cases_b.keys()):
