@@ -32,7 +32,7 @@ from ..core.devices import Gpu, current_gpu
 from ..matrix.cases import Case
 from ..verdict import Device, NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime
-from ..virtual.profiles import BUILTIN, ArchProfile, builtin
+from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
 from .buildscript import VIRTUAL_SUFFIX, kernel_config, portable_build
@@ -113,7 +113,7 @@ class FlashInferBackend:
         _, _, arch = self.settings.device.partition(":")
         try:
             return builtin(arch or case.arch)
-        except KeyError:
+        except ProfileError:
             raise NotJudgeable(f"no virtual profile for {arch or case.arch}") from None
 
     @functools.cached_property

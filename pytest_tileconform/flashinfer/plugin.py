@@ -88,10 +88,19 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
         raise pytest.UsageError(f"--tile-build-group {group}: must be at least 1")
     if config.getoption("tile_timing_iters") < 0:
         raise pytest.UsageError("--tile-timing-iters: must be 0 or more")
-    if device.partition(":")[0] not in DEVICES:
+    kind, _, arch = device.partition(":")
+    if kind not in DEVICES or (arch and kind != "virtual"):
         raise pytest.UsageError(
-            f"--tile-device {device!r}: the {FlashInferBackend.name} backend knows {', '.join(DEVICES)}"
+            f"--tile-device {device!r}: the {FlashInferBackend.name} backend knows {', '.join(DEVICES)} "
+            "and virtual:<arch>"
         )
+    if arch:
+        from ..virtual.profiles import ProfileError, builtin
+
+        try:
+            builtin(arch)
+        except ProfileError as exc:
+            raise pytest.UsageError(f"--tile-device {device!r}: {exc}") from None
     workerinput = getattr(config, "workerinput", None)
     cache_option = config.getoption("tile_cache_dir")
     cache_dir = Path(cache_option) if cache_option else default_cache_dir()

@@ -1,0 +1,34 @@
+"""The FlashInfer backend's options are checked when pytest starts, before any case is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SMOKE = Path(__file__).resolve().parent.parent / "matrices" / "smoke-sm90.yaml"
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [
+        ("virtual:sm77", "no built-in profile 'sm77'; known: sm90"),
+        ("gpu", "knows auto, hardware, virtual, compile and virtual:<arch>"),
+        ("hardware:sm90", "knows auto, hardware, virtual, compile and virtual:<arch>"),
+    ],
+)
+def test_an_unknown_device_is_a_usage_error(pytester: pytest.Pytester, device: str, message: str) -> None:
+    result = pytester.runpytest("--tile-matrix", str(SMOKE), "--tile-device", device, "-p", "no:xdist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--tile-device '{device}': " in result.stderr.str()
+    assert message in result.stderr.str()
+
+
+def test_a_known_virtual_arch_is_accepted(pytester: pytest.Pytester) -> None:
+    matrix = pytester.path / SMOKE.name
+    matrix.write_text(SMOKE.read_text())
+    result = pytester.runpytest(
+        "--tile-matrix", str(matrix), "--tile-device", "virtual:sm120", "-p", "no:xdist", "--collect-only"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*6 tests collected*"])
