@@ -8,6 +8,7 @@ the ones their numbers imply.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -25,7 +26,6 @@ from pytest_tileconform.virtual.profiles import (
     ArchProfile,
     ProfileError,
     builtin,
-    profile_from_mapping,
 )
 from pytest_tileconform.virtual.resources import Image, ResourceError, read_images, select_image
 from pytest_tileconform.virtual.run import VirtualRun, run_virtual, verdict_of
@@ -257,25 +257,23 @@ def test_builtin_numbers() -> None:
     assert builtin("sm103").sm == 103
 
 
-def test_user_profile_from_a_mapping() -> None:
-    profile = profile_from_mapping({"base": "sm120", "name": "NVIDIA GeForce RTX 5090", "sm_count": 170})
-    assert (profile.sm, profile.sm_count, profile.max_smem_per_block_optin) == (120, 170, 101_376)
-
-
 @pytest.mark.parametrize(
-    ("data", "message"),
+    ("arch", "change", "message"),
     [
-        ({"base": "sm120", "smem_optin": 1}, "unknown profile key"),
-        ({"base": "sm120", "sm_count": "188"}, "'sm_count' must be int"),
-        ({"base": "sm77"}, "no built-in profile 'sm77'"),
-        ({"name": "x", "cc_major": 9}, "profile lacks cc_minor"),
-        ({"base": "sm120", "max_smem_per_block_optin": 102_400}, "exceed max_smem_per_sm"),
-        ({"base": "sm90", "sm_count": 0}, "sm_count must be positive"),
+        ("sm120", {"max_smem_per_block_optin": 102_400}, "exceed max_smem_per_sm"),
+        ("sm90", {"sm_count": 0}, "sm_count must be positive"),
+        ("sm90", {"max_cluster_size_nonportable": 4}, "max_cluster_size_nonportable <"),
+        ("sm121", {"integrated": 2}, "integrated must be 0 or 1"),
     ],
 )
-def test_profile_errors_are_clear(data: dict[str, Any], message: str) -> None:
+def test_impossible_profile_numbers_are_refused(arch: str, change: dict[str, Any], message: str) -> None:
     with pytest.raises(ProfileError, match=re.escape(message)):
-        profile_from_mapping(data)
+        dataclasses.replace(builtin(arch), **change)
+
+
+def test_an_unknown_profile_names_the_known_ones() -> None:
+    with pytest.raises(ProfileError, match=re.escape("no built-in profile 'sm77'; known: sm90")):
+        builtin("sm77")
 
 
 # -- verdicts from a virtual harness run --------------------------------------------------------

@@ -11,9 +11,6 @@ Each built-in number names its source. Sources, abbreviated below:
   (driver 580.159.04, CUDA 13.0);
 * ``product``: NVIDIA's product specifications of the named GPU;
 * ``nominal``: no judged host decision depends on it; a plausible value.
-
-:func:`profile_from_mapping` makes a profile from a mapping with the fields of
-:class:`ArchProfile`, optionally ``base: <builtin name>`` to start from a built-in one.
 """
 
 from __future__ import annotations
@@ -22,16 +19,20 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..verdict import Device
 
 KIB = 1024
 
 
+class ProfileError(ValueError):
+    """No such profile, or numbers no GPU could have (the message says which and why)."""
+
+
 @dataclass(frozen=True)
 class ArchProfile:
-    """One virtual GPU. Field names are the keys of the runtime's profile file."""
+    """One virtual GPU. Field names are the keys of the runtime's profile file. Its numbers are
+    checked when it is made, so a mistyped built-in number fails at import, not in a verdict."""
 
     name: str
     cc_major: int
@@ -62,6 +63,23 @@ class ArchProfile:
     driver_version: int = 13000  # what cudaDriverGetVersion answers
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
+    def __post_init__(self) -> None:
+        may_be_zero = ("cc_minor", "integrated")
+        positive = [f.name for f in dataclasses.fields(self) if f.type == "int" and f.name not in may_be_zero]
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ProfileError(f"{self.name}: {name} must be positive, got {getattr(self, name)}")
+        if self.max_smem_per_block_optin + self.reserved_smem_per_block > self.max_smem_per_sm:
+            raise ProfileError(
+                f"{self.name}: max_smem_per_block_optin ({self.max_smem_per_block_optin}) + "
+                f"reserved_smem_per_block ({self.reserved_smem_per_block}) exceed max_smem_per_sm "
+                f"({self.max_smem_per_sm})"
+            )
+        if self.max_cluster_size_nonportable < self.max_cluster_size_portable:
+            raise ProfileError(f"{self.name}: max_cluster_size_nonportable < max_cluster_size_portable")
+        if self.integrated not in (0, 1):
+            raise ProfileError(f"{self.name}: integrated must be 0 or 1")
+
     @property
     def sm(self) -> int:
         """Compute capability as a number: 9.0 -> 90, 12.1 -> 121."""
@@ -87,10 +105,6 @@ class ArchProfile:
     def write(self, path: Path) -> Path:
         path.write_text(self.profile_text())
         return path
-
-
-class ProfileError(ValueError):
-    """A profile mapping is not a valid ArchProfile (the message says which field and why)."""
 
 
 _COMMON = {
@@ -243,54 +257,3 @@ def builtin(arch: str) -> ArchProfile:
         return BUILTIN[arch]
     except KeyError:
         raise ProfileError(f"no built-in profile {arch!r}; known: {', '.join(BUILTIN)}") from None
-
-
-def _check(profile: ArchProfile) -> ArchProfile:
-    may_be_zero = ("cc_minor", "integrated")
-    positive = [f.name for f in dataclasses.fields(profile) if f.type == "int" and f.name not in may_be_zero]
-    for name in positive:
-        if getattr(profile, name) <= 0:
-            raise ProfileError(f"{profile.name}: {name} must be positive, got {getattr(profile, name)}")
-    if profile.max_smem_per_block_optin + profile.reserved_smem_per_block > profile.max_smem_per_sm:
-        raise ProfileError(
-            f"{profile.name}: max_smem_per_block_optin ({profile.max_smem_per_block_optin}) + "
-            f"reserved_smem_per_block ({profile.reserved_smem_per_block}) exceed max_smem_per_sm "
-            f"({profile.max_smem_per_sm})"
-        )
-    if profile.max_cluster_size_nonportable < profile.max_cluster_size_portable:
-        raise ProfileError(f"{profile.name}: max_cluster_size_nonportable < max_cluster_size_portable")
-    if profile.integrated not in (0, 1):
-        raise ProfileError(f"{profile.name}: integrated must be 0 or 1")
-    return profile
-
-
-def profile_from_mapping(data: Mapping[str, Any]) -> ArchProfile:
-    """An ArchProfile from a plain mapping (parsed YAML/JSON), validated.
-
-    ``base: sm120`` starts from that built-in profile; every other key is a field of
-    :class:`ArchProfile` and must be an int (``name`` a string). ``sources`` may map field names
-    to where their numbers come from.
-    """
-    fields = {f.name: f for f in dataclasses.fields(ArchProfile)}
-    values = dict(data)
-    base_name = values.pop("base", None)
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ProfileError(f"unknown profile key(s) {', '.join(unknown)}; known: {', '.join(fields)}")
-    for key, value in values.items():
-        want = str if key == "name" else dict if key == "sources" else int
-        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            raise ProfileError(f"profile key {key!r} must be {want.__name__}, got {value!r}")
-    if base_name is not None:
-        base = builtin(str(base_name))
-        sources = {**base.sources, **values.pop("sources", {})}
-        return _check(dataclasses.replace(base, **values, sources=sources))
-    required = [
-        name
-        for name, f in fields.items()
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    missing = [name for name in required if name not in values]
-    if missing:
-        raise ProfileError(f"profile lacks {', '.join(missing)} (or give 'base: <builtin>')")
-    return _check(ArchProfile(**values))
