@@ -12,7 +12,8 @@ import pytest
 from fake_backend import TileRun
 
 from pytest_tileconform.commands.cli import main
-from pytest_tileconform.results.merge import merge, to_html, to_markdown
+from pytest_tileconform.results.merge import merge, to_markdown
+from pytest_tileconform.results.merge_html import to_html
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -91,10 +92,15 @@ def test_shards_merge_to_the_whole_run(sharded: tuple[TileRun, list[Path], Path]
     assert sum(merged_shards.devices.values()) == sum(merged_whole.devices.values()) == 24
     body = to_markdown(merged_shards).split("## Devices", 1)[1]
     assert body == to_markdown(merged_whole).split("## Devices", 1)[1]
-    assert "pass 3/4 · initialize 1/4 (Error Internal, 240,000 B > 232,448)" in body
+    # the matrix expects every case to pass: the rejection is a regression
+    assert (
+        "pass 3/4 · **regression 1/4** (initialize, expected pass, Error Internal, 240,000 B > 232,448)"
+        in body
+    )
     assert "| D1 | NVIDIA H200 | hardware | 9.0 | 232,448 |" in body
     assert (
-        "`sm90-bf16-256x128x64-c2x1x1-finalize` | initialize | Error Internal | 240,000 | 232,448 |" in body
+        "`sm90-bf16-256x128x64-c2x1x1-finalize` | regression | pass | initialize | Error Internal "
+        "| 240,000 | 232,448 |" in body
     )
 
 
@@ -150,10 +156,11 @@ def test_rows_per_device_fingerprint(tmp_path: Path) -> None:
     )
     assert "| D2 | virtual sm120 | virtual | 12.0 | 101,376 | n/a | ? | 0.7.4 | ? |" in text
     assert "## sm120 · nvfp4-bf16" in text
-    assert "pass 1/2 · initialize 1/2 (102,400 B > 101,376)" in text
+    # a format-1 file without expectations: pytest failed the rejected case, so it regressed
+    assert "pass 1/2† · **regression 1/2** (initialize, expected ?, 102,400 B > 101,376)" in text
     page = to_html(merged)
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
-    assert 'class="mixed"' in page and 'class="pass"' in page
+    assert 'class="regression"' in page and 'class="pass"' in page
 
 
 _H200 = "hardware (NVIDIA H200, CC 9.0)"

@@ -66,7 +66,8 @@ def _read(path: Path) -> ResultsDocument:
 
 
 def _report_merge(args: argparse.Namespace) -> int:
-    from ..results.merge import merge, to_html, to_markdown
+    from ..results.merge import merge, to_markdown
+    from ..results.merge_html import to_html
     from ..results.store import ReportError
 
     try:
@@ -95,6 +96,21 @@ def _report_compare(args: argparse.Namespace) -> int:
     return EXIT_OK if result.agree else EXIT_FLAGGED
 
 
+def _report_diff(args: argparse.Namespace) -> int:
+    from ..results.diff import diff, to_markdown
+
+    old, new = _read(args.old), _read(args.new)
+    result = diff(old, new)
+    if not result.matched and old.cases and new.cases:
+        message(f"warning: no case of {args.new} is in {args.old}: is it the right baseline?")
+    emit(to_markdown(result, old, new, str(args.old), str(args.new)), args.output)
+    regressions = result.new_regressions
+    if regressions:
+        message(f"{len(regressions)} new regression(s) in {args.new} that {args.old} did not have")
+        return EXIT_FLAGGED
+    return EXIT_OK
+
+
 def _report_schema(args: argparse.Namespace) -> int:
     import json
 
@@ -119,7 +135,10 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         description="Merge --tile-report results files from several runners, architectures and "
         "shards into one compatibility table: one row per device fingerprint (GPU or virtual "
         "profile, compute capability, opt-in shared memory, driver, CUDA, FlashInfer, nvcc), one "
-        "table per architecture and dtypes, one column per CTA tile. Markdown goes to stdout "
+        "table per architecture and dtypes, one column per CTA tile. A cell counts its cases by "
+        "verdict against expectation: pass, known-bad (failed at its expected stage), regression "
+        "(failed anywhere else), fixed (expected to fail, passed: XPASS), not judged; a pass "
+        "judged only through launch (virtual device) is marked. Markdown goes to stdout "
         "unless -o is given; --html writes a self-contained HTML page (then Markdown is written "
         "only if -o is given too).",
     )
@@ -144,6 +163,23 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     compare.add_argument("a", type=Path, metavar="A.json", help="a --tile-report file (e.g. hardware)")
     compare.add_argument("b", type=Path, metavar="B.json", help="another (e.g. virtual, or a rerun)")
     compare.set_defaults(handler=_report_compare)
+    diff = actions.add_parser(
+        "diff",
+        help="what changed from a baseline run to a new one; exit 1 on a new regression",
+        description="What changed from OLD (a baseline --tile-report) to NEW, case by case (cases "
+        "matched as 'report compare' matches them), as Markdown: new regressions, fixes, cases "
+        "whose verdict changed stage or status or whose expectation changed, cases newly not "
+        "judged, regressions already in OLD, added and removed cases. A case's category is its "
+        "verdict against its matrix's expectation in that run: pass, known-bad (failed at its "
+        "expected stage), regression (failed anywhere else), fixed (expected to fail, passed) or "
+        "not judged.",
+        epilog="Exit status: 0 no new regression, 1 NEW has a regression OLD did not have (a case "
+        "new in NEW included), 2 a file cannot be read.",
+    )
+    diff.add_argument("old", type=Path, metavar="OLD.json", help="the baseline --tile-report file")
+    diff.add_argument("new", type=Path, metavar="NEW.json", help="the run to judge against it")
+    add_output(diff, "the Markdown")
+    diff.set_defaults(handler=_report_diff)
     schema = actions.add_parser(
         "schema",
         help="print the JSON Schema of results files",

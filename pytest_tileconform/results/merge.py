@@ -4,16 +4,22 @@ Rows are keyed by a device fingerprint (:class:`~pytest_tileconform.results.fing
 GPU name or virtual profile, compute capability, opt-in shared memory, driver and CUDA versions,
 FlashInfer version and nvcc version. There is one table per architecture and dtype combination;
 its columns are the CTA tiles (M x N x K, K in elements) and each cell aggregates the cases of
-that tile (clusters, swap_ab, fusion, problems): how many passed, the stage the others were
-rejected at, and the shared memory they asked for against the device's limit.
+that tile (clusters, swap_ab, fusion, problems) by :class:`~.category.Category`: the verdict
+against what the matrix expected, so a known-bad tile reads differently from a regression and a
+strict XPASS (pytest failed the run) is not shown as a pass. Counts, the stage, the CUTLASS
+status and the shared memory asked for against the device's limit go with each category; a pass
+that a virtual device judged only through ``launch`` is marked, since nothing after the launch
+was run.
 
 Shards and reruns merge: a case judged twice on the same fingerprint counts once; if the two
-verdicts differ the cell says so (``conflict``) and a warning names both files.
+disagree (verdict, shared memory or category) the cell says so (``conflict``) and a warning
+names both files.
+
+The Markdown is here; :mod:`.merge_html` renders the same :class:`Merged` as a page.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -21,18 +27,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..dtypes import dtype_label as _dtype_label
-from ..verdict import EXPECTATIONS
+from ..verdict import EXPECTATIONS, Stage
+from .category import MEANING, Category, category_of, partly_judged
 from .fingerprint import DeviceKey, device_key
 from .model import ResultsDocument
 from .store import read_results
 
 #: verdict outcomes in stage order, ``pass`` first
 OUTCOME_ORDER = {name: i for i, name in enumerate(EXPECTATIONS)}
+#: the order of a cell's parts: the expected results first, then what needs a look
+CELL_ORDER = (Category.PASS, Category.KNOWN_BAD, Category.FIXED, Category.REGRESSION, Category.NOT_JUDGED)
+#: categories a reader must not miss: bold in Markdown, strong colours in HTML
+LOUD = frozenset({Category.REGRESSION, Category.FIXED})
+#: a pass judged only through this stage carries this mark (any other stage short of numerics: §)
+MARKS = {Stage.LAUNCH.value: "†", Stage.COMPILE.value: "‡"}
+OTHER_MARK = "§"
 
 
 @dataclass(frozen=True)
 class Judged:
-    """One case's verdict as one results file recorded it."""
+    """One case's verdict as one results file recorded it, with its category."""
 
     key: DeviceKey
     arch: str
@@ -40,7 +54,10 @@ class Judged:
     tile: str
     case_id: str
     problem: str
-    outcome: str  # pass or the stage it was rejected at
+    outcome: str  # the verdict: pass or the stage it was rejected at
+    expected: str  # the matrix's: pass or a stage ("?" when the file does not say)
+    category: Category
+    through: str | None  # a pass that holds only through this stage (category.partly_judged)
     status: str
     smem_requested: int | None
     smem_limit: int | None
@@ -58,24 +75,31 @@ class Cell:
     def add(self, item: Judged) -> None:
         slot = (item.case_id, item.problem)
         known = self.judged.get(slot)
-        if known is not None and (known.outcome, known.smem_requested) != (item.outcome, item.smem_requested):
+        if known is not None and _agreement(known) != _agreement(item):
             self.conflicts.append((known, item))
         self.judged[slot] = item
 
     @property
-    def counts(self) -> Counter[str]:
-        return Counter(j.outcome for j in self.judged.values())
+    def counts(self) -> Counter[Category]:
+        return Counter(j.category for j in self.judged.values())
 
     @property
     def all_pass(self) -> bool:
-        return not self.conflicts and all(j.outcome == "pass" for j in self.judged.values())
+        return not self.conflicts and all(j.category is Category.PASS for j in self.judged.values())
 
-    @property
-    def none_pass(self) -> bool:
-        return all(j.outcome != "pass" for j in self.judged.values())
+    def worst(self) -> Category:
+        """The category a reader must see first (the cell's colour)."""
+        return min(self.counts, key=lambda c: c.order)
 
-    def failures(self) -> list[Judged]:
-        return sorted((j for j in self.judged.values() if j.outcome != "pass"), key=lambda j: j.case_id)
+    def notable(self) -> list[Judged]:
+        """Every case that is not a plain pass, by id."""
+        return sorted(
+            (j for j in self.judged.values() if j.category is not Category.PASS), key=lambda j: j.case_id
+        )
+
+
+def _agreement(item: Judged) -> tuple[str, int | None, Category]:
+    return (item.outcome, item.smem_requested, item.category)
 
 
 @dataclass
@@ -83,11 +107,25 @@ class Merged:
     files: list[Path]
     devices: dict[DeviceKey, int]  # verdicts per device row
     cells: dict[tuple[str, str], dict[DeviceKey, dict[str, Cell]]]  # (arch, dtypes) -> row -> tile
-    skipped: int  # cases without a verdict (skipped, not judged)
+    unplaced: Counter[str]  # cases in no table, by why: pytest's outcome of those without a verdict
     warnings: list[str]
 
     def row_ids(self) -> dict[DeviceKey, str]:
         return {key: f"D{i}" for i, key in enumerate(sorted(self.devices), start=1)}
+
+    @property
+    def skipped(self) -> int:
+        """How many cases are in no table."""
+        return sum(self.unplaced.values())
+
+    def totals(self) -> Counter[Category]:
+        """Cases per category over every table."""
+        total: Counter[Category] = Counter()
+        for rows in self.cells.values():
+            for tiles in rows.values():
+                for cell in tiles.values():
+                    total.update(cell.counts)
+        return total
 
 
 def _tile_key(tile: str) -> tuple[int, ...]:
@@ -102,13 +140,15 @@ def _arch_key(arch: str) -> tuple[int, str]:
     return (int(digits) if digits.isdigit() else 1 << 30, arch)
 
 
-def judged_cases(path: Path, document: ResultsDocument) -> tuple[list[Judged], int]:
-    """The verdicts of one results file, and how many cases had none."""
-    found, skipped = [], 0
+def judged_cases(path: Path, document: ResultsDocument) -> tuple[list[Judged], Counter[str]]:
+    """The verdicts of one results file, and the cases that cannot be placed in a table (no
+    verdict, hence no device; or no coordinates), counted by pytest's outcome."""
+    found: list[Judged] = []
+    unplaced: Counter[str] = Counter()
     for entry in document.cases:
         verdict, case = entry.verdict, entry.case
         if verdict is None or case is None:
-            skipped += 1
+            unplaced["no longer in its matrix" if case is None else entry.outcome or "not recorded"] += 1
             continue
         problem = case.problem.model_dump() if case.problem is not None else {}
         found.append(
@@ -120,6 +160,9 @@ def judged_cases(path: Path, document: ResultsDocument) -> tuple[list[Judged], i
                 case_id=entry.id,
                 problem=json.dumps(problem, sort_keys=True),
                 outcome=verdict.outcome,
+                expected=entry.expected or "?",
+                category=category_of(entry),
+                through=partly_judged(entry),
                 status=verdict.status,
                 smem_requested=verdict.smem_requested,
                 smem_limit=verdict.smem_limit,
@@ -127,7 +170,7 @@ def judged_cases(path: Path, document: ResultsDocument) -> tuple[list[Judged], i
                 file=path,
             )
         )
-    return found, skipped
+    return found, unplaced
 
 
 def merge(paths: Sequence[Path]) -> Merged:
@@ -137,10 +180,10 @@ def merge(paths: Sequence[Path]) -> Merged:
     cells: dict[tuple[str, str], dict[DeviceKey, dict[str, Cell]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(Cell))
     )
-    merged = Merged(list(paths), Counter(), cells, 0, [])
+    merged = Merged(list(paths), Counter(), cells, Counter(), [])
     for path, document in documents:
-        items, skipped = judged_cases(path, document)
-        merged.skipped += skipped
+        items, unplaced = judged_cases(path, document)
+        merged.unplaced.update(unplaced)
         for item in items:
             cell = merged.cells[item.arch, item.dtypes][item.key][item.tile]
             before = len(cell.conflicts)
@@ -148,9 +191,9 @@ def merge(paths: Sequence[Path]) -> Merged:
             if len(cell.conflicts) > before:
                 old, new = cell.conflicts[-1]
                 merged.warnings.append(
-                    f"conflict: {item.case_id} on {item.key.device}: {old.outcome} (smem "
-                    f"{old.smem_requested}) in {old.file}, {new.outcome} (smem {new.smem_requested}) "
-                    f"in {new.file}; the table shows the latter"
+                    f"conflict: {item.case_id} on {item.key.device}: {old.outcome} ({old.category.value}, "
+                    f"smem {old.smem_requested}) in {old.file}, {new.outcome} ({new.category.value}, "
+                    f"smem {new.smem_requested}) in {new.file}; the table shows the latter"
                 )
     for row_cells in merged.cells.values():
         for key, tiles in row_cells.items():
@@ -158,7 +201,8 @@ def merge(paths: Sequence[Path]) -> Merged:
     return merged
 
 
-def _number(value: int | None) -> str:
+# -- the text of a cell --------------------------------------------------------------------------
+def number(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
 
 
@@ -167,67 +211,181 @@ def _smem_summary(items: Iterable[Judged]) -> str:
     if not asked:
         return ""
     low, high = min(asked), max(asked)
-    return f"{_number(low)} B" if low == high else f"{_number(low)}-{_number(high)} B"
+    return f"{number(low)} B" if low == high else f"{number(low)}-{number(high)} B"
 
 
-def cell_text(cell: Cell) -> str:
-    """``pass 4/4 · 215,040 B`` or ``pass 2/4 · initialize 2/4 (Error Internal, 102,400 B > 101,376)``."""
-    return " · ".join(cell_parts(cell))
+def mark(stage: str | None) -> str:
+    """The mark of a pass that holds only through ``stage`` ('' for a full judgment)."""
+    return "" if stage is None else MARKS.get(stage, OTHER_MARK)
 
 
-def cell_parts(cell: Cell) -> list[str]:
-    """The parts of :func:`cell_text`."""
+def _marks(items: Iterable[Judged]) -> str:
+    return "".join(sorted({mark(j.through) for j in items}))
+
+
+def _rejection_detail(items: Sequence[Judged]) -> list[str]:
+    """Statuses and the largest shared memory asked for, against its limit."""
+    detail = sorted({j.status for j in items if j.status})
+    smem = sorted({(j.smem_requested, j.smem_limit) for j in items if j.smem_requested is not None})
+    if smem:
+        asked, limit = smem[-1]
+        over = f" > {number(limit)}" if limit is not None and asked is not None and asked > limit else ""
+        detail.append(f"{number(asked)} B{over}")
+    return detail
+
+
+@dataclass(frozen=True)
+class Part:
+    """One fact of a cell: a head (``known-bad 1/4``) and its details (stage, status, smem)."""
+
+    category: Category | None  # None: not a count (a shared-memory range, a conflict)
+    head: str
+    details: tuple[str, ...] = ()
+
+    def text(self, *, loud: bool = False) -> str:
+        head = f"**{self.head}**" if loud and self.category in LOUD else self.head
+        return f"{head} ({', '.join(self.details)})" if self.details else head
+
+
+def _groups(items: Iterable[Judged], key: str) -> dict[tuple[str, ...], list[Judged]]:
+    found: dict[tuple[str, ...], list[Judged]] = defaultdict(list)
+    for j in items:
+        found[tuple(getattr(j, name) for name in key.split())].append(j)
+    return dict(sorted(found.items(), key=lambda kv: [OUTCOME_ORDER.get(v, 99) for v in kv[0]]))
+
+
+def _unjudged_reason(item: Judged) -> tuple[str, ...]:
+    """Why a case with a verdict was not judged against its expectation."""
+    expected = item.expected
+    if expected in OUTCOME_ORDER and OUTCOME_ORDER[expected] > OUTCOME_ORDER[item.judged_through]:
+        return (f"expected {expected}", f"judged through {item.judged_through}")
+    return ("skipped",)
+
+
+def cell_parts(cell: Cell) -> list[Part]:
+    """What a cell says, category by category (:data:`CELL_ORDER`)."""
     total = len(cell.judged)
-    counts = cell.counts
-    parts = [f"pass {counts['pass']}/{total}"] if counts["pass"] else []
-    for outcome in sorted((o for o in counts if o != "pass"), key=lambda o: OUTCOME_ORDER[o]):
-        failing = [j for j in cell.judged.values() if j.outcome == outcome]
-        statuses = sorted({j.status for j in failing if j.status})
-        smem = sorted({(j.smem_requested, j.smem_limit) for j in failing if j.smem_requested is not None})
-        detail = list(statuses)
-        if smem:
-            asked, limit = smem[-1]
-            over = f" > {_number(limit)}" if limit is not None and asked is not None and asked > limit else ""
-            detail.append(f"{_number(asked)} B{over}")
-        extra = f" ({', '.join(detail)})" if detail else ""
-        parts.append(f"{outcome} {counts[outcome]}/{total}{extra}")
+    by_category: dict[Category, list[Judged]] = defaultdict(list)
+    for j in cell.judged.values():
+        by_category[j.category].append(j)
+    parts: list[Part] = []
+    for category in CELL_ORDER:
+        items = by_category.get(category, [])
+        if not items:
+            continue
+        name = category.value
+        if category is Category.PASS:
+            parts.append(Part(category, f"{name} {len(items)}/{total}{_marks(items)}"))
+        elif category is Category.KNOWN_BAD:
+            for (stage,), group in _groups(items, "outcome").items():
+                head = f"{name} {len(group)}/{total}"
+                parts.append(Part(category, head, (stage, *_rejection_detail(group))))
+        elif category is Category.REGRESSION:
+            for (stage, expected), group in _groups(items, "outcome expected").items():
+                head = f"{name} {len(group)}/{total}"
+                details = (stage, f"expected {expected}", *_rejection_detail(group))
+                parts.append(Part(category, head, details))
+        elif category is Category.FIXED:
+            for (expected,), group in _groups(items, "expected").items():
+                head = f"{name} {len(group)}/{total}{_marks(group)}"
+                parts.append(Part(category, head, (f"expected {expected}", "passed")))
+        else:
+            reasons: dict[tuple[str, ...], int] = Counter(_unjudged_reason(j) for j in items)
+            for why, count in sorted(reasons.items()):
+                parts.append(Part(category, f"{name} {count}/{total}", why))
     if cell.all_pass:
         asked_range = _smem_summary(cell.judged.values())
         if asked_range:
-            parts.append(asked_range)
+            parts.append(Part(None, asked_range))
     if cell.conflicts:
-        parts.append(f"conflict x{len(cell.conflicts)}")
+        parts.append(Part(None, f"conflict x{len(cell.conflicts)}"))
     return parts
 
 
-def _sections(merged: Merged) -> list[tuple[str, str]]:
+def cell_text(cell: Cell) -> str:
+    """``pass 3/4† · known-bad 1/4 (initialize, Error Internal, 102,400 B > 101,376)``;
+    regressions and fixes in bold."""
+    return " · ".join(part.text(loud=True) for part in cell_parts(cell))
+
+
+def used_marks(cells: Iterable[Cell]) -> dict[str, set[str]]:
+    """Mark -> the stages it stands for, over these cells."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for cell in cells:
+        for j in cell.judged.values():
+            if j.through is not None:
+                found[mark(j.through)].add(j.through)
+    return dict(sorted(found.items()))
+
+
+def mark_meaning(stages: set[str]) -> str:
+    """What a mark says: ``judged through launch only (virtual device): run, numerics not judged``."""
+    ordered = sorted(stages, key=lambda s: Stage(s).order)
+    unjudged = [s.value for s in Stage if s.order > Stage(ordered[-1]).order]
+    device = " (virtual device)" if stages == {Stage.LAUNCH.value} else ""
+    return f"judged through {', '.join(ordered)} only{device}: {', '.join(unjudged)} not judged"
+
+
+def legend_items(cells: Iterable[Cell]) -> list[tuple[Category | None, str, str]]:
+    """(category, term, meaning) of a table's legend: every category, then the marks it uses."""
+    items: list[tuple[Category | None, str, str]] = [(c, c.value, MEANING[c]) for c in CELL_ORDER]
+    for symbol, stages in used_marks(cells).items():
+        items.append((None, symbol, mark_meaning(stages)))
+    return items
+
+
+def summary_text(merged: Merged) -> str:
+    """``468 verdict(s): 464 pass, 4 regression``."""
+    totals = merged.totals()
+    counts = ", ".join(f"{totals[c]} {c.value}" for c in CELL_ORDER if totals[c])
+    text = f"{sum(merged.devices.values())} verdict(s)" + (f": {counts}" if counts else "")
+    if merged.unplaced:
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(merged.unplaced.items()))
+        text += f"; {merged.skipped} case(s) without a verdict are not in the tables ({why})"
+    return text
+
+
+# -- Markdown ------------------------------------------------------------------------------------
+def sections(merged: Merged) -> list[tuple[str, str]]:
     return sorted(merged.cells, key=lambda s: (_arch_key(s[0]), s[1]))
 
 
-def _tiles(rows: dict[DeviceKey, dict[str, Cell]]) -> list[str]:
+def tiles_of(rows: dict[DeviceKey, dict[str, Cell]]) -> list[str]:
     return sorted({tile for tiles in rows.values() for tile in tiles}, key=_tile_key)
 
 
-def _device_columns(key: DeviceKey) -> list[str]:
-    return [key.device, key.kind, key.cc, key.smem_optin, key.driver, key.cuda, key.flashinfer, key.nvcc]
+def device_columns(key: DeviceKey) -> list[str]:
+    cols = [key.device, key.kind, key.cc, key.smem_optin, key.driver, key.cuda, key.flashinfer, key.nvcc]
+    cols[3] = f"{int(cols[3]):,}" if cols[3].isdigit() else cols[3]
+    return cols
 
 
 DEVICE_HEADER = ["row", "device", "kind", "CC", "opt-in smem (B)", "driver", "CUDA", "FlashInfer", "nvcc"]
+NOTABLE_HEADER = ["row", "case", "category", "expected", "verdict", "status", "smem asked (B)", "limit (B)"]
+VIRTUAL_NOTE = (
+    "Virtual-device rows judge the host-side stages only: their pass means the launch was accepted "
+    "(stages after launch were not judged). `?`: the results file does not record it."
+)
 
 
-def _md(text: str) -> str:
+def md(text: str) -> str:
+    """A table cell's text, with Markdown's table syntax escaped."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(_md(h) for h in header) + " |"]
+def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(md(h) for h in header) + " |"]
     lines.append("| " + " | ".join("---" for _ in header) + " |")
-    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in rows]
     return lines
 
 
-def _smem_label(value: str) -> str:
-    return f"{int(value):,}" if value.isdigit() else value
+def _md_legend(cells: Iterable[Cell]) -> str:
+    parts = []
+    for category, term, meaning in legend_items(cells):
+        shown = f"**{term}**" if category in LOUD else term
+        parts.append(f"{shown}: {meaning}")
+    return "Legend: " + " · ".join(parts) + "."
 
 
 def to_markdown(merged: Merged) -> str:
@@ -237,166 +395,52 @@ def to_markdown(merged: Merged) -> str:
         "",
         f"Merged from {len(merged.files)} results file(s): "
         + ", ".join(f"`{p.name}`" for p in merged.files)
-        + f". {sum(merged.devices.values())} verdict(s)"
-        + (f"; {merged.skipped} case(s) without a verdict are not shown." if merged.skipped else "."),
+        + f". {summary_text(merged)}.",
         "",
         "## Devices",
         "",
     ]
-    device_rows = []
-    for key in sorted(merged.devices):
-        cols = _device_columns(key)
-        cols[3] = _smem_label(cols[3])
-        device_rows.append([ids[key], *cols])
-    lines += _md_table(DEVICE_HEADER, device_rows)
-    lines += [
-        "",
-        "Virtual-device rows judge the host-side stages only: their `pass` means the launch was "
-        "accepted (stages after `launch` were not judged). `?`: the results file does not record it.",
-        "",
-    ]
-    for arch, dtypes in _sections(merged):
+    lines += md_table(DEVICE_HEADER, [[ids[key], *device_columns(key)] for key in sorted(merged.devices)])
+    lines += ["", VIRTUAL_NOTE, ""]
+    for arch, dtypes in sections(merged):
         rows = merged.cells[arch, dtypes]
-        tiles = _tiles(rows)
+        tiles = tiles_of(rows)
         lines += [f"## {arch} · {dtypes}", "", "Columns: CTA tile M x N x K, K in elements.", ""]
-        table = []
-        for key in sorted(rows):
-            table.append(
-                [
-                    f"{ids[key]} {key.device}",
-                    *(cell_text(rows[key][t]) if t in rows[key] else "-" for t in tiles),
-                ]
-            )
-        lines += _md_table(["device", *tiles], table)
-        lines.append("")
-    failures = _failures(merged)
-    if failures:
-        lines += ["## Rejected configurations", ""]
-        lines += _md_table(FAILURE_HEADER, [[row[0], f"`{row[1]}`", *row[2:]] for row in failures])
+        table = [
+            [f"{ids[key]} {key.device}", *(cell_text(rows[key][t]) if t in rows[key] else "-" for t in tiles)]
+            for key in sorted(rows)
+        ]
+        lines += md_table(["device", *tiles], table)
+        lines += ["", _md_legend(c for tiles in rows.values() for c in tiles.values()), ""]
+    notable = notable_rows(merged)
+    if notable:
+        lines += ["## Cases other than pass", ""]
+        lines += md_table(NOTABLE_HEADER, [[r[0], f"`{r[1]}`", *r[2:]] for r in notable])
         lines.append("")
     return "\n".join(lines)
 
 
-FAILURE_HEADER = ["row", "case", "stage", "status", "smem asked (B)", "limit (B)"]
-
-
-def _failures(merged: Merged) -> list[list[str]]:
+def notable_rows(merged: Merged) -> list[list[str]]:
+    """Every case that is not a plain pass, regressions first (:class:`Category` order)."""
     ids = merged.row_ids()
-    return [
-        [ids[key], j.case_id, j.outcome, j.status, _number(j.smem_requested), _number(j.smem_limit)]
-        for arch, dtypes in _sections(merged)
+    found = [
+        (section_index, j)
+        for section_index, (arch, dtypes) in enumerate(sections(merged))
         for key, tiles in sorted(merged.cells[arch, dtypes].items())
         for cell in tiles.values()
-        for j in cell.failures()
+        for j in cell.notable()
     ]
-
-
-_CSS = """
-body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;
-color:#1b1f24;background:#fff}
-h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:28px 0 6px}
-p.note{color:#57606a;max-width:70em}
-table{border-collapse:collapse;margin:6px 0 12px}
-th,td{border:1px solid #d0d7de;padding:5px 8px;text-align:left;vertical-align:top}
-th{background:#f6f8fa;font-weight:600;white-space:nowrap}
-td.dev{white-space:nowrap;font-weight:600}td{white-space:nowrap}
-td.pass{background:#dafbe1}td.fail{background:#ffebe9}td.mixed{background:#fff8c5}
-td.conflict{background:#fbefff}td.none{color:#8c959f}
-td.virtual{border-left:4px solid #8250df}td.hardware{border-left:4px solid #1a7f37}
-code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}
-.legend span{display:inline-block;padding:2px 8px;margin-right:6px;border:1px solid #d0d7de}
-"""
-
-
-def _cell_class(cell: Cell) -> str:
-    if cell.conflicts:
-        return "conflict"
-    if cell.all_pass:
-        return "pass"
-    return "fail" if cell.none_pass else "mixed"
-
-
-def _cell_title(cell: Cell) -> str:
-    lines = []
-    for j in sorted(cell.judged.values(), key=lambda j: j.case_id):
-        smem = f" smem {_number(j.smem_requested)}/{_number(j.smem_limit)}" if j.smem_requested else ""
-        status = f" {j.status}" if j.status else ""
-        lines.append(f"{j.case_id}: {j.outcome}{status}{smem} [{j.file.name}]")
-    return "\n".join(lines)
-
-
-def _html_part(part: str) -> str:
-    """``initialize 1/4 (Error Internal, 102,400 B > 101,376)`` on three lines."""
-    head, paren, detail = part.partition(" (")
-    if not paren or not detail.endswith(")"):
-        return html.escape(part)
-    return "<br>".join(html.escape(p) for p in [head, *detail[:-1].split(", ")])
-
-
-def to_html(merged: Merged) -> str:
-    """A self-contained page (inline CSS, no scripts, no external resources)."""
-    e = html.escape
-    ids = merged.row_ids()
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>Tile conformance: merged compatibility table</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>Tile conformance: merged compatibility table</h1>",
-        f'<p class="note">Merged from {len(merged.files)} results file(s): '
-        + ", ".join(f"<code>{e(p.name)}</code>" for p in merged.files)
-        + f". {sum(merged.devices.values())} verdict(s)."
-        + (f" {merged.skipped} case(s) without a verdict are not shown." if merged.skipped else "")
-        + "</p>",
-        '<p class="legend"><span style="background:#dafbe1">every case passed</span>'
-        '<span style="background:#fff8c5">some rejected</span>'
-        '<span style="background:#ffebe9">all rejected</span>'
-        '<span style="background:#fbefff">results disagree</span>'
-        '<span style="border-left:4px solid #1a7f37">hardware</span>'
-        '<span style="border-left:4px solid #8250df">virtual device (through launch)</span></p>',
-        "<h2>Devices</h2><table><tr>"
-        + "".join(f"<th>{e(h)}</th>" for h in [*DEVICE_HEADER, "verdicts"])
-        + "</tr>",
+    found.sort(key=lambda item: (item[1].category.order, item[0], item[1].key, item[1].case_id))
+    return [
+        [
+            ids[j.key],
+            j.case_id,
+            j.category.value + mark(j.through),
+            j.expected,
+            j.outcome,
+            j.status,
+            number(j.smem_requested),
+            number(j.smem_limit),
+        ]
+        for _, j in found
     ]
-    for key in sorted(merged.devices):
-        cols = _device_columns(key)
-        cols[3] = _smem_label(cols[3])
-        out.append(
-            "<tr>"
-            + "".join(f"<td>{e(c)}</td>" for c in [ids[key], *cols, str(merged.devices[key])])
-            + "</tr>"
-        )
-    out.append("</table>")
-    out.append(
-        '<p class="note">Virtual-device rows judge the host-side stages only: their <code>pass</code> '
-        "means the launch was accepted; stages after <code>launch</code> were not judged. "
-        "<code>?</code>: the results file does not record it. Hover a cell for its cases.</p>"
-    )
-    for arch, dtypes in _sections(merged):
-        rows = merged.cells[arch, dtypes]
-        tiles = _tiles(rows)
-        out.append(f"<h2>{e(arch)} · {e(dtypes)}</h2>")
-        out.append("<table><tr><th>device</th>" + "".join(f"<th>{e(t)}</th>" for t in tiles) + "</tr>")
-        for key in sorted(rows):
-            cells = [f'<td class="dev {e(key.kind)}">{e(ids[key])} {e(key.device)}</td>']
-            for tile in tiles:
-                cell = rows[key].get(tile)
-                if cell is None:
-                    cells.append('<td class="none">—</td>')
-                else:
-                    title = e(_cell_title(cell))
-                    text = "<br>".join(_html_part(part) for part in cell_parts(cell))
-                    cells.append(f'<td class="{_cell_class(cell)}" title="{title}">{text}</td>')
-            out.append("<tr>" + "".join(cells) + "</tr>")
-        out.append("</table>")
-    out.append('<p class="note">Tiles are CTA M x N x K with K in elements of the activation type.</p>')
-    failures = _failures(merged)
-    if failures:
-        out.append("<h2>Rejected configurations</h2><table><tr>")
-        out.append("".join(f"<th>{e(h)}</th>" for h in FAILURE_HEADER) + "</tr>")
-        for row in failures:
-            out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
-        out.append("</table>")
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
