@@ -161,9 +161,9 @@ def test_passes_run_side_by_side(
 ) -> None:
     monkeypatch.setenv("FAKE_SLEEP", "cudafe++=1,cicc=1")
     plan = fake.plan()
-    started = time.monotonic()
     assert execute(plan) == 0
-    assert time.monotonic() - started < 1.9  # one after the other: more than 2 s
+    # side by side: each started before the other ended (their own logs, not the wall time of the
+    # whole plan, which a loaded machine stretches)
     cudafe, cicc = fake.span("cudafe++"), fake.span("cicc")
     assert cicc[0] < cudafe[1] and cudafe[0] < cicc[1]
     # both read the id written beforehand; nothing that nvcc writes is missing
