@@ -44,7 +44,7 @@ expectations:
   # smem limits
   sm90-bf16-128x128x64-c1x1x1-none: {stage: initialize, reason: "smem"}   # measured on H100
   sm90-bf16-64x64x64-c1x1x1-none: {stage: can_implement, status: "kErrorInvalidProblem", source: "fake"}
-  sm90-bf16-128x64x64-c1x1x1-none: {stage: initialize, smem: 240000, limit: 232448, source: "fake", reason: "smem over the opt-in limit"}
+  sm90-bf16-128x64x64-c1x1x1-none: {stage: initialize, smem: 240000, limit: 232448, source: "fake", reason: "smem over the opt-in limit\\nthe second line is kept"}
 
 # trailing comment
 """  # noqa: E501
@@ -54,7 +54,7 @@ OBSERVED = {
         "stage": "initialize",
         "smem": 240000,
         "limit": 232448,
-        "detail": "smem over the opt-in limit\nsecond line is dropped",
+        "detail": "smem over the opt-in limit\nthe second line is kept",
     },
     "sm90-bf16-128x128x64-c1x1x1-none": "initialize",
     "sm90-bf16-64x64x64-c1x1x1-none": {"stage": "can_implement", "status": "kErrorInvalidProblem"},

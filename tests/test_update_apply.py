@@ -17,6 +17,7 @@ from pytest_tileconform.matrix.update import (
     expectation_change,
     update_matrix,
 )
+from pytest_tileconform.reasons import MATRIX_REASON_LIMIT
 from pytest_tileconform.verdict import Stage, Verdict
 
 A = "sm90-bf16-128x64x64-c1x1x1-none"
@@ -87,13 +88,37 @@ def test_entry_line_fields_in_order() -> None:
     )
     assert line == (
         f'{A}: {{stage: initialize, status: "kErrorWorkspaceNull", smem: 240000, '
-        'limit: 232448, source: "fake", reason: "too much smem: \\"quoted\\""}'
+        'limit: 232448, source: "fake", reason: "too much smem: \\"quoted\\"\\nsecond line"}'
     )
 
 
-def test_entry_line_reason_is_truncated() -> None:
-    line = entry_line(A, verdict("run", detail="x" * 500))
-    assert line == f'{A}: {{stage: run, source: "fake", reason: "{"x" * 240}"}}'
+def test_entry_line_keeps_a_long_reason_whole() -> None:
+    """The shipped sm120 reasons are 575 characters: they were cut at 240, mid-word."""
+    detail = "cuTensorMapEncodeTiled: NULL globalAddress; " * 40
+    line = entry_line(A, verdict("run", detail=detail))
+    assert line == f'{A}: {{stage: run, source: "fake", reason: "{detail.strip()}"}}'
+
+
+def test_entry_line_cuts_a_runaway_reason_at_a_word_with_a_marker() -> None:
+    detail = "word " * 1000
+    line = entry_line(A, verdict("run", detail=detail))
+    kept = "word " * (MATRIX_REASON_LIMIT // 5)
+    cut = len(detail.strip()) - len(kept.strip())
+    assert line == f'{A}: {{stage: run, source: "fake", reason: "{kept.strip()} [... {cut} characters cut]"}}'
+
+
+def test_entry_line_reason_has_stable_paths() -> None:
+    detail = (
+        "/home/ci/.cache/pytest-tileconform/.build-k3j2x9q1/0123456789abcdef0123456789abcdef/"
+        "tu.cu(13): error: static assertion failed"
+    )
+    line = entry_line(
+        A, verdict("compile", status="/tmp/tileconform-run-ab12cd34/verdict.json", detail=detail)
+    )
+    assert line == (
+        f'{A}: {{stage: compile, status: "verdict.json", source: "fake", '
+        'reason: "tu.cu(13): error: static assertion failed"}'
+    )
 
 
 def test_entry_line_is_valid_yaml_for_awkward_text(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from ruamel.yaml.comments import CommentedMap
 
 from ..files import write_atomic
+from ..reasons import shorten, stable_reason
 from ..verdict import Stage, Verdict
 from .load import load_matrix, parse_document
 
@@ -48,16 +49,24 @@ def expectation_change(case_id: str, expected: str, verdict: Verdict) -> Change 
 
 
 def entry_line(case_id: str, verdict: Verdict) -> str:
+    """The expectation entry of ``verdict`` as one flow-mapping line.
+
+    Status and reason are the verdict's whole texts with stable names for temporary and
+    installed places (:func:`.reasons.stable_reason`), so a rerun elsewhere reads the same; a
+    reason of several lines stays on the entry's one line, its line breaks written as ``\\n``.
+    Only a reason longer than a matrix line should be is cut (:func:`.reasons.shorten`).
+    """
     fields: dict[str, str | int] = {"stage": verdict.outcome}
     if verdict.status:
-        fields["status"] = verdict.status
+        fields["status"] = stable_reason(verdict.status)
     if verdict.smem_requested is not None:
         fields["smem"] = verdict.smem_requested
     if verdict.smem_limit is not None:
         fields["limit"] = verdict.smem_limit
     fields["source"] = verdict.source
-    if verdict.detail:
-        fields["reason"] = verdict.detail.splitlines()[0][:240]
+    reason = stable_reason(verdict.detail)
+    if reason:
+        fields["reason"] = shorten(reason)
     body = ", ".join(
         f"{k}: {v}" if isinstance(v, int) or k == "stage" else f"{k}: {json.dumps(v)}"
         for k, v in fields.items()
