@@ -6,9 +6,13 @@ import itertools
 import json
 
 import pytest
-from fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors
+from fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors, output
 
 PROBLEM = "problems: {experts: 2, rows: 64, n: 256, k: 128}"
+ALREADY = (
+    "already gives it; a case id is arch-dtypes-tile-cCLUSTER-fusion[-swapab][-problem name], so "
+    "remove one of the two or make them differ in one of these (e.g. give their problems different names)"
+)
 
 
 def test_defaults_apply_to_every_suite(tc: TileRun) -> None:
@@ -257,11 +261,48 @@ INVALID = {
     ),
     "duplicate-case": (
         BASIC.replace("256x128x64", "128x64x64"),
-        ["6:35: duplicate case 'sm90-bf16-128x64x64-c1x1x1-none' (first produced at line 6)"],
+        [f"6:35: duplicate case 'sm90-bf16-128x64x64-c1x1x1-none': the tile entry at line 6 {ALREADY}"],
     ),
     "duplicate-case-across-suites": (
         BASIC + "  - {arch: sm90, dtype: bf16, tile: 256x128x64, " + PROBLEM + "}\n",
-        ["8:31: duplicate case 'sm90-bf16-256x128x64-c1x1x1-none' (first produced at line 6)"],
+        [f"8:31: duplicate case 'sm90-bf16-256x128x64-c1x1x1-none': the tile entry at line 6 {ALREADY}"],
+    ),
+    "duplicate-cases-across-suites-said-once": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    fusion: [none, finalize]\n")
+        + "  - {arch: sm90, dtype: bf16, tile: 256x128x64, fusion: [none, finalize], "
+        + PROBLEM
+        + "}\n",
+        [
+            "9:31: duplicate case 'sm90-bf16-256x128x64-c1x1x1-none' and 1 more: the tile entry at "
+            "line 7 " + ALREADY
+        ],
+    ),
+    "arch-listed-twice": (
+        BASIC.replace("arch: sm90", "arch: [sm90, sm100, sm90]"),
+        [
+            "4:25: arch lists sm90 twice (items 1 and 3), so both give the same cases "
+            "(e.g. 'sm90-bf16-128x64x64-c1x1x1-none'): list it once"
+        ],
+    ),
+    "dtype-alias-listed-twice": (
+        BASIC.replace(
+            "dtype: bf16", "dtype: [{act: fp8, weight: fp8, out: bf16}, {act: e4m3, weight: e4m3, out: bf16}]"
+        ),
+        [
+            "5:49: dtype lists fp8_e4m3-bf16 twice (items 1 and 2), so both give the same cases "
+            "(e.g. 'sm90-fp8_e4m3-bf16-128x64x64-c1x1x1-none'): list it once"
+        ],
+    ),
+    "problems-with-the-same-name": (
+        BASIC.replace(
+            PROBLEM,
+            "problems: [{name: a, experts: 1, rows: 8, n: 8, k: 8}, "
+            "{name: a, experts: 2, rows: 8, n: 8, k: 8}]",
+        ),
+        [
+            "7:60: problems 1 and 2 of this list are both named 'a', so they give the same case ids "
+            "(e.g. 'sm90-bf16-128x64x64-c1x1x1-none-a'): give each problem its own name"
+        ],
     ),
     "empty-product": (
         BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    cluster: []\n"),
@@ -359,3 +400,83 @@ def test_union_branches_do_not_add_spurious_errors(tc: TileRun) -> None:
     assert matrix_errors(tc.run(), path) == [
         "7:24: suites.0.problems.0.rows.0: Input should be greater than or equal to 0"
     ]
+
+
+UNNAMED = """\
+version: 1
+backend: fake
+defaults:
+  arch: sm90
+  problems:
+    - {experts: 2, rows: 64, n: 256, k: 128}
+    - {experts: 4, rows: [0, 1, 77, 300], n: 384, k: 512}
+suites:
+  - dtype: bf16
+    tile: [128x64x64, 256x128x64]
+    fusion: [none, finalize]
+  - dtype: fp16
+    tile: 128x64x64
+"""
+
+NAME_THEM = [
+    "  problems:",
+    '    - {name: "p1", experts: 2, rows: [64, 64], n: 256, k: 128}',
+    '    - {name: "p2", experts: 4, rows: [0, 1, 77, 300], n: 384, k: 512}',
+]
+
+
+def test_unnamed_problems_are_one_error_that_shows_how_to_name_them(tc: TileRun) -> None:
+    """Eight bf16 and one fp16 case collide, all for one reason: the error is said once, at the
+    problem that collides, and shows the problems with names."""
+    path = tc.matrix(UNNAMED)
+    result = tc.run()
+    assert matrix_errors(result, path) == [
+        "7:7: problems 1 and 2 of this list have no name, so they give the same case ids "
+        "(e.g. 'sm90-bf16-128x64x64-c1x1x1-none'): a case id tells problems apart only by their "
+        "names. Name them, e.g."
+    ]
+    at = result.errlines.index(f"{path}:" + matrix_errors(result, path)[0])
+    assert result.errlines[at + 1 : at + 4] == NAME_THEM
+    assert result.errlines[at + 4 :] in ([], [""])
+    assert output(result).count("have no name") == 1
+
+
+def test_the_suggested_names_make_the_matrix_load(tc: TileRun) -> None:
+    fixed = UNNAMED.replace(
+        "  problems:\n"
+        "    - {experts: 2, rows: 64, n: 256, k: 128}\n"
+        "    - {experts: 4, rows: [0, 1, 77, 300], n: 384, k: 512}\n",
+        "\n".join(NAME_THEM) + "\n",
+    )
+    tc.matrix(fixed)
+    ids = tc.collect()
+    assert len(ids) == 10
+    assert "m.yaml::sm90-bf16-256x128x64-c1x1x1-finalize-p2" in ids
+
+
+def test_three_unnamed_problems_in_a_tile_entry(tc: TileRun) -> None:
+    path = tc.matrix(
+        BASIC.replace(
+            PROBLEM,
+            "tile: {shape: 64x64x64, problems: [{experts: 1, rows: 8, n: 8, k: 8}, "
+            "{experts: 1, rows: 16, n: 8, k: 8}, {experts: 1, rows: 32, n: 8, k: 8}]}",
+        ).replace("    tile: [128x64x64, 128x128x64, 256x128x64]\n", "")
+    )
+    result = tc.run()
+    errors = matrix_errors(result, path)
+    assert len(errors) == 1
+    assert errors[0].startswith("6:75: problems 1, 2 and 3 of this list have no name")
+    result.stderr.fnmatch_lines(
+        [
+            '    problems: [{name: "p1", experts: 1, rows: [8], n: 8, k: 8}, '
+            '{name: "p2", experts: 1, rows: [16], n: 8, k: 8}, '
+            '{name: "p3", experts: 1, rows: [32], n: 8, k: 8}]'
+        ]
+    )
+
+
+def test_a_matrix_error_is_printed_once_under_xdist(tc: TileRun) -> None:
+    path = tc.matrix(UNNAMED)
+    result = tc.run_subprocess("-n", "2")
+    assert len(matrix_errors(result, path)) == 1
+    assert output(result).count("have no name") == 1

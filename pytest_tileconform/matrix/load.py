@@ -7,8 +7,8 @@ problem pydantic (or the expansion) finds is reported as ``file:line:col: messag
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from .cases import Case
-from .schema import FORMAT_VERSION, Axes, Matrix, Suite, TileEntry
-
-Loc = tuple[str | int, ...]
+from .duplicates import Axis, Loc, across_entries, same_axis
+from .schema import FORMAT_VERSION, Axes, Matrix
 
 
 @dataclass(frozen=True)
@@ -47,6 +46,7 @@ class LoadedMatrix:
     path: Path
     model: Matrix
     cases: list[Case]
+    places: dict[str, CasePlace] = field(default_factory=dict)  # by case id
 
 
 def _yaml() -> YAML:
@@ -98,6 +98,22 @@ def position(document: Any, loc: Loc) -> tuple[int, int]:
     return line + 1, col + 1
 
 
+def block_column(document: Any, loc: Loc) -> int | None:
+    """The 1-based column of the key at ``loc`` when its mapping is in block style, so that block
+    YAML can be suggested in its place; None when it is in a flow mapping or absent."""
+    node = document
+    for part in loc[:-1]:
+        if (isinstance(node, CommentedMap) and part in node) or (
+            isinstance(node, CommentedSeq) and isinstance(part, int) and 0 <= part < len(node)
+        ):
+            node = node[part]
+        elif part != 0:  # 0: a scalar axis value that the schema wrapped into a one-element list
+            return None
+    if isinstance(node, CommentedMap) and loc and loc[-1] in node and not node.fa.flow_style():
+        return int(node.lc.key(loc[-1])[1]) + 1
+    return None
+
+
 def _pydantic_loc(raw: tuple[str | int, ...]) -> Loc:
     """Drop pydantic's synthetic loc parts (union members, validator names) to get a YAML path."""
     return tuple(p for p in raw if isinstance(p, int) or not any(c in p for c in "[]()"))
@@ -124,48 +140,63 @@ def _validation_errors(path: Path, document: Any, exc: ValidationError) -> list[
     return errors
 
 
-def _pick(*layers: Axes | None, axis: str) -> list[Any] | None:
-    """The first layer (tile entry, suite, defaults) that sets ``axis``."""
-    for layer in layers:
+#: The axes a tile entry multiplies, in the order of :func:`itertools.product` below.
+AXES = ("arch", "dtype", "cluster", "swap_ab", "fusion", "problems")
+_FALLBACKS: dict[str, list[Any] | None] = {
+    "arch": None,
+    "dtype": None,
+    "cluster": [(1, 1, 1)],
+    "swap_ab": [False],
+    "fusion": ["none"],
+    "problems": None,
+}
+
+
+@dataclass(frozen=True)
+class CasePlace:
+    """Where a case comes from in its matrix file (1-based lines): CI annotations and failure
+    reports point there rather than at this plugin's code."""
+
+    line: int  # the tile entry
+    col: int
+    suite_line: int
+    suite: str | None
+    expectation_line: int | None = None
+
+
+def _pick(layers: Sequence[tuple[Axes | None, Loc]], axis: str) -> Axis | None:
+    """The first layer (tile entry, suite, defaults) that sets ``axis``, then the built-in default."""
+    for layer, loc in layers:
         value = getattr(layer, axis) if layer is not None else None
         if value is not None:
-            return list(value)
-    return None
+            return Axis(list(value), (*loc, axis))
+    fallback = _FALLBACKS[axis]
+    return None if fallback is None else Axis(fallback, None)
 
 
-def _expand_tile(path: Path, matrix: Matrix, suite: Suite, entry: TileEntry) -> tuple[list[Case], list[str]]:
-    axes = {}
-    missing = []
-    for axis, fallback in (
-        ("arch", None),
-        ("dtype", None),
-        ("cluster", [(1, 1, 1)]),
-        ("swap_ab", [False]),
-        ("fusion", ["none"]),
-        ("problems", None),
-    ):
-        value = _pick(entry, suite, matrix.defaults, axis=axis)
-        if value is None:
-            value = fallback
-        if value is None:
-            missing.append(axis)
-        else:
-            axes[axis] = value
+Produced = tuple[Case, tuple[int, ...]]  # a case and the index of its value on each axis
+
+
+def _expand_tile(
+    path: Path, matrix: Matrix, s: int, t: int
+) -> tuple[list[Produced], dict[str, Axis], list[str]]:
+    suite = matrix.suites[s]
+    entry = suite.tile[t]
+    layers = [(entry, ("suites", s, "tile", t)), (suite, ("suites", s)), (matrix.defaults, ("defaults",))]
+    axes = {axis: _pick(layers, axis) for axis in AXES}
+    missing = [axis for axis, found in axes.items() if found is None]
     if missing:
-        return [], [f"no {' or '.join(missing)} given (in the tile entry, the suite or defaults)"]
-    empty = [axis for axis, values in axes.items() if not values]
+        return [], {}, [f"no {' or '.join(missing)} given (in the tile entry, the suite or defaults)"]
+    given = {axis: found for axis, found in axes.items() if found is not None}
+    empty = [axis for axis, found in given.items() if not found.values]
     if empty:
-        return [], [f"empty product: {', '.join(empty)} lists nothing"]
+        return [], given, [f"empty product: {', '.join(empty)} lists nothing"]
     expectations = matrix.expectations or {}
-    cases = []
-    for arch, dt, cluster, swap_ab, fusion, problem in itertools.product(
-        axes["arch"],
-        axes["dtype"],
-        axes["cluster"],
-        axes["swap_ab"],
-        axes["fusion"],
-        axes["problems"],
-    ):
+    produced = []
+    for index in itertools.product(*(range(len(given[axis].values)) for axis in AXES)):
+        arch, dt, cluster, swap_ab, fusion, problem = (
+            given[axis].values[i] for axis, i in zip(AXES, index, strict=True)
+        )
         case = Case(
             matrix=path,
             backend=matrix.backend,
@@ -185,34 +216,58 @@ def _expand_tile(path: Path, matrix: Matrix, suite: Suite, entry: TileEntry) -> 
         expectation = expectations.get(case.id)
         if expectation is not None:
             case = replace(case, expectation=expectation)
-        cases.append(case)
-    return cases, []
+        produced.append((case, index))
+    return produced, given, []
 
 
-def expand(path: Path, document: Any, matrix: Matrix) -> list[Case]:
-    """All cases of ``matrix`` in file order; raise MatrixInvalid on empty products or duplicates."""
+def expand(path: Path, document: Any, matrix: Matrix) -> tuple[list[Case], dict[str, CasePlace]]:
+    """All cases of ``matrix`` in file order and where each comes from; raise MatrixInvalid on
+    empty products or duplicates.
+
+    Each cause of duplicates is reported once, where it is (:mod:`.duplicates`): two problems
+    without names in a list shared by many tile entries are one mistake, not one per case.
+    """
     errors: list[MatrixError] = []
     cases: list[Case] = []
+    places: dict[str, CasePlace] = {}
     first_seen: dict[str, Loc] = {}
+    reported: set[Hashable] = set()
+    across: dict[tuple[Loc, Loc], list[str]] = {}
+
+    def where(loc: Loc) -> tuple[int, int]:
+        return position(document, loc)
+
+    def column(loc: Loc) -> int | None:
+        return block_column(document, loc)
+
     for s, suite in enumerate(matrix.suites):
-        for t, entry in enumerate(suite.tile):
+        suite_line, _ = position(document, ("suites", s))
+        for t in range(len(suite.tile)):
             loc: Loc = ("suites", s, "tile", t)
-            produced, problems = _expand_tile(path, matrix, suite, entry)
+            line, col = position(document, loc)
+            produced, axes, problems = _expand_tile(path, matrix, s, t)
             for problem in problems:
-                errors.append(MatrixError(path, *position(document, loc), problem))
-            for case in produced:
-                if case.id in first_seen:
-                    line, _ = position(document, first_seen[case.id])
-                    errors.append(
-                        MatrixError(
-                            path,
-                            *position(document, loc),
-                            f"duplicate case {case.id!r} (first produced at line {line})",
-                        )
-                    )
+                errors.append(MatrixError(path, line, col, problem))
+            here: dict[str, tuple[int, ...]] = {}
+            for case, index in produced:
+                if case.id in here:
+                    found = same_axis(where, column, axes, here[case.id], index, case.id)
+                    if found is not None and found.key not in reported:
+                        reported.add(found.key)
+                        errors.append(MatrixError(path, *found.where, found.message))
                     continue
+                if case.id in first_seen:
+                    across.setdefault((first_seen[case.id], loc), []).append(case.id)
+                    continue
+                here[case.id] = index
                 first_seen[case.id] = loc
                 cases.append(case)
+                expectation_line = None
+                if case.expectation is not None:
+                    expectation_line = position(document, ("expectations", case.id))[0]
+                places[case.id] = CasePlace(line, col, suite_line, suite.name, expectation_line)
+    for (first, then), ids in across.items():
+        errors.append(MatrixError(path, *where(then), across_entries(ids, where(first))))
     for case_id in matrix.expectations or {}:
         if case_id not in first_seen:
             errors.append(
@@ -226,7 +281,7 @@ def expand(path: Path, document: Any, matrix: Matrix) -> list[Case]:
         errors.append(MatrixError(path, *position(document, ("suites",)), "the matrix has no cases"))
     if errors:
         raise MatrixInvalid(errors)
-    return cases
+    return cases, places
 
 
 def load_matrix(path: Path, backends: Collection[str] | None = None, text: str | None = None) -> LoadedMatrix:
@@ -255,16 +310,17 @@ def load_matrix(path: Path, backends: Collection[str] | None = None, text: str |
         where = position(document, ("backend",))
         errors.append(MatrixError(path, *where, f"unknown backend {backend!r} (known: {known})"))
     cases: list[Case] = []
+    places: dict[str, CasePlace] = {}
     try:
         model = Matrix.model_validate(document)
-        cases = expand(path, document, model)
+        cases, places = expand(path, document, model)
     except ValidationError as exc:
         errors.extend(_validation_errors(path, document, exc))
     except MatrixInvalid as exc:
         errors.extend(exc.errors)
     if errors:
-        raise MatrixInvalid(sorted(errors, key=lambda e: (e.line, e.col)))
-    return LoadedMatrix(path, model, cases)
+        raise MatrixInvalid(sorted(dict.fromkeys(errors), key=lambda e: (e.line, e.col)))
+    return LoadedMatrix(path, model, cases, places)
 
 
 def load_matrices(paths: Iterable[Path], backends: Collection[str] | None = None) -> list[LoadedMatrix]:

@@ -1,0 +1,118 @@
+"""Why two cases of a matrix got the same id, said once per cause, with the fix.
+
+A case id names arch, dtypes, tile, cluster, fusion, swap_ab and the problem's *name*, so the
+usual cause is a list of problems without names: every case of every tile entry that uses the
+list then collides. Reporting each colliding case would print the same complaint once per
+tile, cluster and fusion; the cause is one place in the file, so it is reported there, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..dtypes import shape_label
+from .schema import DTypes, Problem
+
+Loc = tuple[str | int, ...]
+Where = Callable[[Loc], tuple[int, int]]  # a document path -> its 1-based (line, col)
+Column = Callable[[Loc], "int | None"]  # a key's 1-based column if it is in a block mapping
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of a tile entry: its values and where the list is (None: a built-in default)."""
+
+    values: list[Any]
+    loc: Loc | None
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    key: Hashable  # the cause: the same key is the same mistake, reported once
+    where: tuple[int, int]
+    message: str
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, DTypes):
+        return value.label
+    if isinstance(value, tuple):
+        return shape_label(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _series(numbers: Sequence[int]) -> str:
+    words = [str(n) for n in numbers]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _named_problems(problems: Sequence[Problem], col: int | None) -> list[str]:
+    """The problems list with every problem that has no name given one: in block style at
+    ``col``, or as one flow line where the list sits in a flow mapping (``col`` None)."""
+    taken = {p.name for p in problems if p.name}
+    names = iter(f"p{n}" for n in range(1, 10 * len(problems) + 2) if f"p{n}" not in taken)
+    named = [p.flow() if p.name else p.model_copy(update={"name": next(names)}).flow() for p in problems]
+    if col is None:
+        return [f"    problems: [{', '.join(named)}]"]
+    indent = " " * (col - 1)
+    return [f"{indent}problems:", *(f"{indent}  - {flow}" for flow in named)]
+
+
+def same_axis(
+    where: Where,
+    column: Column,
+    axes: dict[str, Axis],
+    first: tuple[int, ...],
+    then: tuple[int, ...],
+    case_id: str,
+) -> Duplicate | None:
+    """Two cases of one tile entry with the same id, told apart only by one axis: what to change.
+
+    ``first`` and ``then`` are the cases' indices into each axis, in the order of ``axes``. Cases
+    that differ on several axes are skipped: the cases between them differ on one, and name it.
+    """
+    differ = [(axis, i, j) for (axis, i, j) in zip(axes, first, then, strict=True) if i != j]
+    if len(differ) != 1:
+        return None
+    axis, i, j = differ[0]
+    found = axes[axis]
+    assert found.loc is not None  # a built-in default lists each value once
+    at = where((*found.loc, j))
+    if axis == "problems":
+        problems: list[Problem] = found.values
+        name = problems[i].name
+        if name:
+            return Duplicate(
+                (found.loc, "name", name),
+                at,
+                f"problems {i + 1} and {j + 1} of this list are both named {name!r}, so they give "
+                f"the same case ids (e.g. {case_id!r}): give each problem its own name",
+            )
+        unnamed = [k + 1 for k, p in enumerate(problems) if not p.name]
+        hint = "\n".join(_named_problems(problems, column(found.loc)))
+        return Duplicate(
+            (found.loc, "unnamed"),
+            at,
+            f"problems {_series(unnamed)} of this list have no name, so they give the same case "
+            f"ids (e.g. {case_id!r}): a case id tells problems apart only by their names. "
+            f"Name them, e.g.\n{hint}",
+        )
+    value = _label(found.values[j])
+    return Duplicate(
+        (found.loc, i),
+        at,
+        f"{axis} lists {value} twice (items {i + 1} and {j + 1}), so both give the same cases "
+        f"(e.g. {case_id!r}): list it once",
+    )
+
+
+def across_entries(ids: Sequence[str], first: tuple[int, int]) -> str:
+    """Cases a tile entry gives that an earlier one (at ``first``) gave already."""
+    more = f" and {len(ids) - 1} more" if len(ids) > 1 else ""
+    return (
+        f"duplicate case {ids[0]!r}{more}: the tile entry at line {first[0]} already gives it; a "
+        "case id is arch-dtypes-tile-cCLUSTER-fusion[-swapab][-problem name], so remove one of the "
+        "two or make them differ in one of these (e.g. give their problems different names)"
+    )
