@@ -296,3 +296,22 @@ def test_usage_error_exit_status() -> None:
     assert proc.returncode == 2
     assert "the following arguments are required: RESULTS.json" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_the_documented_example_is_current(tmp_path: Path) -> None:
+    """docs/merged-example.{md,html} are what the command in docs/ci-gating.md writes today."""
+    inputs = [
+        "results/h200-2026-11-29/sm90-bf16-hardware.json",
+        "results/h200-2026-11-29/sm90-fp8-bf16-none-hardware.json",
+        "results/h200x2-2026-11-29-grouped/sm90-fp8-rest-hardware.json.gz",
+        "results/h200x2-2026-11-29-grouped/sm90-fp16-fp32-hardware.json.gz",
+        "results/sm100-virtual-2026-11-29.json",
+        "results/h200x2-2026-11-29-grouped/sm120-flashinfer-virtual.json",
+    ]
+    assert " \\\n    ".join(inputs) in (REPO / "docs/ci-gating.md").read_text()
+    md, page = tmp_path / "m.md", tmp_path / "m.html"
+    assert (
+        main(["report", "merge", *(str(REPO / i) for i in inputs), "-o", str(md), "--html", str(page)]) == 0
+    )
+    assert md.read_text() == (REPO / "docs/merged-example.md").read_text()
+    assert page.read_text() == (REPO / "docs/merged-example.html").read_text()

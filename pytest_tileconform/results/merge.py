@@ -363,8 +363,8 @@ def device_columns(key: DeviceKey) -> list[str]:
 DEVICE_HEADER = ["row", "device", "kind", "CC", "opt-in smem (B)", "driver", "CUDA", "FlashInfer", "nvcc"]
 NOTABLE_HEADER = ["row", "case", "category", "expected", "verdict", "status", "smem asked (B)", "limit (B)"]
 VIRTUAL_NOTE = (
-    "Virtual-device rows judge the host-side stages only: their pass means the launch was accepted "
-    "(stages after launch were not judged). `?`: the results file does not record it."
+    "Virtual-device rows judge the host-side stages only: their `pass` means the launch was accepted "
+    "(stages after `launch` were not judged). `?`: the results file does not record it."
 )
 
 
