@@ -44,6 +44,16 @@ def run_tool(command: Sequence[str], what: str) -> None:
         raise HostBuildError(f"{what} failed ({shlex.join(command)}):\n{proc.stdout}{proc.stderr}")
 
 
+def once_path(cache_dir: Path, name: str, inputs: Sequence[bytes], artifact: str) -> Path:
+    """``cache_dir/NAME-HASH/ARTIFACT``, where HASH covers ``inputs``: where :func:`build_once`
+    puts the artifact, known without building it (build keys that name it can be computed
+    before anything is compiled)."""
+    digest = hashlib.sha256()
+    for part in inputs:
+        digest.update(hashlib.sha256(part).digest())
+    return cache_dir / f"{name}-{digest.hexdigest()[:16]}" / artifact
+
+
 def build_once(
     cache_dir: Path,
     name: str,
@@ -51,14 +61,10 @@ def build_once(
     artifact: str,
     produce: Callable[[Path], None],
 ) -> Path:
-    """``cache_dir/NAME-HASH/ARTIFACT``, where HASH covers ``inputs``; if it is not there yet,
-    ``produce(directory)`` writes ``ARTIFACT`` (and anything else) into a private directory
-    that then becomes ``NAME-HASH``."""
-    digest = hashlib.sha256()
-    for part in inputs:
-        digest.update(hashlib.sha256(part).digest())
-    final = cache_dir / f"{name}-{digest.hexdigest()[:16]}"
-    result = final / artifact
+    """:func:`once_path`; if it is not there yet, ``produce(directory)`` writes ``ARTIFACT``
+    (and anything else) into a private directory that then becomes ``NAME-HASH``."""
+    result = once_path(cache_dir, name, inputs, artifact)
+    final = result.parent
     if result.exists():
         return result
     cache_dir.mkdir(parents=True, exist_ok=True)

@@ -11,11 +11,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..compile.hostbuild import build_once, compiler_id, cxx, run_tool
+from ..compile.hostbuild import build_once, compiler_id, cxx, once_path, run_tool
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 RUNTIME_SOURCE = RUNTIME_DIR / "vcudart.cpp"
 RUNTIME_LIB = "libvcudart.a"
+
+
+def _runtime_inputs(cuda_home: Path, compiler: str) -> tuple[bytes, ...]:
+    """What the runtime library is built from: its source, the compiler and the CUDA headers."""
+    include = cuda_home / "include"
+    return (
+        RUNTIME_SOURCE.read_bytes(),
+        compiler_id(compiler).encode(),
+        (include / "cuda_runtime_api.h").read_bytes(),
+        (include / "cuda.h").read_bytes(),
+    )
+
+
+def runtime_path(cache_dir: Path, cuda_home: Path, compiler: str | None = None) -> Path:
+    """Where :func:`build_runtime` puts ``libvcudart.a``, known without building it: build
+    commands name it, so their cache keys can be looked up before anything is compiled."""
+    return once_path(cache_dir, "vcudart", _runtime_inputs(cuda_home, compiler or cxx()), RUNTIME_LIB)
 
 
 def build_runtime(cache_dir: Path, cuda_home: Path, compiler: str | None = None) -> Path:
@@ -35,10 +52,4 @@ def build_runtime(cache_dir: Path, cuda_home: Path, compiler: str | None = None)
         run_tool(["ar", "rcs", str(directory / RUNTIME_LIB), str(obj)], "archiving vcudart")
         obj.unlink()
 
-    inputs = (
-        RUNTIME_SOURCE.read_bytes(),
-        compiler_id(compiler).encode(),
-        (include / "cuda_runtime_api.h").read_bytes(),
-        (include / "cuda.h").read_bytes(),
-    )
-    return build_once(cache_dir, "vcudart", inputs, RUNTIME_LIB, produce)
+    return build_once(cache_dir, "vcudart", _runtime_inputs(cuda_home, compiler), RUNTIME_LIB, produce)
