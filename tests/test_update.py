@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fake_backend import BASIC, BASIC_IDS, TileRun, verbose_outcomes
 
@@ -243,3 +245,25 @@ def test_crlf_matrix_keeps_its_line_endings(tc: TileRun) -> None:
     tc.run("--tile-update").assert_outcomes(passed=2, failed=1)
     expected = text.replace("{stage: run}  # flaky", '{stage: launch, source: "fake"}').replace("\n", "\r\n")
     assert path.read_bytes() == expected.encode()
+
+
+def test_recorded_reasons_have_stable_paths(tc: TileRun) -> None:
+    """A compile error quoted from a temporary build folder under the cache is recorded as the
+    file's own name, in the matrix, the terminal and the results file alike."""
+    cache = tc.path / "cache"
+    key = "0123456789abcdef0123456789abcdef"
+    detail = (
+        f"{cache}/.build-k3j2x9q1/{key}/tu.cu(13): error: static assertion failed; "
+        f"log {cache}/01/{key}/build.log"
+    )
+    stable = f"tu.cu(13): error: static assertion failed; log <cache>/01/{key}/build.log"
+    path = tc.matrix(BASIC)
+    tc.verdicts({BASIC_IDS[0]: {"stage": "compile", "detail": detail}})
+    result = tc.run("--tile-update", "--tile-cache-dir", str(cache), "--tile-report", "r.json")
+    result.stdout.fnmatch_lines([f"  verdict: compile {stable} [[]fake[]]"])
+    assert f'{BASIC_IDS[0]}: {{stage: compile, source: "fake", reason: "{stable}"}}' in path.read_text()
+    cases = {c["id"]: c for c in json.loads((tc.path / "r.json").read_text())["cases"]}
+    assert cases[BASIC_IDS[0]]["verdict"]["detail"] == stable
+    xfail = tc.run("-rx")
+    xfail.assert_outcomes(passed=2, xfailed=1)
+    xfail.stdout.fnmatch_lines([f"XFAIL m.yaml::{BASIC_IDS[0]} - {stable} (expected stage: compile; *"])

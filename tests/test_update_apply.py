@@ -93,7 +93,7 @@ def test_entry_line_fields_in_order() -> None:
 
 
 def test_entry_line_keeps_a_long_reason_whole() -> None:
-    """The shipped sm120 reasons are 575 characters: they were cut at 240, mid-word."""
+    """A reason of some hundred characters (the sm120 finalize tiles' has 575) is kept whole."""
     detail = "cuTensorMapEncodeTiled: NULL globalAddress; " * 40
     line = entry_line(A, verdict("run", detail=detail))
     assert line == f'{A}: {{stage: run, source: "fake", reason: "{detail.strip()}"}}'

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
-from _pytest._code.code import ExceptionInfo, TerminalRepr
+from _pytest._code.code import (
+    ExceptionInfo,
+    ReprExceptionInfo,
+    ReprFileLocation,
+    ReprTracebackNative,
+    TerminalRepr,
+)
 
+from ..compile.cache import default_cache_dir
 from ..matrix.cases import Case
+from ..matrix.load import CasePlace
+from ..reasons import stable_reason
 from ..verdict import STAGE_FAILURES, NotJudgeable, Stage, StageFailure, Verdict
 
 if TYPE_CHECKING:
@@ -23,14 +35,19 @@ class MatrixFile(pytest.File):
 
     def collect(self) -> Iterator[TileCase]:
         session = self.config.stash[SESSION_KEY]
+        places = next((m.places for m in session.matrices if m.path == self.path), {})
         for case in session.cases_of(self.path):
-            yield TileCase.from_parent(self, name=case.id, case=case)
+            yield TileCase.from_parent(self, name=case.id, case=case, place=places.get(case.id))
 
 
 class TileCase(pytest.Item):
-    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+    """One matrix case. Its location is its tile entry in the matrix file (``place``), so skip
+    lines, failure reports and JUnit's ``file``/``line`` point at the YAML, not at this module."""
+
+    def __init__(self, *, case: Case, place: CasePlace | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
+        self.place = place
         self.verdict: Verdict | None = None
         self.add_marker("tileconform")
         self.add_marker(case.arch)
@@ -47,21 +64,42 @@ class TileCase(pytest.Item):
 
     def runtest(self) -> None:
         session: TileSession = self.config.stash[SESSION_KEY]
+        if self.place is not None:
+            self.user_properties.append(("location", f"{self._where()}:{self.place.line}"))
         try:
             verdict = session.judge(self.case)
         except NotJudgeable as exc:
-            pytest.skip(str(exc))
+            self._skip(self._stable(str(exc)))
+        verdict = dataclasses.replace(
+            verdict, status=self._stable(verdict.status), detail=self._stable(verdict.detail)
+        )
         self.verdict = verdict
         self._record(verdict)
         expected = self.case.expected
         if verdict.failed_stage is not None:
             raise STAGE_FAILURES[verdict.failed_stage](verdict)
         if expected != "pass" and Stage(expected).order > verdict.judged_through.order:
-            pytest.skip(
+            self._skip(
                 f"expected to fail at {expected}, which {verdict.source} cannot judge "
                 f"(it judges through {verdict.judged_through.value}); passed through "
                 f"{verdict.judged_through.value}"
             )
+
+    def _skip(self, reason: str) -> NoReturn:
+        """Skip, reported at the case's tile entry (``-rs``, JUnit) rather than at this line."""
+        raise pytest.skip.Exception(reason, _use_item_location=self.place is not None)
+
+    def _stable(self, text: str) -> str:
+        """``text`` as recorded: temporary build paths gone, the build cache named ``<cache>``
+        (:func:`..reasons.stable_reason`)."""
+        cache = self.config.getoption("tile_cache_dir", None)
+        return stable_reason(text, {"<cache>": Path(cache) if cache else default_cache_dir()})
+
+    def _where(self) -> str:
+        """The matrix file as tracebacks name files: relative to where pytest was started when
+        that is shorter."""
+        relative = os.path.relpath(self.path, self.config.invocation_params.dir)
+        return relative if len(relative) < len(str(self.path)) else str(self.path)
 
     def _record(self, verdict: Verdict) -> None:
         case = self.case
@@ -89,22 +127,37 @@ class TileCase(pytest.Item):
         )
 
     def repr_failure(self, excinfo: ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
-        if isinstance(excinfo.value, StageFailure):
-            verdict = excinfo.value.verdict
-            expected = self.case.expected
-            if expected == "pass":
-                head = f"expected pass, but rejected at stage {verdict.outcome}"
-            else:
-                head = f"expected rejection at stage {expected}, but rejected at stage {verdict.outcome}"
-            lines = [head, f"  verdict: {verdict.describe()}"]
-            if verdict.extra.get("numerics"):
-                lines.append(f"  numerics: {verdict.extra['numerics']}")
-            lines.append(f"  case: {self.case.describe()}")
+        """A stage failure as the verdict and the case, ending like a Python traceback at the
+        case's ``file:line`` in the matrix (``--tb=line``, JUnit's message and problem matchers
+        read that line)."""
+        if not isinstance(excinfo.value, StageFailure):
+            return super().repr_failure(excinfo, style=style)
+        verdict = excinfo.value.verdict
+        expected = self.case.expected
+        if expected == "pass":
+            head = f"expected pass, but rejected at stage {verdict.outcome}"
+        else:
+            head = f"expected rejection at stage {expected}, but rejected at stage {verdict.outcome}"
+        lines = [head, f"  verdict: {verdict.describe()}"]
+        if verdict.extra.get("numerics"):
+            lines.append(f"  numerics: {verdict.extra['numerics']}")
+        lines.append(f"  case: {self.case.describe()}")
+        if self.place is None:
             return "\n".join(lines)
-        return super().repr_failure(excinfo, style=style)
+        where = self._where()
+        if self.place.expectation_line is not None:
+            lines.append(f"  expectation: {where}:{self.place.expectation_line}")
+        lines += ["", f"{where}:{self.place.line}: {type(excinfo.value).__name__}"]
+        if self.config.getoption("tbstyle", "auto") == "line":
+            lines = []  # pytest prints the crash line below, as for a Python test
+        return ReprExceptionInfo(
+            reprtraceback=ReprTracebackNative([f"{line}\n" for line in lines]),
+            reprcrash=ReprFileLocation(where, self.place.line, f"{head}: {verdict.describe()}"),
+        )
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, self.name
+        """pytest's convention: the line is 0-based (it shows it plus one)."""
+        return self.path, None if self.place is None else self.place.line - 1, self.name
 
 
 VERDICT_PROPERTY = "tileconform_verdict"
