@@ -10,6 +10,8 @@ import pytest
 
 from . import newhooks
 from .core.devices import gpu_for_worker, visible_gpus
+from .core.inikeys import add_ini_key
+from .core.inikeys import resolve as resolve_ini_keys
 from .core.items import SESSION_KEY, MatrixFile, TileCase
 from .core.recorder import Recorder
 from .core.session import TileSession
@@ -39,10 +41,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--tile-device",
-        default="auto",
+        default=None,  # auto, unless the ini key tile_device says otherwise (core.inikeys)
         metavar="DEVICE",
         help="where verdicts come from: auto (hardware if the case's arch is present), "
-        "hardware, virtual (each case's own arch profile) or virtual:<arch>",
+        "hardware, virtual (each case's own arch profile) or virtual:<arch> (default: the ini "
+        "key tile_device, else auto)",
     )
     group.addoption(
         "--tile-update",
@@ -70,6 +73,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "so a case stays in its shard when others are added); the others are deselected",
     )
     parser.addini("tile_matrix", type="paths", default=[], help="tile matrices to run (like --tile-matrix)")
+    add_ini_key(parser, "tile_device", str, "auto", "where verdicts come from, like --tile-device")
 
 
 def _matrix_paths(config: pytest.Config) -> list[Path]:
@@ -80,6 +84,7 @@ def _matrix_paths(config: pytest.Config) -> list[Path]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    resolve_ini_keys(config)  # before any backend reads its options
     paths = _matrix_paths(config)
     if not paths:
         return

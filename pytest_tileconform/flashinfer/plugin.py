@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..compile.cache import default_cache_dir
+from ..core.inikeys import add_ini_key
 
 if TYPE_CHECKING:
     from ..matrix.cases import Case
@@ -58,9 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--tile-timeout",
         type=float,
-        default=120.0,
+        default=None,  # 120, unless the ini key tile_timeout says otherwise (core.inikeys)
         metavar="SECONDS",
-        help="per-case limit for running a harness (default 120)",
+        help="per-case limit for running a harness (default: the ini key tile_timeout, else 120)",
     )
     group.addoption(
         "--tile-timing-iters",
@@ -77,6 +78,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="keep each case's run directory (inputs, D, verdict.json) for inspection",
     )
+    add_ini_key(parser, "tile_cache_dir", str, None, "compiled harness cache directory", path=True)
+    add_ini_key(parser, "tile_timeout", float, 120.0, "per-case limit for running a harness, seconds")
+    add_ini_key(parser, "tile_build_jobs", int, None, "parallel compiles")
 
 
 def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInferBackend]:
