@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from fake_backend import TileRun
+import pytest
+from fake_backend import FAKE_CONFTEST, TileRun
 
 from pytest_tileconform.results.model import FORMAT
 
@@ -155,3 +156,75 @@ def test_tile_report_counts_each_case_once_when_teardown_fails(tc: TileRun) -> N
     result.assert_outcomes(passed=3, failed=2, xfailed=1, errors=1)
     ids = [c["id"] for c in json.loads((tc.path / "r.json").read_text())["cases"]]
     assert len(ids) == len(set(ids)) == 6
+
+
+#: the fake backend, with each verdict's ``extra`` also taken from the table (as hardware verdicts
+#: carry kernel_ms)
+EXTRA_CONFTEST = FAKE_CONFTEST.replace(
+    '"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),\n            },',
+    '"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),\n'
+    '                **entry.get("extra", {}),\n            },',
+)
+
+
+def timed_run(tc: TileRun, times: dict[str, float | None], *args: str) -> pytest.RunResult:
+    assert EXTRA_CONFTEST != FAKE_CONFTEST
+    tc.pytester.makeconftest(EXTRA_CONFTEST)
+    tiles = [case_id.split("-")[2] for case_id in times]
+    tc.matrix(
+        "version: 1\nbackend: fake\nsuites:\n  - arch: sm90\n    dtype: bf16\n"
+        f"    tile: [{', '.join(tiles)}]\n    problems: {{experts: 1, rows: 8, n: 64, k: 64}}\n"
+    )
+    tc.verdicts({case_id: {"stage": "pass", "extra": {"kernel_ms": ms}} for case_id, ms in times.items()})
+    result = tc.run(*args)
+    result.assert_outcomes(passed=len(times))
+    return result
+
+
+def test_kernel_times_in_the_summary_and_the_results_file(tc: TileRun) -> None:
+    times = {
+        "sm90-bf16-64x64x64-c1x1x1-none": 0.0123,
+        "sm90-bf16-128x64x64-c1x1x1-none": 0.5,
+        "sm90-bf16-128x128x64-c1x1x1-none": None,  # not timed (--tile-timing-iters 0)
+    }
+    result = timed_run(tc, times, "--tile-report", "r.json")
+    result.stdout.fnmatch_lines(
+        [
+            "3 case(s) judged by fake, through numerics",
+            "",
+            "kernel_ms (mean time of one launcher call, CUDA events): 2 case(s) timed, slowest first",
+            "      0.5000  sm90-bf16-128x64x64-c1x1x1-none",
+            "      0.0123  sm90-bf16-64x64x64-c1x1x1-none",
+        ]
+    )
+    cases = {c["id"]: c for c in json.loads((tc.path / "r.json").read_text())["cases"]}
+    assert {i: c["verdict"]["extra"]["kernel_ms"] for i, c in cases.items()} == times
+
+
+def test_many_kernel_times_show_the_slowest_and_the_fastest(tc: TileRun) -> None:
+    times: dict[str, float | None] = {
+        f"sm90-bf16-{64 * n}x64x64-c1x1x1-none": round(0.01 * n, 2) for n in range(1, 13)
+    }
+    lines = timed_run(tc, times).outlines
+    start = lines.index(
+        "kernel_ms (mean time of one launcher call, CUDA events): 12 case(s) timed, slowest first"
+    )
+    assert lines[start + 1 : start + 12] == [
+        "      0.1200  sm90-bf16-768x64x64-c1x1x1-none",
+        "      0.1100  sm90-bf16-704x64x64-c1x1x1-none",
+        "      0.1000  sm90-bf16-640x64x64-c1x1x1-none",
+        "      0.0900  sm90-bf16-576x64x64-c1x1x1-none",
+        "      0.0800  sm90-bf16-512x64x64-c1x1x1-none",
+        "         ...  (2 more)",
+        "      0.0500  sm90-bf16-320x64x64-c1x1x1-none",
+        "      0.0400  sm90-bf16-256x64x64-c1x1x1-none",
+        "      0.0300  sm90-bf16-192x64x64-c1x1x1-none",
+        "      0.0200  sm90-bf16-128x64x64-c1x1x1-none",
+        "      0.0100  sm90-bf16-64x64x64-c1x1x1-none",
+    ]
+    assert lines[start + 12].startswith("=")  # the next section
+
+
+def test_no_kernel_times_no_kernel_table(tc: TileRun) -> None:
+    result = timed_run(tc, {"sm90-bf16-64x64x64-c1x1x1-none": None})
+    assert "kernel_ms" not in result.stdout.str()

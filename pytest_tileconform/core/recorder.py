@@ -13,7 +13,7 @@ import pytest
 from ..matrix.load import MatrixInvalid
 from ..matrix.update import Change, expectation_change, update_matrix
 from ..results.fingerprint import host_fingerprint
-from ..results.report import grid_lines, results_document, source_lines
+from ..results.report import grid_lines, results_document, source_lines, timing_lines
 from ..results.store import write_results
 from .items import VERDICT_PROPERTY
 from .session import TileSession
@@ -82,6 +82,11 @@ class Recorder:
             terminalreporter.section("tileconform verdicts (tiles: CTA MxNxK, K in elements)")
             for line in [*lines, *source_lines(observations)]:
                 terminalreporter.write_line(line)
+            timings = timing_lines(observations)
+            if timings:
+                terminalreporter.write_line("")
+                for line in timings:
+                    terminalreporter.write_line(line)
         if self.update:
             terminalreporter.section("tileconform --tile-update")
             for line in self.update_summary():

@@ -69,6 +69,35 @@ def source_lines(observations: Sequence[Observation]) -> list[str]:
     return lines
 
 
+def _kernel_ms(obs: Observation) -> float | None:
+    value = obs.verdict.extra.get("kernel_ms") if obs.verdict is not None else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def timing_lines(observations: Sequence[Observation], most: int = 5) -> list[str]:
+    """The kernel times hardware verdicts carry (``--tile-timing-iters``), slowest first: every
+    case when there are few, else the ``most`` slowest and the ``most`` fastest."""
+    timed = [(ms, obs) for obs in observations if (ms := _kernel_ms(obs)) is not None]
+    if not timed:
+        return []
+    timed.sort(key=lambda pair: (-pair[0], pair[1].case_id))
+    several = len({obs.matrix for _, obs in timed}) > 1
+    shown: list[tuple[float, Observation] | None] = list(timed)
+    if len(timed) > 2 * most + 1:
+        shown = [*timed[:most], None, *timed[-most:]]
+    lines = [
+        f"kernel_ms (mean time of one launcher call, CUDA events): {len(timed)} case(s) timed, slowest first"
+    ]
+    for pair in shown:
+        if pair is None:
+            lines.append(f"  {'...':>10}  ({len(timed) - 2 * most} more)")
+            continue
+        ms, obs = pair
+        name = f"{obs.matrix.name}::{obs.case_id}" if several else obs.case_id
+        lines.append(f"  {ms:>10.4f}  {name}")
+    return lines
+
+
 def results_document(
     session: TileSession,
     observations: Sequence[Observation],
