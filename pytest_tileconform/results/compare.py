@@ -19,6 +19,7 @@ one, are listed but decide nothing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -108,22 +109,23 @@ def _exact_text(verdict: VerdictRecord, names: Iterable[str]) -> str:
     return " ".join(parts)
 
 
-def _repeated_ids(document: ResultsDocument) -> set[str]:
-    seen: set[str] = set()
+def match_cases(a: ResultsDocument, b: ResultsDocument) -> tuple[dict[str, CaseEntry], dict[str, CaseEntry]]:
+    """Each file's cases by a key the two share: the case id, or the matrix's file name and the id
+    where a run judged one id in several matrices (in either file), so that no case hides behind
+    another of the same id."""
     repeated: set[str] = set()
-    for entry in document.cases:
-        (repeated if entry.id in seen else seen).add(entry.id)
-    return repeated
+    for document in (a, b):
+        counts = Counter(entry.id for entry in document.cases)
+        repeated |= {case_id for case_id, n in counts.items() if n > 1}
 
+    def keyed(document: ResultsDocument) -> dict[str, CaseEntry]:
+        cases = {}
+        for entry in document.cases:
+            matrix = PurePath(entry.matrix).name if entry.matrix else "?"
+            cases[f"{matrix}::{entry.id}" if entry.id in repeated else entry.id] = entry
+        return cases
 
-def _keyed(document: ResultsDocument, repeated: set[str]) -> dict[str, CaseEntry]:
-    """A file's cases by id; an id that several matrices of a run share (in either file) is
-    told apart by its matrix's file name, so no case hides behind another of the same id."""
-    keyed = {}
-    for entry in document.cases:
-        matrix = PurePath(entry.matrix).name if entry.matrix else "?"
-        keyed[f"{matrix}::{entry.id}" if entry.id in repeated else entry.id] = entry
-    return keyed
+    return keyed(a), keyed(b)
 
 
 def compare(a: ResultsDocument, b: ResultsDocument) -> Comparison:
@@ -134,8 +136,7 @@ def compare(a: ResultsDocument, b: ResultsDocument) -> Comparison:
     elif (kinds_a, kinds_b) == ({"virtual"}, {"hardware"}):
         hardware_side = "b"
     result = Comparison(hardware_side, {HARDWARE_VIRTUAL: 0, EXACT: 0})
-    repeated = _repeated_ids(a) | _repeated_ids(b)
-    cases_a, cases_b = _keyed(a, repeated), _keyed(b, repeated)
+    cases_a, cases_b = match_cases(a, b)
     result.only_a = sorted(cases_a.keys() - cases_b.keys())
     result.only_b = sorted(cases_b.keys() - cases_a.keys())
     for case_id in sorted(cases_a.keys() & cases_b.keys()):

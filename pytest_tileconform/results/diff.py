@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .category import MEANING, Category, category_of, partly_judged
-from .compare import _keyed, _repeated_ids
+from .compare import match_cases
 from .merge import CELL_ORDER, LOUD, mark, mark_meaning, md_table, number
 from .model import CaseEntry, ResultsDocument
 
@@ -162,8 +162,7 @@ def _devices(document: ResultsDocument) -> Counter[str]:
 
 
 def diff(old: ResultsDocument, new: ResultsDocument) -> Diff:
-    repeated = _repeated_ids(old) | _repeated_ids(new)
-    cases_old, cases_new = _keyed(old, repeated), _keyed(new, repeated)
+    cases_old, cases_new = match_cases(old, new)
     result = Diff(old_devices=_devices(old), new_devices=_devices(new))
     for key in sorted(cases_old.keys() | cases_new.keys()):
         before = state_of(cases_old[key]) if key in cases_old else None
