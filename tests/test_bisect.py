@@ -174,7 +174,6 @@ def test_wheels_folder(tmp_path: Path) -> None:
         (("--tile", "128x256"), "--tile '128x256': expected MxNxK"),
         (("--dtype", "nvfp4:bf16"), "--dtype 'nvfp4:bf16': expected ACT:WEIGHT:OUT"),
         (("--dtype", "nvfp5:nvfp4:bf16"), "invalid case: "),
-        (("--arch", "gfx90"), "invalid case: "),
         (("--swap-ab", "maybe"), "--swap-ab 'maybe': expected true or false"),
         (("--problem", "4:1,2:384"), "--problem '4:1,2:384': expected EXPERTS:ROWS"),
         (("--problem", "4:1,2,3:384:512"), "invalid case: .*experts=4 but rows lists 3"),
@@ -187,6 +186,24 @@ def test_bad_case_arguments(argv: tuple[str, ...], message: str) -> None:
     args = parse(*(part for item in base.items() for part in item))
     with pytest.raises(BisectError, match=message):
         build_cases(args)
+
+
+@pytest.mark.parametrize("argv", [("--arch", "gfx90"), ("--device", "gpu"), ("--device", "hardware:sm90")])
+def test_bad_arch_or_device_is_a_usage_error(
+    argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse(*CASE_ARGS, *argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice" in err or "choose one of" in err
+
+
+def test_device_defaults_to_pytests_auto() -> None:
+    """--tile-device's default (the ini key tile_device's) is auto: bisect judges where pytest would."""
+    assert parse(*CASE_ARGS).device == "auto"
+    assert parse(*CASE_ARGS, "--device", "virtual:sm100").device == "virtual:sm100"
+    assert parse(*CASE_ARGS, "--arch", "SM120").arch == "sm120"
 
 
 def test_main_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -85,7 +85,7 @@ def test_a_passing_verdict_clears_always_failing(flashinfer_074) -> None:  # typ
 
 
 def test_strict_exit_status(flashinfer_074, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
-    argv = ["drift", "--arch", "sm120", "--tactics", str(FIXTURE), "--results", str(SM120_RESULTS)]
+    argv = ["drift", "--arch", "sm120", "--tactics", str(FIXTURE), str(SM120_RESULTS)]
     assert main(argv) == 0
     assert main([*argv, "--strict"]) == 1
     assert main([*argv, "--strict", "--flagged-only"]) == 1
@@ -104,17 +104,49 @@ def test_installed_flashinfer_074_sm120(flashinfer_074, capsys: pytest.CaptureFi
         "88 configuration(s) for sm120: nothing flagged; 0 instantiated, never offered."
         in capsys.readouterr().out
     )
-    assert main([*argv, "--results", str(SM120_RESULTS), "--strict", "--flagged-only"]) == 1
+    assert main([*argv, str(SM120_RESULTS), "--strict", "--flagged-only"]) == 1
     out = capsys.readouterr().out
     assert "2 offered, always fails" in out
+
+
+def test_results_option_is_a_deprecated_alias(flashinfer_074, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    argv = ["drift", "--arch", "sm120", "--tactics", str(RECORDED), "--flagged-only"]
+    assert main([*argv, str(SM120_RESULTS)]) == 0
+    positional = capsys.readouterr()
+    assert main([*argv, "--results", str(SM120_RESULTS)]) == 0
+    deprecated = capsys.readouterr()
+    assert deprecated.out == positional.out and "`sm120-virtual-2026-11-29.json`" in positional.out
+    assert "--results is deprecated" in deprecated.err and "deprecated" not in positional.err
+
+
+def test_the_probe_build_is_announced(
+    flashinfer_074, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    """Without --tactics the probe is compiled first (a minute or more): stderr says so before."""
+    import pytest_tileconform.flashinfer.tactics as tactics
+    from pytest_tileconform.commands import cli
+
+    said: list[str] = []
+
+    def offered(*_args: object) -> list[str]:
+        said.append(capsys.readouterr().err)
+        return RECORDED.read_text().splitlines()
+
+    monkeypatch.setattr(tactics, "offered_tactics", offered)
+    argv = ["drift", "--arch", "sm120", "--cache-dir", str(tmp_path)]
+    assert main(argv) == 0
+    assert "building the tactics probe from FlashInfer 0.7.4's sources with nvcc" in said[0]
+    monkeypatch.setattr(cli, "_probe_built", lambda *_args: True)
+    assert main(argv) == 0
+    assert "building" not in said[1] and "asking FlashInfer 0.7.4's heuristic" in said[1]
 
 
 @pytest.mark.parametrize(
     ("argv", "message", "status"),
     [
-        (["--arch", "sm80"], "--arch sm80: choose one of", 2),
         (["--arch", "sm120", "--tactics", "/nonexistent.jsonl"], "cannot read /nonexistent.jsonl", 2),
-        (["--arch", "sm120", "--results", "/nonexistent.json"], "/nonexistent.json: cannot read", 2),
+        (["--arch", "sm120", "/nonexistent.json"], "/nonexistent.json: cannot read", 2),
+        (["--arch", "sm103", "--cache-dir", "/nonexistent"], "the tactics probe answers for sm90, sm100", 2),
     ],
 )
 def test_bad_input(

@@ -1,4 +1,4 @@
-"""tileconform gen-matrix --from-flashinfer: the matrix of what FlashInfer's generator instantiates."""
+"""tileconform gen-matrix: the matrix of what FlashInfer's generator instantiates."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("generator_sources")
 
 def _generate(tmp_path: Path, *args: str) -> Path:
     out = tmp_path / "gen.yaml"
-    assert main(["gen-matrix", "--from-flashinfer", *args, "-o", str(out)]) == 0
+    assert main(["gen-matrix", *args, "-o", str(out)]) == 0
     return out
 
 
@@ -76,30 +76,36 @@ def test_sm100_keeps_only_what_the_harness_builds(tmp_path: Path, capsys: pytest
 
 
 def test_stdout_and_messages(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["gen-matrix", "--from-flashinfer", "--arch", "sm120", "--dtype", "mxfp8"]) == 0
+    assert main(["gen-matrix", "--arch", "sm120", "--dtype", "mxfp8"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("# FlashInfer ")
     assert "version: 1" in captured.out and "\nexpectations:" not in captured.out
     assert "24 configuration(s)" in captured.err
+    assert "written by `tileconform gen-matrix --arch sm120 --dtype mxfp8`" in captured.out
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--arch", "sm120"], "gen-matrix needs --from-flashinfer"),
-        (["--from-flashinfer", "--arch", "sm80"], "--arch sm80: choose one of"),
-        (["--from-flashinfer", "--arch", "sm120", "--dtype", "bf16"], "--dtype bf16: not instantiated"),
-    ],
-)
-def test_bad_usage(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
-    assert main(["gen-matrix", *argv]) == 2
+def test_from_flashinfer_is_still_accepted(capsys: pytest.CaptureFixture[str]) -> None:
+    """FlashInfer's generator is the only source: the flag older command lines give changes nothing."""
+    assert main(["gen-matrix", "--arch", "sm120", "--dtype", "mxfp8"]) == 0
+    without = capsys.readouterr().out
+    assert main(["gen-matrix", "--from-flashinfer", "--arch", "SM120", "--dtype", "mxfp8"]) == 0
+    assert capsys.readouterr().out == without
+
+
+def test_bad_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gen-matrix", "--arch", "sm120", "--dtype", "bf16"]) == 2
     captured = capsys.readouterr()
-    assert message in captured.err and captured.out == ""
+    assert "--dtype bf16: not instantiated" in captured.err and captured.out == ""
+
+
+@pytest.mark.parametrize("argv", [["--arch", "sm80"], []])
+def test_arch_is_checked_by_the_parser(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gen-matrix", *argv])
+    assert exit_info.value.code == 2
+    assert "--arch" in capsys.readouterr().err
 
 
 def test_sources_without_generator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert (
-        main(["gen-matrix", "--from-flashinfer", "--arch", "sm90", "--flashinfer-sources", str(tmp_path)])
-        == 3
-    )
+    assert main(["gen-matrix", "--arch", "sm90", "--flashinfer-sources", str(tmp_path)]) == 3
     assert "incomplete" in capsys.readouterr().err

@@ -11,9 +11,11 @@ differ, until each change sits between two neighbouring releases. It assumes wha
 bisection assumes: an interval whose ends agree has no change inside (a change that is undone
 again within it is not seen). ``--all`` judges every release and prints the whole table.
 
-Judging happens in this process with the FlashInfer backend on the virtual device (the
-default) or on the GPU (``--device hardware``); each release is fetched and unpacked once into
-the cache (see :mod:`pytest_tileconform.flashinfer.releases`) and every build is cached.
+Judging happens in this process with the FlashInfer backend, on the device pytest's
+``--tile-device`` would pick (``auto``, the default: the GPU if it is the case's architecture,
+else the virtual device; ``--device virtual`` or ``hardware`` chooses); each release is fetched
+and unpacked once into the cache (see :mod:`pytest_tileconform.flashinfer.releases`) and every
+build is cached.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from packaging.version import InvalidVersion, Version
 from ..files import write_atomic
 from ..matrix.cases import Case
 from ..matrix.schema import DEFAULT_PROBLEM, Problem
+from .options import ARCHS, add_arch
 
 
 def problem_option(problem: Problem) -> str:
@@ -443,9 +446,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _device(text: str) -> str:
+    """``--device``, checked as the plugin checks ``--tile-device``."""
+    from ..flashinfer.settings import DEVICES
+
+    kind, _, arch = text.partition(":")
+    if kind not in DEVICES or (arch and (kind != "virtual" or arch not in ARCHS)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: choose one of {', '.join(DEVICES)} or virtual:ARCH ({', '.join(ARCHS)})"
+        )
+    return text
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     case = parser.add_argument_group("the case(s): the cartesian product of these")
-    case.add_argument("--arch", required=True, help="e.g. sm120")
+    add_arch(case)
     case.add_argument("--dtype", required=True, help="ACT:WEIGHT:OUT (nvfp4:nvfp4:bf16) or one dtype (bf16)")
     case.add_argument("--tile", action="append", required=True, help="CTA MxNxK, K in elements (repeatable)")
     case.add_argument("--cluster", action="append", default=None, help="MxNxK (repeatable; default 1x1x1)")
@@ -483,7 +498,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--all", dest="everything", action="store_true", help="judge every release, print the full table"
     )
-    run.add_argument("--device", default="virtual", help="virtual (default), virtual:ARCH, hardware or auto")
+    run.add_argument(
+        "--device",
+        default="auto",
+        type=_device,
+        help="as pytest's --tile-device: auto (the default: the GPU if it is the case's arch, else "
+        "the virtual device), hardware, virtual or virtual:ARCH",
+    )
     run.add_argument("--cache-dir", type=Path, default=None, help="default: the plugin's cache")
     run.add_argument("--build-jobs", type=int, default=None, help="parallel compiles")
     run.add_argument(

@@ -16,9 +16,17 @@ index depends on the runner, one file covers one dtype combination (FlashInfer k
 custom op and runner class only). GEMM 2's list assumes ``use_fused_finalize=True`` (FlashInfer's
 default).
 
-Metadata: ``flashinfer_version`` and ``gpu`` come from the results (the GPU name of hardware
-verdicts; ``--gpu`` for virtual ones); the fields this tool cannot know (CUDA of torch, cuBLAS,
-cuDNN, CuTe DSL) are ``"*"``, which FlashInfer's loader treats as matching any environment.
+Metadata: ``flashinfer_version`` comes from the results; the fields this tool cannot know (CUDA
+of torch, cuBLAS, cuDNN, CuTe DSL) are ``"*"``, which FlashInfer's loader treats as matching any
+environment. ``gpu`` is never a silent ``"*"``: FlashInfer would apply the list to every GPU,
+and tactic ids index one architecture's tactic list, so on another architecture it would block
+unrelated tactics. It is the name of the GPU that produced the hardware verdicts (the verdict's
+structured ``device``, as ``torch.cuda.get_device_name()`` prints it, which FlashInfer compares).
+
+Evidence: hardware verdicts, and build verdicts (a compile error holds on every GPU). Virtual
+verdicts are judged through launch at most and on no GPU: they are used only when the caller
+accepts that (``accept_virtual``). Without a hardware verdict nothing names the GPU, so a list
+is written only when the caller accepts that too and names the GPU.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..flashinfer.tactics import Tactic
@@ -67,39 +75,103 @@ class Export:
     document: dict[str, Any]
     blocked: list[Blocked]
     not_offered: list[tuple[ConfigKey, tuple[str, ...]]]  # failing, but no tactic stands for it
+    unused: int = 0  # virtual verdicts left out (not accepted)
 
 
-def failing_configs(
-    results: Sequence[ResultsDocument], arch: str
-) -> tuple[dict[ConfigKey, list[tuple[str, str]]], set[str], set[str]]:
-    """(failing config -> [(case id, outcome)], flashinfer versions, GPU names of hardware rows)."""
-    failing: dict[ConfigKey, list[tuple[str, str]]] = {}
-    versions: set[str] = set()
-    gpus: set[str] = set()
+@dataclass
+class Evidence:
+    """The verdicts of one arch in the results files, as far as they are used."""
+
+    failing: dict[ConfigKey, list[tuple[str, str]]] = field(default_factory=dict)  # -> (case, outcome)
+    versions: set[str] = field(default_factory=set)  # FlashInfer versions of the used verdicts
+    gpus: set[str] = field(default_factory=set)  # names of the GPUs of the hardware verdicts
+    hardware: int = 0
+    build: int = 0  # decided before any device (code generation, nvcc, compile only)
+    virtual: int = 0  # used or not
+
+
+def gather(results: Sequence[ResultsDocument], arch: str, *, accept_virtual: bool) -> Evidence:
+    """The verdicts of ``arch``: hardware and build ones, virtual ones if ``accept_virtual``."""
+    evidence = Evidence()
     for document in results:
         for entry, verdict in document.judged():
             if entry.case is None or entry.case.arch != arch:
                 continue
-            device = device_key(verdict, document.host)
-            if device.flashinfer != UNKNOWN:
-                versions.add(device.flashinfer)
-            if device.kind == "hardware":
-                gpus.add(device.device)
+            device = verdict.device
+            if device is not None and device.kind == "hardware":
+                evidence.gpus.add(device.name)
+                evidence.hardware += 1
+            elif device is not None and device.kind == "virtual":
+                evidence.virtual += 1
+                if not accept_virtual:
+                    continue
+            else:
+                evidence.build += 1
+            flashinfer = device_key(verdict, document.host).flashinfer
+            if flashinfer != UNKNOWN:
+                evidence.versions.add(flashinfer)
             if verdict.outcome != "pass":
-                failing.setdefault(case_config_key(entry.case, arch), []).append((entry.id, verdict.outcome))
-    return failing, versions, gpus
+                key = case_config_key(entry.case, arch)
+                evidence.failing.setdefault(key, []).append((entry.id, verdict.outcome))
+    return evidence
 
 
-def build_export(
-    tactics: Sequence[Tactic],
+def gpu_of(evidence: Evidence, arch: str, gpu: str | None, *, accept_virtual: bool) -> str:
+    """The GPU the blocklist is for, or why there is none to write it for."""
+    if not (evidence.hardware or evidence.build or evidence.virtual):
+        raise BlocklistError(f"no verdict for {arch} in these results files")
+    if not evidence.hardware and not accept_virtual:
+        raise BlocklistError(
+            f"no verdict for {arch} in these results files is from a GPU ({evidence.virtual} "
+            f"virtual-device, {evidence.build} build-only): judged through launch at most. A "
+            "blocklist from them would block tactics no GPU was seen to fail, for a GPU none of "
+            "them names. Run the matrix on the GPU, or pass --accept-virtual (and --gpu NAME) to "
+            "accept launch-only evidence"
+        )
+    if len(evidence.gpus) > 1:
+        raise BlocklistError(
+            f"hardware results from several GPUs ({', '.join(sorted(evidence.gpus))}): export one"
+        )
+    if evidence.gpus:
+        judged = next(iter(evidence.gpus))
+        if gpu is not None and gpu != judged:
+            raise BlocklistError(
+                f"--gpu {gpu!r}, but the hardware verdicts are from {judged!r}: a blocklist is for "
+                "the GPU that was judged (FlashInfer compares the name exactly)"
+            )
+        return judged
+    if gpu is None:
+        raise BlocklistError(
+            f"virtual and build verdicts name no GPU: give --gpu NAME, the {arch} GPU the list is "
+            "for as torch.cuda.get_device_name() prints it ('*' applies it to every GPU of every "
+            "architecture, where its tactic ids mean other tactics)"
+        )
+    return gpu
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the results and the caller ask for: checked before FlashInfer's tactics are fetched
+    (the probe may have to be compiled first), so that a list that cannot be written fails fast."""
+
+    arch: str
+    evidence: Evidence
+    gpu: str
+    dtypes: str | None
+    accept_virtual: bool
+
+
+def request(
     results: Sequence[ResultsDocument],
     arch: str,
     *,
     dtypes: str | None,
     gpu: str | None,
-) -> Export:
-    failing, versions, gpus = failing_configs(results, arch)
-    runners = sorted({k.dtypes for k in failing})
+    accept_virtual: bool = False,
+) -> Request:
+    evidence = gather(results, arch, accept_virtual=accept_virtual)
+    gpu = gpu_of(evidence, arch, gpu, accept_virtual=accept_virtual)
+    runners = sorted({k.dtypes for k in evidence.failing})
     if dtypes is None:
         if len(runners) > 1:
             raise BlocklistError(
@@ -107,10 +179,16 @@ def build_export(
                 "blocklist holds tactic ids of one runner; choose one with --dtype"
             )
         dtypes = runners[0] if runners else None
+    versions = evidence.versions
     if len(versions) > 1:
         raise BlocklistError(f"results from several FlashInfer versions ({', '.join(sorted(versions))})")
-    if len(gpus) > 1:
-        raise BlocklistError(f"hardware results from several GPUs ({', '.join(sorted(gpus))}): export one")
+    return Request(arch, evidence, gpu, dtypes, accept_virtual)
+
+
+def export_for(tactics: Sequence[Tactic], wanted: Request) -> Export:
+    """The blocklist of ``wanted``'s failing configurations among ``tactics``."""
+    evidence, dtypes, arch = wanted.evidence, wanted.dtypes, wanted.arch
+    failing = evidence.failing
     offered: dict[ConfigKey, list[tuple[int, int]]] = {}
     for t in tactics:
         if t.tma_ws and t.runner == dtypes:
@@ -128,12 +206,9 @@ def build_export(
         for gemm, tactic in item.tactics:
             invalid.setdefault(f"{CUSTOM_OPS[gemm]}::{RUNNER_CLASS}", []).append(tactic)
     metadata: dict[str, Any] = dict.fromkeys(METADATA_FIELDS, WILDCARD)
-    if versions:
-        metadata["flashinfer_version"] = versions.pop()
-    if gpu is not None:
-        metadata["gpu"] = gpu
-    elif gpus:
-        metadata["gpu"] = next(iter(gpus))
+    if evidence.versions:
+        metadata["flashinfer_version"] = next(iter(evidence.versions))
+    metadata["gpu"] = wanted.gpu
     metadata["generated_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     metadata["generator_version"] = "1.0"
     # not read by FlashInfer: where the list came from
@@ -141,6 +216,12 @@ def build_export(
         "arch": arch,
         "dtypes": dtypes,
         "use_fused_finalize": True,
+        # what the failures were seen on: hardware verdicts, and launch-only ones if accepted
+        "verdicts": {
+            "hardware": evidence.hardware,
+            "build": evidence.build,
+            "virtual": evidence.virtual if wanted.accept_virtual else 0,
+        },
         "blocked": [
             {"case_ids": list(b.case_ids), "outcomes": list(b.outcomes), "tactics": [t for _, t in b.tactics]}
             for b in blocked
@@ -150,7 +231,8 @@ def build_export(
         METADATA_KEY: metadata,
         "invalid_tactics": {k: sorted(set(v)) for k, v in sorted(invalid.items())},
     }
-    return Export(document, blocked, not_offered)
+    unused = 0 if wanted.accept_virtual else evidence.virtual
+    return Export(document, blocked, not_offered, unused)
 
 
 def dumps(document: dict[str, Any]) -> str:

@@ -207,11 +207,9 @@ def _gen_matrix(args: argparse.Namespace) -> int:
     from ..flashinfer.generator import GENERATOR_ARCH, GeneratorError, generator_path, instantiated_configs
     from .genmatrix import GenMatrixError, check_text, matrix_text, select_dtypes
 
-    if not args.from_flashinfer:
-        raise CommandError("gen-matrix needs --from-flashinfer (the only source of configurations so far)")
-    arch = args.arch.lower()
+    arch = args.arch
     if arch not in GENERATOR_ARCH:
-        raise CommandError(f"--arch {args.arch}: choose one of {', '.join(GENERATOR_ARCH)}")
+        raise CommandError(f"--arch {arch}: FlashInfer's generator is read for {', '.join(GENERATOR_ARCH)}")
     sources = _sources(args.flashinfer_sources)
     try:
         configs, skipped = instantiated_configs(sources, arch)
@@ -229,7 +227,7 @@ def _gen_matrix(args: argparse.Namespace) -> int:
             f"{len(skipped)} generator operation(s) for {arch} are not built by this harness and are "
             f"left out ({'; '.join(reasons)}); -v lists them"
         )
-    command = "tileconform gen-matrix --from-flashinfer --arch " + arch
+    command = "tileconform gen-matrix --arch " + arch
     if args.dtype:
         command += " --dtype " + ",".join(_split_list(args.dtype))
     try:
@@ -250,7 +248,7 @@ def _gen_matrix(args: argparse.Namespace) -> int:
 
 
 def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from .options import add_flashinfer_sources, add_output
+    from .options import add_arch, add_flashinfer_sources, add_output
 
     gen = subparsers.add_parser(
         "gen-matrix",
@@ -261,9 +259,11 @@ def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "harness builds. It has no expectations: run it with --tile-update to record them.",
     )
     gen.add_argument(
-        "--from-flashinfer", action="store_true", help="take the configurations from FlashInfer's generator"
+        "--from-flashinfer",
+        action="store_true",
+        help="where the configurations come from: FlashInfer's generator, the only source (the default)",
     )
-    gen.add_argument("--arch", required=True, help="sm90, sm100, sm103, sm120 or sm121")
+    add_arch(gen)
     gen.add_argument(
         "--dtype",
         action="append",
@@ -279,8 +279,28 @@ def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 # -- drift -------------------------------------------------------------------------------------
-def _load_results(paths: Sequence[Path]) -> list[ResultsDocument]:
+def _load_results(args: argparse.Namespace, *, required: bool = False) -> list[ResultsDocument]:
+    from .options import results_files
+
+    paths = results_files(args, message)
+    if required and not paths:
+        raise CommandError(f"{args.command} needs at least one results file (RESULTS.json ...)")
+    args.results = paths
     return [_read(path) for path in paths]
+
+
+def _probe_built(sources: FlashInferSources, cache: Path) -> bool:
+    """Whether the tactics probe for ``sources`` is in the build cache already."""
+    from ..compile.cache import BuildCache
+    from ..flashinfer.sources import FlashInferSourcesError, build_salt, find_cuda_home
+    from ..flashinfer.tactics import probe_spec
+
+    try:
+        home = find_cuda_home()
+        spec = probe_spec(sources, home, build_salt(sources, home, cache))
+    except (FlashInferSourcesError, OSError):
+        return False  # the build says what is missing
+    return BuildCache(cache).lookup(spec) is not None
 
 
 def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[str]:
@@ -299,9 +319,13 @@ def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSource
     if sources is None:
         sources = _sources(args.flashinfer_sources)
     cache = args.cache_dir or default_cache_dir()
-    message(
-        f"asking FlashInfer {sources.version}'s heuristic and dispatch (tactics probe, cached in {cache})"
-    )
+    if not _probe_built(sources, cache):
+        message(
+            f"building the tactics probe from FlashInfer {sources.version}'s sources with nvcc: once "
+            f"per FlashInfer and nvcc, about a minute on one core and 2 GB, cached in {cache} "
+            "(--tactics JSONL replays a probe output saved with --save-tactics instead)"
+        )
+    message(f"asking FlashInfer {sources.version}'s heuristic and dispatch (tactics probe)")
     try:
         lines = offered_tactics(sources, [arch], cache, message)
     except (ProbeError, FlashInferSourcesError) as exc:
@@ -325,10 +349,10 @@ def _drift(args: argparse.Namespace) -> int:
     from ..flashinfer.generator import GENERATOR_ARCH, GeneratorError, generated_ops
     from .drift import compare, to_markdown
 
-    arch = args.arch.lower()
+    arch = args.arch
     if arch not in GENERATOR_ARCH:
-        raise CommandError(f"--arch {args.arch}: choose one of {', '.join(GENERATOR_ARCH)}")
-    results = _load_results(args.results)
+        raise CommandError(f"--arch {arch}: FlashInfer's generator is read for {', '.join(GENERATOR_ARCH)}")
+    results = _load_results(args)
     sources = _sources(args.flashinfer_sources)
     tactics = _tactics(args, arch, sources)
     if not tactics:
@@ -345,7 +369,7 @@ def _drift(args: argparse.Namespace) -> int:
         + ("(replayed from " + str(args.tactics) + ")" if args.tactics else "(tactics probe)")
         + "; (b) dispatch: dispatchMoeGemmSelectTileShapeTmaWarpSpecialized; (c) generated: "
         "generate_kernels.py; (d) verdict: "
-        + (", ".join(f"`{p.name}`" for p in args.results) if args.results else "no --results given"),
+        + (", ".join(f"`{p.name}`" for p in args.results) if args.results else "no results file given"),
     ]
     emit(to_markdown(drift, flagged_only=args.flagged_only, header=header), args.output)
     flagged = drift.flagged
@@ -362,7 +386,7 @@ def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="One table per configuration: (a) offered by FlashInfer's runtime heuristic as an "
         "autotuner tactic, (b) accepted by its TMA warp-specialized dispatch, both obtained by "
         "compiling and running FlashInfer's own host code (a probe built once into the build cache, "
-        "no GPU needed), (c) instantiated by its generator, (d) the verdicts of --results files. "
+        "no GPU needed), (c) instantiated by its generator, (d) the verdicts of the results files. "
         "Offered but not instantiated, rejected by the dispatch, or always failing is flagged.",
     )
     add_arch(drift)
@@ -376,18 +400,21 @@ def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 # -- export-blocklist ----------------------------------------------------------------------------
 def _export_blocklist(args: argparse.Namespace) -> int:
-    from .blocklist import BlocklistError, build_export, dumps
+    from .blocklist import BlocklistError, dumps, export_for, request
 
-    arch = args.arch.lower()
-    if arch not in ("sm90", "sm100", "sm120", "sm121"):
-        raise CommandError(f"--arch {args.arch}: choose one of sm90, sm100, sm120, sm121")
-    results = _load_results(args.results)
-    sources = _sources(args.flashinfer_sources) if args.tactics is None else None
-    tactics = _tactics(args, arch, sources)
-    try:
-        export = build_export(tactics, results, arch, dtypes=args.dtype, gpu=args.gpu)
+    arch = args.arch
+    results = _load_results(args, required=True)
+    try:  # before the probe may be built: the results decide whether there is a list to write
+        wanted = request(results, arch, dtypes=args.dtype, gpu=args.gpu, accept_virtual=args.accept_virtual)
     except BlocklistError as exc:
         raise CommandError(str(exc)) from None
+    sources = _sources(args.flashinfer_sources) if args.tactics is None else None
+    tactics = _tactics(args, arch, sources)
+    if not tactics:
+        raise CommandError(f"no tactic for {arch} in {args.tactics or 'the probe output'}")
+    export = export_for(tactics, wanted)
+    if export.unused:
+        message(f"{export.unused} virtual-device verdict(s) for {arch} not used (--accept-virtual uses them)")
     for _key, cases in export.not_offered:
         message(f"failing but offered by no tactic, not in the blocklist: {', '.join(cases)}")
     total = sum(len(v) for v in export.document["invalid_tactics"].values())
@@ -402,10 +429,15 @@ def _add_export_blocklist(subparsers: argparse._SubParsersAction[argparse.Argume
     export = subparsers.add_parser(
         "export-blocklist",
         help="write failing configurations as a FlashInfer tactics blocklist",
-        description="Write the configurations that failed in --results files as the JSON tactics "
+        description="Write the configurations that failed in the results files as the JSON tactics "
         "blocklist FlashInfer's autotuner loads from FLASHINFER_TACTICS_BLOCKLIST (the format of "
-        "'flashinfer generate-tactics-blocklist'). Tactic ids come from FlashInfer's own tactic "
-        "list (tactics probe, or --tactics). One file covers one dtype combination.",
+        "'flashinfer generate-tactics-blocklist'), for the GPU of their hardware verdicts. Tactic "
+        "ids come from FlashInfer's own tactic list (tactics probe, or --tactics). One file "
+        "covers one dtype combination and one GPU. Virtual-device verdicts are used only with "
+        "--accept-virtual; build verdicts (compile errors) always.",
+        epilog="Exit status: 0 written, 2 bad input, or nothing to write a list from: results "
+        "from no GPU without --accept-virtual, several GPUs, several dtype combinations without "
+        "--dtype.",
     )
     add_arch(export)
     add_results(export, required=True)
@@ -416,7 +448,15 @@ def _add_export_blocklist(subparsers: argparse._SubParsersAction[argparse.Argume
         "--gpu",
         default=None,
         metavar="NAME",
-        help="GPU name for the metadata (default: from hardware results, else *)",
+        help="the GPU the list is for, as torch.cuda.get_device_name() prints it (FlashInfer "
+        "compares it): the one of the hardware verdicts (the default), or, with "
+        "--accept-virtual and no hardware verdict, needed ('*': every GPU)",
+    )
+    export.add_argument(
+        "--accept-virtual",
+        action="store_true",
+        help="also block what failed on the virtual device, whose verdicts go through launch at "
+        "most and were seen on no GPU; without hardware verdicts, --gpu then names the GPU",
     )
     add_output(export, "the blocklist")
     add_tactics(export)
@@ -432,10 +472,21 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 ok, 1 flagged (drift --strict), 2 bad usage or input, "
         "3 a needed tool or FlashInfer is missing or failed.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in _COMMANDS:
         add(subparsers)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version: the one pip and the wheel's metadata show."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pytest-tileconform")
+    except PackageNotFoundError:
+        return "(not installed: no distribution metadata)"
 
 
 def _add_bisect(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -444,18 +495,39 @@ def _add_bisect(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     bisect.add_parser(subparsers).set_defaults(handler=bisect.main)
 
 
+def _add_matrices(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from . import matrices
+
+    matrices.add_parser(subparsers)
+
+
 _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_gen_matrix,
     _add_drift,
     _add_report,
     _add_export_blocklist,
     _add_bisect,
+    _add_matrices,
 ]
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parse_args``, except that results files may come in several runs between options
+    (``drift a.json --strict b.json``): argparse fills a list of positionals from one run only,
+    and its intermixed parsing does not work with subcommands."""
+    args, extra = parser.parse_known_args(argv)
+    files = getattr(args, "results", None)
+    if isinstance(files, list):
+        files.extend(Path(e) for e in extra if not e.startswith("-"))
+        extra = [e for e in extra if e.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

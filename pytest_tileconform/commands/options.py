@@ -3,26 +3,59 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
-#: The architectures the tactics probe answers for (``flashinfer.tactics.PROBE_SMS``).
-TACTICS_ARCHS = "sm90, sm100, sm120 or sm121"
+from ..virtual.profiles import BUILTIN
+
+#: Every architecture the commands take: the ones the package has a virtual-device profile for,
+#: which are also the ones FlashInfer's generator is read for. A command that can answer for
+#: fewer (the tactics probe has no sm103) says so when it is asked.
+ARCHS: tuple[str, ...] = tuple(BUILTIN)
+
+#: ``--results``, kept so that command lines written before results files became positional
+#: still work; :func:`results_files` warns about it.
+DEPRECATED_RESULTS = "--results"
 
 
-def add_arch(parser: argparse.ArgumentParser, choices: str = TACTICS_ARCHS) -> None:
-    parser.add_argument("--arch", required=True, help=choices)
+def add_arch(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, text: str = "the GPU architecture"
+) -> None:
+    parser.add_argument("--arch", required=True, type=str.lower, choices=ARCHS, help=text)
 
 
 def add_results(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """Results files as arguments, the way ``report merge`` takes them; ``--results FILE`` still
+    works (hidden from --help). A command that needs one checks :func:`results_files`' answer,
+    since argparse cannot require 'arguments or --results'; ``required`` only words the help."""
     parser.add_argument(
-        "--results",
+        "results",
+        nargs="*",
+        type=Path,
+        metavar="RESULTS.json",
+        help="--tile-report files with observed verdicts" + (" (at least one)" if required else ""),
+    )
+    parser.add_argument(
+        DEPRECATED_RESULTS,
+        dest="results_option",
         action="append",
         type=Path,
         default=[],
-        required=required,
         metavar="FILE",
-        help="--tile-report file with observed verdicts (repeatable)",
+        help=argparse.SUPPRESS,
     )
+
+
+def results_files(args: argparse.Namespace, warn: Callable[[str], None]) -> list[Path]:
+    """The results files of a command line: the arguments, then any ``--results`` (with a
+    deprecation warning through ``warn``)."""
+    deprecated: list[Path] = args.results_option
+    if deprecated:
+        warn(
+            f"warning: {DEPRECATED_RESULTS} is deprecated: give results files as arguments "
+            f"({' '.join(str(p) for p in deprecated)})"
+        )
+    return [*args.results, *deprecated]
 
 
 def add_output(parser: argparse.ArgumentParser, what: str) -> None:
@@ -48,7 +81,8 @@ def add_tactics(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="JSONL",
-        help="replay a saved tactics probe output instead of running the probe",
+        help="replay a saved tactics probe output instead of running the probe (which needs nvcc "
+        "and is compiled on first use: about a minute)",
     )
     parser.add_argument(
         "--save-tactics", type=Path, default=None, metavar="JSONL", help="save the tactics probe output here"
