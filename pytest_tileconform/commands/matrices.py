@@ -150,6 +150,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser(
         "matrices",
         help="list the matrices shipped with the package, or copy one out",
+        usage="%(prog)s [-h] [list | copy NAME [DEST] [--force]]",
         description="List the tile matrices shipped with the package (name, architectures, case "
         "count, first comment line), or copy one out to run it with pytest --tile-matrix.",
     )
