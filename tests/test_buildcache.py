@@ -205,15 +205,6 @@ def test_linked_entry_leads_to_the_shared_build(tmp_path: Path, compiler: tuple[
     assert rebuilt.ok and rebuilt.artifact.read_text() == "a alone\n"
 
 
-def test_eta_counts_rounds_of_parallel_compiles() -> None:
-    from pytest_tileconform.compile.cache import _eta
-
-    assert _eta(130.0, 1, 8, 8) == ", ETA 0s"  # all 8 started together: they end together
-    assert _eta(100.0, 2, 4, 1) == ", ETA 100s"  # one at a time: 2 more of 50 s
-    assert _eta(200.0, 16, 32, 16) == ", ETA 200s"  # one round of two done
-    assert _eta(10.0, 4, 4, 2) == ""
-
-
 def test_keys_do_not_depend_on_install_roots(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
     from pytest_tileconform.compile.cache import portable
 

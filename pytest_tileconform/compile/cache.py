@@ -20,18 +20,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import re
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from filelock import FileLock, Timeout
+
+from . import progress as progress_module
+from .progress import BuildProgress, UnitEstimate
 
 ENTRY_FILE = "build.json"
 #: (placeholder, path) pairs a command's placeholders are filled with when it runs
@@ -49,6 +55,10 @@ class BuildSpec:
     ram_bytes: int  # estimated peak RAM of this compile
     label: str  # what to call it in progress output
     roots: Roots = ()  # filled into the command when it runs; not part of the key
+    #: its critical path alone and its CPU time, in seconds, by the backend's cost model; what
+    #: progress estimates from (0: not known). Not part of the key
+    path_s: float = 0.0
+    cpu_s: float = 0.0
 
     @property
     def key(self) -> str:
@@ -68,6 +78,7 @@ class BuildResult:
     #: the compile was killed by a signal (the out-of-memory killer, a user): says nothing about
     #: the source, so it is not cached and no verdict may come of it
     killed: bool = False
+    signal: int | None = None  # the signal that killed it
 
     @property
     def artifact(self) -> Path:
@@ -166,9 +177,21 @@ def first_error_line(log: str) -> str:
 
 
 class BuildCache:
-    def __init__(self, root: Path, progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        progress: Callable[[str], None] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat_s: float | None = None,
+    ) -> None:
+        """``progress`` is told what compiles run (:mod:`.progress`): the estimate at the
+        start, each unit done, and a heartbeat every ``heartbeat_s`` of ``clock`` (default
+        :data:`.progress.HEARTBEAT_S` when the build starts)."""
         self.root = root
         self.progress = progress or (lambda _msg: None)
+        self.clock = clock
+        self.heartbeat_s = heartbeat_s
         self._verified: set[Path] = set()
 
     def entry(self, spec: BuildSpec) -> Path:
@@ -176,6 +199,21 @@ class BuildCache:
 
     def lookup(self, spec: BuildSpec) -> BuildResult | None:
         return self._read(self.entry(spec))
+
+    def has(self, spec: BuildSpec) -> bool:
+        """Whether ``spec`` has an entry (its own or a shared unit's), without reading or
+        checking its files: a cheap count of what a run will not compile (:meth:`lookup`
+        checks the files before an entry is used)."""
+        path = self.entry(spec)
+        for _ in range(2):  # an entry, or a pointer to a unit's entry
+            try:
+                meta = json.loads((path / ENTRY_FILE).read_text())
+            except (OSError, ValueError):
+                return False
+            if not (unit := meta.get("unit")):
+                return True
+            path = self.root / unit[:2] / unit
+        return False
 
     def _read(self, path: Path) -> BuildResult | None:
         try:
@@ -214,7 +252,11 @@ class BuildCache:
                 os.rename(staged, final)
 
     def build(
-        self, specs: Sequence[BuildSpec], jobs: int, claim: int | None = None
+        self,
+        specs: Sequence[BuildSpec],
+        jobs: int,
+        claim: int | None = None,
+        cores: float | None = None,
     ) -> dict[str, BuildResult]:
         """Make sure every spec has an entry; return them by key.
 
@@ -222,7 +264,8 @@ class BuildCache:
         by one ninja run, ``jobs`` compiles at a time, so several processes given the same list
         share the work; entries another process is building are waited for, not rebuilt. A
         process that builds alone claims them all: ninja then starts each compile as soon as a
-        job is free, instead of waiting for a round's slowest compile.
+        job is free, instead of waiting for a round's slowest compile. ``cores`` is this
+        process's share of the cores (default: all it may use), for the progress estimate.
         """
         results: dict[str, BuildResult] = {}
         pending = list({s.key: s for s in specs}.values())
@@ -244,16 +287,19 @@ class BuildCache:
             if not claimed:
                 break
             try:
-                results.update(self._compile([s for s, _ in claimed], jobs))
+                results.update(self._compile([s for s, _ in claimed], jobs, cores))
             finally:
                 for _, lock in claimed:
                     lock.release()
             pending = theirs
+        pending = [spec for spec in pending if spec.key not in results]
+        if pending:  # without this the wait looks like a hang
+            self.progress(f"waiting for {len(pending)} translation unit(s) another process is compiling")
         for spec in pending:
             with self._lock(spec):
                 found = self.lookup(spec)
             if found is None:  # the other process died before publishing: build it here
-                found = self.build([spec], jobs)[spec.key]
+                found = self.build([spec], jobs, cores=cores)[spec.key]
             results[spec.key] = found
         return results
 
@@ -270,7 +316,12 @@ class BuildCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         return FileLock(str(path) + ".lock")
 
-    def _compile(self, specs: Sequence[BuildSpec], jobs: int) -> dict[str, BuildResult]:
+    def _compile(
+        self, specs: Sequence[BuildSpec], jobs: int, cores: float | None = None
+    ) -> dict[str, BuildResult]:
+        # the longest first: ninja starts them in this order, and the last to start is then
+        # a short one (the estimate assumes this order too)
+        specs = sorted(specs, key=lambda spec: -spec.path_s)
         self.root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.root, prefix=".build-") as tmp:
             workdir = Path(tmp)
@@ -299,32 +350,46 @@ class BuildCache:
                     "",
                 ]
             (workdir / "build.ninja").write_text("\n".join(rules))
-            self._run_ninja(workdir, len(specs), jobs)
+            self._run_ninja(workdir, specs, jobs, cores or available_cores())
             seconds = _ninja_durations(workdir)
             return {
                 spec.key: self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
                 for spec in specs
             }
 
-    def _run_ninja(self, workdir: Path, total: int, jobs: int) -> None:
-        started = time.monotonic()
-        self.progress(f"compiling {total} translation unit(s), {jobs} at a time")
+    def _run_ninja(self, workdir: Path, specs: Sequence[BuildSpec], jobs: int, cores: float) -> None:
+        """Run the build, telling ``progress`` each unit done and, between, a heartbeat."""
+        units = [UnitEstimate(spec.label, spec.path_s, spec.cpu_s) for spec in specs]
+        heartbeat_s = self.heartbeat_s or progress_module.HEARTBEAT_S
+        tracker = BuildProgress(units, jobs, cores, self.clock(), heartbeat_s)
+        self.progress(tracker.start_message())
         proc = subprocess.Popen(
             [_ninja(), "-C", str(workdir), "-k", "0", "-j", str(jobs)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            env={**os.environ, "NINJA_STATUS": "[%f/%t] "},  # printed as each unit ends
         )
         assert proc.stdout is not None
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def read(stream: IO[str]) -> None:
+            for line in stream:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=read, args=(proc.stdout,), daemon=True).start()
         step = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
-        for line in proc.stdout:
-            match = step.match(line.strip())
-            if not match:
+        while True:
+            try:
+                line = lines.get(timeout=max(0.01, tracker.next_heartbeat() - self.clock()))
+            except queue.Empty:
+                self.progress(tracker.heartbeat(self.clock()))
                 continue
-            done = int(match.group(1))
-            elapsed = time.monotonic() - started
-            eta = _eta(elapsed, done, total, jobs)
-            self.progress(f"[{done}/{total}] {match.group(3)} ({elapsed:.0f}s elapsed{eta})")
+            if line is None:
+                break
+            if match := step.match(line.strip()):
+                self.progress(tracker.finished(match.group(3), self.clock()))
         proc.wait()
         # ninja's exit status only says whether some compile failed; each entry says which
 
@@ -341,6 +406,7 @@ class BuildCache:
                 f"the compiler was killed by signal {signum} (out of memory? fewer --tile-build-jobs "
                 "need less); nothing was cached",
                 killed=True,
+                signal=signum,
             )
         first_error = "" if ok else first_error_line(log)
         meta = {
@@ -358,17 +424,6 @@ class BuildCache:
             shutil.rmtree(final)
         os.rename(case_dir, final)
         return BuildResult(ok, final, seconds, first_error)
-
-
-def _eta(elapsed: float, done: int, total: int, jobs: int) -> str:
-    """Remaining time if every unit takes about as long as those done so far took, ``jobs``
-    at a time: units start in rounds, so a round that has begun ends about together."""
-    if done >= total:
-        return ""
-    rounds_done = max(1.0, done / jobs)
-    rounds = -(-total // jobs)
-    remaining = elapsed / rounds_done * rounds - elapsed
-    return f", ETA {max(0.0, remaining):.0f}s"
 
 
 def _ninja_durations(workdir: Path) -> dict[str, float]:

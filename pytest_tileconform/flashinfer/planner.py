@@ -66,6 +66,10 @@ UNIT_COST = {90: UnitCost(path_per_extra=0.11, cpu_per_extra=0.07, cpu_per_path=
 #: Other archs, from SM120 NVFP4 on a 2-core host: critical path 92 s for one, 174 s for 8; CPU
 #: 116 CPU-s for one, 213.5 for 8.
 UNIT_COST_DEFAULT = UnitCost(path_per_extra=0.13, cpu_per_extra=0.12, cpu_per_path=1.26)
+#: One case's critical path alone in seconds, what :class:`UnitCost` counts in, from the same
+#: measurements: SM90 on the 16-core host, other archs from SM120 NVFP4 on the 2-core host.
+PATH_SECONDS = {90: 55.0}
+PATH_SECONDS_DEFAULT = 92.0
 
 
 def compile_ram(sm: int, instantiations: int) -> int:
@@ -74,6 +78,15 @@ def compile_ram(sm: int, instantiations: int) -> int:
     return one + RAM_PER_EXTRA_INSTANTIATION.get(sm, RAM_PER_EXTRA_INSTANTIATION_DEFAULT) * (
         instantiations - 1
     )
+
+
+def unit_seconds(sm: int, instantiations: int) -> tuple[float, float]:
+    """A unit of ``instantiations`` for SM ``sm`` by the cost model: its critical path alone
+    and its CPU time, in seconds (what build progress estimates from; a host slower than the
+    measured ones is learned while it builds, :mod:`..compile.progress`)."""
+    one = PATH_SECONDS.get(sm, PATH_SECONDS_DEFAULT)
+    cost = UNIT_COST.get(sm, UNIT_COST_DEFAULT)
+    return one * cost.path(instantiations), one * cost.cpu(instantiations)
 
 
 def dtypes(case: Case) -> tuple[str, str, str]:
