@@ -75,7 +75,11 @@ def runner(tc: TileRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Stan
     monkeypatch.setattr(FlashInferBackend, "prepare", lambda self, cases: None)
     monkeypatch.setattr(FlashInferBackend, "_build", lambda self, case: built)
     monkeypatch.setattr(FlashInferBackend, "_incompatibility", None)
-    monkeypatch.setattr(FlashInferBackend, "sources", property(lambda self: SimpleNamespace(version="0")))
+    sources = SimpleNamespace(version="0", root=tmp_path)
+    monkeypatch.setattr(FlashInferBackend, "sources", property(lambda self: sources))
+    # the stand-in host has what a GPU host needs: no toolkit is looked for, nothing is built
+    monkeypatch.setattr(FlashInferBackend, "check_environment", lambda self, cases: None)
+    monkeypatch.setattr(FlashInferBackend, "is_built", lambda self, case: True)
     monkeypatch.setattr(FlashInferBackend, "gpu", property(lambda self: gpu))
     monkeypatch.setattr(FlashInferBackend, "_hardware_runner", property(lambda self: stand_in))
     monkeypatch.syspath_prepend(str(PLUGINS))

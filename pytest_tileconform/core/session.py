@@ -13,6 +13,7 @@ from ..backend import BackendRegistry, FinishingBackend
 from ..matrix.cases import Case
 from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
 from ..verdict import Verdict
+from .environment import CheckingBackend, EnvironmentGuard
 
 
 @dataclass
@@ -63,6 +64,7 @@ class TileSession:
             raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None
         session = cls(config, registry, matrices, arch_filter)
         config.add_cleanup(session.finish)  # when this process's session ends
+        config.pluginmanager.register(EnvironmentGuard(session), "tileconform-environment")
         cases = [c for m in matrices for c in m.cases if arch_filter is None or c.arch in arch_filter]
         config.hook.pytest_tileconform_modify_cases(config=config, cases=cases)
         for case in cases:
@@ -83,6 +85,16 @@ class TileSession:
     def will_run(self, cases: Sequence[Case]) -> None:
         """The cases selected in this process after -k/-m/--lf; backends prepare them together."""
         self._to_run = list(cases)
+
+    def check_environment(self, cases: Sequence[Case]) -> None:
+        """Ask each backend that can check its host whether it can judge its part of ``cases``
+        (:class:`.environment.CheckingBackend`); raises
+        :class:`.environment.UnusableEnvironment`. A backend with no case selected is not
+        asked, so a run of other cases needs nothing of it."""
+        for backend in self.registry:
+            mine = [c for c in cases if c.backend == backend.name]
+            if mine and isinstance(backend, CheckingBackend):
+                backend.check_environment(mine)
 
     def judge(self, case: Case) -> Verdict:
         backend = self.registry[case.backend]
@@ -146,3 +158,8 @@ class TileSession:
 
     def case_by_id(self, matrix: Path, case_id: str) -> Case | None:
         return self._index.get((matrix, case_id))
+
+    def case_for_nodeid(self, nodeid: str) -> Case | None:
+        """The case a test report's node id names (None for a test that is not a case)."""
+        path_str, sep, case_id = nodeid.rpartition("::")
+        return self.case_by_id(self._matrix_for(path_str), case_id) if sep else None

@@ -28,28 +28,32 @@ from ..compile.cache import (
     available_memory,
     parallel_jobs,
 )
+from ..compile.hostbuild import HostBuildError
 from ..core.devices import Gpu, current_gpu
+from ..core.environment import UnusableEnvironment
 from ..matrix.cases import Case
 from ..verdict import Device, NotJudgeable, Stage, Verdict
-from ..virtual.build import build_runtime
+from ..virtual.build import build_runtime, runtime_path
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
 from .buildscript import VIRTUAL_SUFFIX, kernel_config, portable_build
 from .codegen import KernelConfig, UnsupportedConfig, generate_translation_unit
 from .compat import harness_error, incompatibility
+from .environment import (
+    PREFIX,
+    check_device,
+    killed_message,
+    usable_host_compiler,
+    usable_sources,
+    usable_toolkit,
+)
 from .harness_report import HarnessReport
-from .planner import DEFAULT_GROUP, compile_ram, plan_units
+from .planner import DEFAULT_GROUP, compile_ram, plan_units, unit_seconds
 from .runner import HarnessRunner, build_runner
 from .settings import DEVICES, Settings
 from .settling import CaseSettling
-from .sources import (
-    FlashInferSources,
-    FlashInferSourcesError,
-    build_salt,
-    find_cuda_home,
-    find_sources,
-)
+from .sources import FlashInferSources, FlashInferSourcesError, build_salt
 
 __all__ = ["DEVICES", "NAME", "FlashInferBackend", "Settings", "kernel_config"]
 
@@ -77,27 +81,59 @@ class FlashInferBackend:
         self._builds: dict[Case, BuildResult | Verdict] = {}
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
+        self._runtime_built = False
         self._commands: dict[int, tuple[tuple[str, ...], Roots]] = {}
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
 
     # -- what is here -------------------------------------------------------------------
     @property
     def sources(self) -> FlashInferSources:
+        """FlashInfer's sources; without them nothing can be judged (UnusableEnvironment)."""
         if self._sources is None:
-            self._sources = find_sources(self.settings.sources)
+            self._sources = usable_sources(self.settings)
         return self._sources
 
     @property
     def toolchain(self) -> tuple[Path, str, Path]:
-        """CUDA home, the cache salt (nvcc, FlashInfer version and sources) and the virtual runtime."""
+        """CUDA home, the cache salt (nvcc, FlashInfer version and sources) and where the
+        virtual runtime lies (built before the first compile, :meth:`_build_runtime`); without
+        them nothing can be judged (UnusableEnvironment)."""
         if self._toolchain is None:
-            home = find_cuda_home()
+            usable_host_compiler()
+            home, _ = usable_toolkit()
             try:
                 salt = build_salt(self.sources, home, self.settings.cache_dir)
-            except FlashInferSourcesError as exc:  # nvcc unusable: nothing here can be judged
-                raise NotJudgeable(str(exc)) from None
-            self._toolchain = (home, salt, build_runtime(self.settings.cache_dir, home))
+            except FlashInferSourcesError as exc:
+                raise UnusableEnvironment(f"{PREFIX}{exc}") from None
+            self._toolchain = (home, salt, runtime_path(self.settings.cache_dir, home))
         return self._toolchain
+
+    def _build_runtime(self) -> None:
+        """The virtual runtime every build links (its path is in their commands)."""
+        if self._runtime_built:
+            return
+        try:
+            build_runtime(self.settings.cache_dir, self.toolchain[0])
+        except HostBuildError as exc:
+            first = str(exc).splitlines()[0]
+            raise UnusableEnvironment(f"{PREFIX}the virtual runtime does not build here: {first}") from None
+        self._runtime_built = True
+
+    def check_environment(self, cases: Sequence[Case]) -> None:
+        """Whether this host can judge ``cases`` at all, before any is built: the device can
+        load their code, FlashInfer's sources, the CUDA toolkit and the C++ compiler are there
+        (:mod:`.environment`). No compile, no CUDA. When every case is skipped here (their
+        arch is absent from ``--tile-device hardware``), nothing is compiled: none of it is
+        needed."""
+        check_device(self.settings.device, [case.arch for case in cases])
+        for arch, sm in {case.arch: case.sm for case in cases}.items():
+            try:
+                self.device_for(arch, sm)
+            except NotJudgeable:
+                continue
+            self.sources  # noqa: B018 (each refused with one line)
+            self.toolchain  # noqa: B018
+            return
 
     @property
     def gpu(self) -> Gpu | None:
@@ -110,11 +146,15 @@ class FlashInferBackend:
         return HarnessRunner(build_runner(self.settings.cache_dir))
 
     def _profile(self, case: Case) -> ArchProfile:
-        _, _, arch = self.settings.device.partition(":")
+        return self._profile_of(case.arch)
+
+    def _profile_of(self, arch: str) -> ArchProfile:
+        """The virtual profile cases of ``arch`` run on: their own arch's (``virtual:<arch>``
+        names only that one, :func:`.environment.check_device`)."""
         try:
-            return builtin(arch or case.arch)
+            return builtin(arch)
         except ProfileError:
-            raise NotJudgeable(f"no virtual profile for {arch or case.arch}") from None
+            raise NotJudgeable(f"no virtual profile for {arch}") from None
 
     @functools.cached_property
     def _incompatibility(self) -> str | None:
@@ -131,20 +171,27 @@ class FlashInferBackend:
             raise NotJudgeable(
                 f"FlashInfer {self.sources.version} cannot be judged by this harness: {reason}"
             )
+        return self.device_for(case.arch, case.sm)
+
+    def device_for(self, arch: str, sm: int) -> str:
+        """How cases of ``arch`` are judged here (:meth:`_mode`, without the sources' check):
+        raises NotJudgeable for an arch nothing here judges, UnusableEnvironment for one the
+        virtual device asked for cannot load."""
         device = self.settings.device
         if device == "compile":
             return "compile"
         if device.startswith("virtual"):
-            self._profile(case)
+            check_device(device, [arch])
+            self._profile_of(arch)
             return "virtual"
         gpu = self.gpu
-        if gpu is not None and gpu.sm == case.sm:
+        if gpu is not None and gpu.sm == sm:
             return "hardware"
         found = f"found {gpu.arch}: {gpu.describe()}" if gpu else "found no GPU"
-        if device == "auto" and case.arch in BUILTIN:
+        if device == "auto" and arch in BUILTIN:
             return "virtual"
         raise NotJudgeable(
-            f"{case.arch} is not present ({found}); --tile-device virtual judges it on a "
+            f"{arch} is not present ({found}); --tile-device virtual judges it on a "
             "virtual device, --tile-device compile only compiles it"
         )
 
@@ -164,6 +211,7 @@ class FlashInferBackend:
         configs = list(dict.fromkeys(kernel_config(case) for case in cases))
         command, roots = self._command(configs[0])
         label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
+        path_s, cpu_s = unit_seconds(cases[0].sm, len(configs))
         return BuildSpec(
             source=generate_translation_unit(configs, self.sources.version),
             command=command,
@@ -171,7 +219,19 @@ class FlashInferBackend:
             ram_bytes=compile_ram(cases[0].sm, len(configs)),
             label=label,
             roots=roots,
+            path_s=path_s,
+            cpu_s=cpu_s,
         )
+
+    def is_built(self, case: Case) -> bool | None:
+        """Whether ``case``'s build is in the cache (an entry's presence: it is checked when
+        used); None when it would not be compiled here (skipped, or judged by codegen)."""
+        try:
+            self.device_for(case.arch, case.sm)
+            spec = self._spec([case])
+        except (NotJudgeable, UnsupportedConfig):
+            return None
+        return self.cache.has(spec)
 
     def prepare(self, cases: Sequence[Case]) -> None:
         """Build every judgeable case of this worker before the first one runs, in parallel.
@@ -193,6 +253,8 @@ class FlashInferBackend:
             return
         workers = max(1, self.settings.worker_count)
         missing = [case for case, spec in specs.items() if self.cache.lookup(spec) is None]
+        if missing:
+            self._build_runtime()
         most = self.settings.group or DEFAULT_GROUP
         if len(missing) > 1 and most > 1:
             self._build_shared(missing, specs, most)
@@ -200,11 +262,15 @@ class FlashInferBackend:
         # xdist workers share one build queue through the cache's locks; starting at
         # different places lets each claim its own part first
         start = self.settings.worker_index * len(ordered) // workers
-        built = self.cache.build(
-            ordered[start:] + ordered[:start], self._jobs(ordered)[1], self._claim(ordered)
-        )
+        host_jobs, jobs = self._jobs(ordered)
+        built = self.cache.build(ordered[start:] + ordered[:start], jobs, self._claim(ordered), self._cores())
         for case, spec in specs.items():
             self._builds[case] = built[spec.key]
+        killed = {spec.key: built[spec.key] for spec in ordered if built[spec.key].killed}
+        if killed:  # the host's doing, and the same run would be killed again: stop here
+            signal = next(iter(killed.values())).signal
+            ram = max(spec.ram_bytes for spec in ordered)
+            raise UnusableEnvironment(killed_message(len(killed), signal, host_jobs, ram))
 
     def _jobs(self, specs: Sequence[BuildSpec]) -> tuple[int, int]:
         """Parallel compiles of ``specs`` for the host and for this process: --tile-build-jobs
@@ -212,6 +278,10 @@ class FlashInferBackend:
         workers = max(1, self.settings.worker_count)
         host = self.settings.jobs or parallel_jobs(specs)
         return host, max(1, -(-host // workers))
+
+    def _cores(self) -> float:
+        """This process's share of the cores, which its compiles' progress is estimated on."""
+        return available_cores() / max(1, self.settings.worker_count)
 
     def _claim(self, specs: Sequence[BuildSpec]) -> int:
         """How many of ``specs`` this process takes on at once: its xdist worker's part, so the
@@ -232,7 +302,9 @@ class FlashInferBackend:
             start = self.settings.worker_index * len(pending) // max(1, self.settings.worker_count)
             pending = pending[start:] + pending[:start]
             unit_specs = [spec for _, spec in pending]
-            built = self.cache.build(unit_specs, self._jobs(unit_specs)[1], self._claim(unit_specs))
+            built = self.cache.build(
+                unit_specs, self._jobs(unit_specs)[1], self._claim(unit_specs), self._cores()
+            )
             failed: list[list[Case]] = []
             for group, spec in pending:
                 unit = built[spec.key]
@@ -267,7 +339,9 @@ class FlashInferBackend:
                 spec = self._spec([case])
             except UnsupportedConfig as exc:
                 return self._unsupported(exc)
-            self._builds[case] = self.cache.build([spec], self._jobs([spec])[1])[spec.key]
+            self._build_runtime()
+            built = self.cache.build([spec], self._jobs([spec])[1], cores=self._cores())
+            self._builds[case] = built[spec.key]
         return self._builds[case]
 
     # -- judging -----------------------------------------------------------------------
@@ -288,8 +362,10 @@ class FlashInferBackend:
         if isinstance(build, Verdict):
             return build
         base = {"flashinfer": self.sources.version, "build": str(build.path)}
-        if build.killed:  # not the source's doing: no verdict, and the test errs rather than skips
-            raise RuntimeError(f"{case.id} has no build: {build.first_error}")
+        if build.killed:  # not the source's doing: no verdict; the session stops with one line
+            ram = compile_ram(case.sm, 1)
+            jobs = self.settings.jobs or parallel_jobs([], per_job=ram)
+            raise UnusableEnvironment(killed_message(1, build.signal, jobs, ram))
         if not build.ok and harness_error(build.first_error):
             # our harness, not the instantiation, failed to compile: no verdict on the case
             raise NotJudgeable(

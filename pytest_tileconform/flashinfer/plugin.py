@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +10,7 @@ import pytest
 
 from ..compile.cache import default_cache_dir
 from ..core.inikeys import add_ini_key
+from .header import progress_line
 
 if TYPE_CHECKING:
     from ..matrix.cases import Case
@@ -152,13 +153,12 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
     capture = config.pluginmanager.getplugin("capturemanager")
 
     def progress(message: str) -> None:
-        """Compile progress goes to the terminal live, past pytest's output capture."""
-        line = f"\ntileconform{'[' + worker + ']' if worker else ''}: {message}"
-        if capture is None:
-            print(line, file=sys.stderr, flush=True)
-            return
-        with capture.global_and_fixture_disabled():
-            print(line, file=sys.stderr, flush=True)
+        """Compile progress goes to the terminal live, past pytest's output capture, each
+        message a line of its own (:func:`.header.progress_line`)."""
+        line = f"tileconform{'[' + worker + ']' if worker else ''}: {message}"
+        reporter = None if worker else config.pluginmanager.getplugin("terminalreporter")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            progress_line(reporter, line)
 
     def before_run(case: Case, run_dir: Path) -> None:
         config.hook.pytest_tileconform_before_run(config=config, case=case, run_dir=run_dir)
@@ -182,3 +182,11 @@ def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]
     except (FlashInferSourcesError, IndexError):
         nvcc = None
     return {"nvcc": nvcc, "flashinfer": version}
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """How this run's FlashInfer cases will be judged and built (:mod:`.header`); printed by
+    the process that owns the terminal (the xdist controller), before anything compiles."""
+    from .header import report_header
+
+    return report_header(config)

@@ -1,0 +1,154 @@
+"""What the FlashInfer backend needs of the host before it can judge anything, each found or
+refused with one line that says what to do (:class:`..core.environment.UnusableEnvironment`).
+
+Every case is compiled with nvcc from FlashInfer's sources, the virtual runtime and the case
+runner with the host's C++ compiler, so without any of them no case can be judged; and a
+virtual device of one arch cannot load another arch's code (the harness refuses it at setup,
+as a GPU of that arch would), so ``--tile-device virtual:<arch>`` judges only that arch's cases.
+A compile killed by a signal is the host's doing too (the out-of-memory killer): nothing is
+known of those cases, and the same command would be killed again.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..compile.hostbuild import HostBuildError, compiler_id, cxx
+from ..core.environment import UnusableEnvironment
+from .settings import Settings
+from .sources import (
+    DISTRIBUTION,
+    ENV_SOURCES,
+    FlashInferSources,
+    FlashInferSourcesError,
+    find_cublas_include,
+    find_cuda_home,
+    find_sources,
+    nvcc_build,
+)
+
+PREFIX = "tileconform: "
+#: What every toolkit message ends with: why it matters, and what still works without one.
+NEEDS_NVCC = "every case is compiled with nvcc (--collect-only lists the cases without one)"
+LAYOUT = "a folder laid out like flashinfer/data (csrc/, cutlass/, include/)"
+
+
+def check_device(device: str, archs: Iterable[str]) -> None:
+    """``--tile-device virtual:<arch>`` with cases of other ``archs``: their code cannot be
+    loaded by that profile, as it could not by a GPU of that arch."""
+    kind, _, arch = device.partition(":")
+    others = sorted({a for a in archs if a != arch}, key=lambda a: int(a[2:]))
+    if kind != "virtual" or not arch or not others:
+        return
+    raise UnusableEnvironment(
+        f"{PREFIX}--tile-device {device} cannot judge {', '.join(others)} cases: a virtual "
+        f"{arch} device loads only {arch} code, as an {arch} GPU would; use --tile-device "
+        f"virtual to judge each case on its own arch's profile, or --tile-arch {arch} to run "
+        f"only the {arch} cases"
+    )
+
+
+def _installed_version() -> str | None:
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def usable_sources(settings: Settings) -> FlashInferSources:
+    """FlashInfer's sources as the options name them (:func:`.sources.find_sources`)."""
+    try:
+        return find_sources(settings.sources)
+    except FlashInferSourcesError as exc:
+        raise UnusableEnvironment(_sources_message(settings, exc)) from None
+
+
+def _sources_message(settings: Settings, exc: FlashInferSourcesError) -> str:
+    explicit = settings.sources if settings.sources is not None else os.environ.get(ENV_SOURCES)
+    installed = _installed_version()
+    if not explicit:
+        if installed is None:
+            return (
+                f"{PREFIX}FlashInfer's sources not found: {DISTRIBUTION} is not installed; "
+                f"pip install {DISTRIBUTION}, or name its sources with --tile-flashinfer VERSION "
+                f"(fetched once, nothing installed) or --tile-flashinfer-sources DIR ({LAYOUT})"
+            )
+        return (
+            f"{PREFIX}{exc}; reinstall {DISTRIBUTION} {installed}, or name other sources with "
+            "--tile-flashinfer VERSION"
+        )
+    if settings.release is not None:
+        origin = f"--tile-flashinfer {settings.release}"
+    elif settings.sources is not None:
+        origin = f"--tile-flashinfer-sources {explicit}"
+    else:
+        origin = f"${ENV_SOURCES}={explicit}"
+    root = Path(explicit).expanduser()
+    if not root.is_dir():
+        problem = "no such folder"
+    else:
+        probe = FlashInferSources(root.resolve(), "")
+        required = [probe.launcher_inl, *probe.common_sources, *probe.cutlass_include_dirs]
+        missing = [p for p in required if not p.exists()]
+        first = missing[0].relative_to(probe.root) if missing else "?"
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        problem = f"not FlashInfer's sources ({first}{more} missing)"
+    fallback = f", or leave it out to use the installed {DISTRIBUTION} {installed}" if installed else ""
+    return f"{PREFIX}{origin}: {problem}; it must name {LAYOUT}{fallback}"
+
+
+def usable_toolkit() -> tuple[Path, str]:
+    """The CUDA toolkit (:func:`.sources.find_cuda_home`) and its nvcc's build line; refused
+    when it is missing, its nvcc does not run or its cuBLAS headers are missing."""
+    try:
+        home = find_cuda_home()
+    except FlashInferSourcesError as exc:
+        raise UnusableEnvironment(_toolkit_message(exc)) from None
+    try:
+        build = nvcc_build(home)
+    except FlashInferSourcesError as exc:
+        raise UnusableEnvironment(f"{PREFIX}{exc}; {NEEDS_NVCC}") from None
+    try:
+        find_cublas_include(home)
+    except FlashInferSourcesError as exc:
+        raise UnusableEnvironment(f"{PREFIX}{_first_sentence(str(exc))}: pip install nvidia-cublas") from None
+    return home, build
+
+
+def _toolkit_message(exc: FlashInferSourcesError) -> str:
+    for var in ("CUDA_HOME", "CUDA_PATH"):  # the order find_cuda_home reads them in
+        if value := os.environ.get(var):
+            return (
+                f"{PREFIX}${var}={value} is not a CUDA toolkit (no bin/nvcc and "
+                f"include/cuda_runtime.h in it): set {var} to the toolkit's folder, or unset it "
+                f"to use the nvcc on PATH; {NEEDS_NVCC}"
+            )
+    return f"{PREFIX}{exc}; {NEEDS_NVCC}"
+
+
+def _first_sentence(text: str) -> str:
+    return text.split("; ")[0].split(". ")[0]
+
+
+def usable_host_compiler() -> None:
+    """The C++ compiler that builds the virtual runtime and the case runner (``$CXX``, g++)."""
+    try:
+        compiler_id(cxx())
+    except HostBuildError as exc:
+        raise UnusableEnvironment(f"{PREFIX}{exc}; install g++ or set CXX to a C++17 compiler") from None
+
+
+def killed_message(killed: int, signal: int | None, jobs: int, ram_bytes: int) -> str:
+    """``killed`` compiles were ended by ``signal``, ``jobs`` at a time on the host, each
+    needing up to ``ram_bytes`` by the RAM model (:func:`.planner.compile_ram`)."""
+    what = f"signal {signal}" if signal is not None else "a signal"
+    cause = ", likely out of memory" if signal in (None, 9) else ""
+    fewer = f"fewer at once (--tile-build-jobs {max(1, jobs // 2)}) or " if jobs > 1 else ""
+    return (
+        f"{PREFIX}{killed} compile(s) were killed ({what}{cause}; {jobs} ran at a time, each "
+        f"estimated at up to {ram_bytes / 1e9:.1f} GB): rerun with {fewer}smaller units "
+        "(--tile-build-group 1), or with more memory free; what compiled is cached"
+    )
