@@ -3,7 +3,9 @@
 A backend judges one case at a time and may prepare many at once (a compiling backend
 builds the selected cases in parallel before the first one runs). One that changes anything
 process-wide while judging (threads, the garbage collector) also has ``finish``
-(:class:`FinishingBackend`), so the process is as it was when the session ends.
+(:class:`FinishingBackend`), so the process is as it was when the session ends. One that can
+tell before judging whether this host can judge its cases at all (a toolkit, sources) has
+``check_environment`` (:class:`CheckingBackend`) and raises :class:`UnusableEnvironment`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,21 @@ class FinishingBackend(Backend, Protocol):
     def finish(self) -> None:
         """Called once per process when the session ends, whether or not a case was judged:
         restore what judging changed in the process."""
+
+
+class UnusableEnvironment(Exception):
+    """Nothing of a backend's can be judged on this host, for a reason of the host's, not of a
+    case's configuration. The message is one line that says what to do; the session ends with
+    it (:mod:`.core.environment`)."""
+
+
+@runtime_checkable
+class CheckingBackend(Backend, Protocol):
+    """A backend that can tell, before judging anything, whether this host can judge its cases."""
+
+    def check_environment(self, cases: Sequence[Case]) -> None:
+        """Raise :class:`UnusableEnvironment` if ``cases`` (this backend's, at least one) cannot
+        be judged here. Cheap: no compile, no device initialisation."""
 
 
 class BackendRegistry:

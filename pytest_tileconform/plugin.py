@@ -10,6 +10,7 @@ import pytest
 
 from . import newhooks
 from .core.devices import gpu_for_worker, visible_gpus
+from .core.environment import EnvironmentGuard
 from .core.inikeys import add_ini_key
 from .core.inikeys import resolve as resolve_ini_keys
 from .core.items import SESSION_KEY, MatrixFile, TileCase
@@ -107,6 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
     archs = config.getoption("tile_arch")
     arch_filter = frozenset(a.strip().lower() for a in archs.split(",") if a.strip()) if archs else None
     session = TileSession.start(config, paths, arch_filter)
+    config.pluginmanager.register(EnvironmentGuard(session), "tileconform-environment")
     config.stash[SESSION_KEY] = session
     for arch in sorted({c.arch for c in session.all_cases()}):
         config.addinivalue_line("markers", f"{arch}: tile matrix cases of {arch}")

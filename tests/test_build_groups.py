@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_reference import make_case
 
+from pytest_tileconform.backend import UnusableEnvironment
 from pytest_tileconform.compile.cache import BuildResult, BuildSpec
-from pytest_tileconform.core.environment import UnusableEnvironment
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.planner import (
     DEFAULT_GROUP,

@@ -18,41 +18,7 @@ if TYPE_CHECKING:  # the commands import what they need when they run: --help st
     from ..flashinfer.tactics import Tactic
     from ..results.model import ResultsDocument
 
-EXIT_OK = 0
-EXIT_FLAGGED = 1
-EXIT_USAGE = 2
-EXIT_ENVIRONMENT = 3
-
-
-class CommandError(Exception):
-    """A failure to report on stderr as ``tileconform: message``, with an exit status."""
-
-    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def emit(text: str, output: Path | None) -> None:
-    """Write data to ``output`` atomically, or to stdout."""
-    if output is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
-        return
-    from ..files import write_atomic
-
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(output, text if text.endswith("\n") else text + "\n")
-    except OSError as exc:
-        raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
-    message(f"wrote {output}")
-
-
-def message(text: str) -> None:
-    """``tileconform: text`` on stderr, each line of it so prefixed."""
-    print(
-        "\n".join(f"tileconform: {line}" for line in text.splitlines() or [""]), file=sys.stderr, flush=True
-    )
+from .output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message
 
 
 # -- report ------------------------------------------------------------------------------------

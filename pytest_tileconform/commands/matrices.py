@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cli import EXIT_ENVIRONMENT, EXIT_OK, CommandError, message
+from .output import EXIT_ENVIRONMENT, EXIT_OK, CommandError, message
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):

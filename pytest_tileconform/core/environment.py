@@ -2,24 +2,25 @@
 cannot load the cases' code, compiles killed for memory) ends the session with one line and
 pytest's usage-error status, once, instead of failing every case with a traceback.
 
-A backend says so by raising :class:`UnusableEnvironment`: from ``check_environment`` (a
-:class:`CheckingBackend`), called once the cases to run are known and before any is judged,
-or from ``prepare``/``judge`` when it finds out only while building. The :class:`EnvironmentGuard`
-turns it into :class:`pytest.UsageError` in the process that owns the terminal: the xdist
-controller, or the only process. A worker cannot end the session by itself (an exception or
-``pytest.exit`` there is an internal error of xdist), so there the case's report carries the
-message to the controller, which stops the session when it sees it.
+A backend says so by raising :class:`~..backend.UnusableEnvironment`: from ``check_environment``
+(a :class:`~..backend.CheckingBackend`), called once the cases to run are known and before any
+is judged, or from ``prepare``/``judge`` when it finds out only while building. The
+:class:`EnvironmentGuard` turns it into :class:`pytest.UsageError` in the process that owns the
+terminal: the xdist controller, or the only process. A worker cannot end the session by itself
+(an exception or ``pytest.exit`` there is an internal error of xdist), so there the case's
+report carries the message to the controller, which stops the session when it sees it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..backend import Backend
+from ..backend import UnusableEnvironment
 from ..matrix.cases import Case
+from .items import TileCase
 
 if TYPE_CHECKING:
     from .session import TileSession
@@ -28,27 +29,14 @@ if TYPE_CHECKING:
 UNUSABLE_PROPERTY = "tileconform_unusable_environment"
 
 
-class UnusableEnvironment(Exception):
-    """Nothing of a backend's can be judged on this host, for a reason of the host's, not of a
-    case's configuration. The message is one line that says what to do."""
-
-
-@runtime_checkable
-class CheckingBackend(Backend, Protocol):
-    """A backend that can tell, before judging anything, whether this host can judge its cases."""
-
-    def check_environment(self, cases: Sequence[Case]) -> None:
-        """Raise :class:`UnusableEnvironment` if ``cases`` (this backend's, at least one) cannot
-        be judged here. Cheap: no compile, no device initialisation."""
-
-
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
 class EnvironmentGuard:
     """Runs the backends' checks once the selected cases are known, and ends the session with
-    one line when a backend finds this host unusable (registered by :class:`.TileSession`)."""
+    one line when a backend finds this host unusable (registered by the plugin in each process
+    with a tile session)."""
 
     def __init__(self, session: TileSession) -> None:
         self.session = session
@@ -68,8 +56,6 @@ class EnvironmentGuard:
         controller checks instead (:meth:`pytest_xdist_node_collection_finished`)."""
         if _is_worker(session.config):
             return
-        from .items import TileCase
-
         self._check(session.config, [i.case for i in session.items if isinstance(i, TileCase)])
 
     @pytest.hookimpl(optionalhook=True)

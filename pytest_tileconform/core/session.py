@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ..backend import BackendRegistry, FinishingBackend
+from ..backend import BackendRegistry, CheckingBackend, FinishingBackend
 from ..matrix.cases import Case
 from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
 from ..verdict import Verdict
-from .environment import CheckingBackend, EnvironmentGuard
 
 
 @dataclass
@@ -64,7 +63,6 @@ class TileSession:
             raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None
         session = cls(config, registry, matrices, arch_filter)
         config.add_cleanup(session.finish)  # when this process's session ends
-        config.pluginmanager.register(EnvironmentGuard(session), "tileconform-environment")
         cases = [c for m in matrices for c in m.cases if arch_filter is None or c.arch in arch_filter]
         config.hook.pytest_tileconform_modify_cases(config=config, cases=cases)
         for case in cases:
@@ -88,8 +86,8 @@ class TileSession:
 
     def check_environment(self, cases: Sequence[Case]) -> None:
         """Ask each backend that can check its host whether it can judge its part of ``cases``
-        (:class:`.environment.CheckingBackend`); raises
-        :class:`.environment.UnusableEnvironment`. A backend with no case selected is not
+        (:class:`~..backend.CheckingBackend`); raises
+        :class:`~..backend.UnusableEnvironment`. A backend with no case selected is not
         asked, so a run of other cases needs nothing of it."""
         for backend in self.registry:
             mine = [c for c in cases if c.backend == backend.name]

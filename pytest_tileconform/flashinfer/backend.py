@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..backend import UnusableEnvironment
 from ..compile.cache import (
     BuildCache,
     BuildResult,
@@ -30,7 +31,6 @@ from ..compile.cache import (
 )
 from ..compile.hostbuild import HostBuildError
 from ..core.devices import Gpu, current_gpu
-from ..core.environment import UnusableEnvironment
 from ..matrix.cases import Case
 from ..verdict import Device, NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime, runtime_path

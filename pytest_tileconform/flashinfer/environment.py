@@ -1,5 +1,5 @@
 """What the FlashInfer backend needs of the host before it can judge anything, each found or
-refused with one line that says what to do (:class:`..core.environment.UnusableEnvironment`).
+refused with one line that says what to do (:class:`..backend.UnusableEnvironment`).
 
 Every case is compiled with nvcc from FlashInfer's sources, the virtual runtime and the case
 runner with the host's C++ compiler, so without any of them no case can be judged; and a
@@ -16,8 +16,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..backend import UnusableEnvironment
 from ..compile.hostbuild import HostBuildError, compiler_id, cxx
-from ..core.environment import UnusableEnvironment
 from .settings import Settings
 from .sources import (
     DISTRIBUTION,

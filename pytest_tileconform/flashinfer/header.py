@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ..backend import UnusableEnvironment
 from ..compile.hostbuild import HostBuildError
-from ..core.environment import UnusableEnvironment
 from ..matrix.cases import Case
 from ..verdict import NotJudgeable
 from . import NAME
