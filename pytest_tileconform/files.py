@@ -1,30 +1,183 @@
-"""Writing files that other processes may read at any moment."""
+"""Reading input files that may be anything a user can name, and writing files that other
+processes may read at any moment."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
+import re
+import stat
 import tempfile
+import time
 from pathlib import Path
+
+#: A temporary file of :func:`write_atomic` older than this is the leftover of a writer that was
+#: killed (``kill -9``, power loss) and is removed at the next write of the same target.
+STALE_TMP_SECONDS = 3600.0
+
+#: The kernel's names of files that are already open (``/dev/stdout``, ``/proc/self/fd/1``):
+#: such a name is written into, never replaced.
+_OPEN_FILE_NAME = re.compile(r"/dev/(stdout|stderr|fd/\d+)|/proc/(self|\d+)/fd/\d+")
+
+
+class FileRefused(OSError):
+    """A path that is not (or does not lead to) what the caller may read or write; the message
+    says why, for the user."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_regular(path: Path, limit: int, what: str = "file") -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
+
+    The file is opened without blocking (a FIFO without a writer would wait forever) and checked
+    on the open descriptor, so a directory, a device (``/dev/zero`` never ends), a FIFO or a
+    socket is refused with :class:`FileRefused` before anything is read; a symlink is followed
+    (a loop is refused by the kernel: ``ELOOP``). At most ``limit + 1`` bytes are ever read, so
+    a file that grows while it is read is refused too. Other failures are plain :class:`OSError`.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRefused(errno.EINVAL, f"is {_kind(info.st_mode)}, not a regular {what}")
+        if info.st_size > limit:
+            raise FileRefused(
+                errno.EFBIG, f"is {info.st_size:,} bytes, more than the {limit:,} a {what} may have"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, min(1 << 20, limit + 1 - size) or 1):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise FileRefused(errno.EFBIG, f"grew past the {limit:,} bytes a {what} may have")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_tmp(folder: Path, name: str) -> None:
+    """Remove temporary files of target ``name`` that a killed writer left behind."""
+    cutoff = time.time() - STALE_TMP_SECONDS
+    with contextlib.suppress(OSError):
+        for leftover in folder.glob(f".{name}.*.tmp"):
+            with contextlib.suppress(OSError):
+                info = leftover.lstat()
+                if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+                    leftover.unlink()
+
+
+def _write_into(path: Path, text: str) -> None:
+    """Write into an existing device or FIFO (``/dev/null``, a terminal, a pipe) in place."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads: opening it blocking would hang
+            raise FileRefused(errno.ENXIO, "is a FIFO that no process reads") from None
+        raise
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+        handle.flush()
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8, newlines as given): readers see the old file or
-    the new one, never a torn one.
+    """Write ``text`` (UTF-8, newlines as given) to ``path``: readers see the old file or the
+    new one, never a torn one.
 
-    The text goes to a temporary file in the same directory (created with its parents if
-    missing), is flushed to disk and then renamed over ``path``. The file keeps its mode; a new
-    one gets 0644. On any failure the temporary file is removed and ``path`` is left as it was.
+    What ``path`` is decides how:
+
+    - missing or a regular file: the text goes to a temporary file ``.NAME.XXXX.tmp`` in the same
+      folder (created with its parents if missing), is flushed to disk and renamed over
+      ``path``. The file keeps its mode; a new one gets 0644. A regular file without any write
+      permission bit is refused (even for root: it was made read-only on purpose).
+    - a symlink to a regular file (or to nothing yet) in the symlink's own folder: the target is
+      replaced as above and the symlink stays. A symlink that leads into another folder is
+      refused: the user named a place in this folder, and replacing a file elsewhere (a shared
+      config, a system file) is not what they asked for.
+    - a character device or a FIFO (``/dev/null``, a terminal, a pipe that a process reads): the
+      text is written into it; it is never replaced, so ``/dev/null`` stays a device. A FIFO that
+      no process reads is refused instead of waiting for a reader.
+    - ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/PID/fd/N`` are the kernel's
+      names of files that are already open: they are written into in place (appended to, when
+      they lead to a regular file), whatever they lead to.
+    - a directory, a block device, a socket, a symlink loop: refused.
+
+    Refusals are :class:`FileRefused` (an :class:`OSError`) with a message for the user. On any
+    failure a temporary file is removed and ``path`` is left as it was. Temporary files of the
+    same target older than :data:`STALE_TMP_SECONDS` (a writer killed with ``kill -9``) are
+    removed at the next write.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if _OPEN_FILE_NAME.fullmatch(str(path)) and path.exists():
+        if path.is_dir():
+            raise FileRefused(errno.EISDIR, "is a directory")
+        if path.is_file():  # redirected to a file: append, as the shell's descriptor would
+            with open(path, "a", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+            return
+        _write_into(path, text)
+        return
+    target = path
+    try:
+        link = path.lstat()
+    except FileNotFoundError:
+        link = None
+    if link is not None and stat.S_ISLNK(link.st_mode):
+        try:
+            resolved = path.resolve(strict=False)
+        except (RuntimeError, OSError):
+            raise FileRefused(errno.ELOOP, "is a symlink loop") from None
+        if resolved.parent != path.parent.resolve():
+            raise FileRefused(
+                errno.EPERM,
+                f"is a symlink to {resolved}, outside its own folder: name that file itself to write it",
+            )
+        target = resolved
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise FileRefused(errno.ELOOP, "is a symlink loop") from None
+        raise
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        if stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode):
+            _write_into(target, text)
+            return
+        raise FileRefused(errno.EINVAL, f"is {_kind(info.st_mode)}, not a file to write")
+    if info is not None and not info.st_mode & 0o222:
+        raise FileRefused(
+            errno.EACCES, "is read-only (no write permission): make it writable or write elsewhere"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(target.parent, target.name)
+    mode = info.st_mode & 0o7777 if info is not None else 0o644
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the commands import what they need when they run: --help st
     from ..flashinfer.tactics import Tactic
     from ..results.model import ResultsDocument
 
-from .output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message
+from .output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message, quiet_stdout
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -276,10 +276,7 @@ def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSource
     from ..flashinfer.tactics import PROBE_SMS, ProbeError, offered_tactics
 
     if args.tactics is not None:
-        try:
-            return args.tactics.read_text(encoding="utf-8").splitlines()  # type: ignore[no-any-return]
-        except OSError as exc:
-            raise CommandError(f"cannot read {args.tactics}: {exc.strerror or exc}") from None
+        return _replayed_lines(args.tactics)
     if arch not in PROBE_SMS:
         raise CommandError(f"--arch {arch}: the tactics probe answers for {', '.join(PROBE_SMS)}")
     if sources is None:
@@ -301,8 +298,28 @@ def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSource
     return lines
 
 
+#: The largest --tactics file read: the probe's output for one architecture is about 100 kB.
+MAX_TACTICS_BYTES = 64 * 1024 * 1024
+
+
+def _replayed_lines(path: Path) -> list[str]:
+    """The lines of a saved probe output: a regular UTF-8 file of bounded size, else exit 2."""
+    from ..files import read_regular
+
+    try:
+        raw = read_regular(path, MAX_TACTICS_BYTES, "tactics file")
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{path}: not UTF-8 text (a --save-tactics file is): {exc}") from None
+
+
 def _tactics(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[Tactic]:
-    """FlashInfer's tactics for ``arch`` (see :func:`_tactic_lines`)."""
+    """FlashInfer's tactics for ``arch`` (see :func:`_tactic_lines`). A file that cannot be read
+    is bad input (exit 2); lines that are not the probe's output, saved or live, are the probe's
+    failure (exit 3), as a tool that answered wrongly."""
     from ..flashinfer.tactics import ProbeError, parse
 
     try:
@@ -504,7 +521,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         message("interrupted")
         return 130
     except BrokenPipeError:
+        quiet_stdout()
         return EXIT_OK
+    except OSError as exc:  # what no command anticipated; a message, not a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        message(f"{where}{exc.strerror or exc}")
+        return EXIT_ENVIRONMENT
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ messages go (data to stdout or a file, messages to stderr)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,8 +24,16 @@ class CommandError(Exception):
 def emit(text: str, output: Path | None) -> None:
     """Write data to ``output`` atomically, or to stdout."""
     if output is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
+        if sys.stdout is None:
+            raise CommandError("cannot write to stdout: it is closed (give -o FILE)")
+        try:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise  # the reader left (``| head``): the command ends quietly
+        except OSError as exc:  # /dev/full, a closed descriptor
+            quiet_stdout()
+            raise CommandError(f"cannot write to stdout: {exc.strerror or exc}") from None
         return
     from ..files import write_atomic
 
@@ -41,3 +50,14 @@ def message(text: str) -> None:
     print(
         "\n".join(f"tileconform: {line}" for line in text.splitlines() or [""]), file=sys.stderr, flush=True
     )
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null once it cannot be written (its reader left, as with ``| head``,
+    or its device is full), so that the flush at exit does not print "Exception ignored"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

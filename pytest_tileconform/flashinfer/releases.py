@@ -28,10 +28,12 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -63,6 +65,15 @@ MEMBERS: tuple[str, ...] = (
     "flashinfer/jit/env.py",
     "flashinfer/compilation_context.py",
 )
+#: The largest member unpacked, and all unpacked members together, by the sizes the zip's
+#: headers declare (``zipfile`` never reads past them). FlashInfer 0.7.4's largest header is
+#: under 2 MB and what is unpacked about 150 MB; a member or a total past these is a zip bomb
+#: or not FlashInfer, refused before anything is written.
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+MAX_UNPACKED_BYTES = 2 * 1024 * 1024 * 1024
+#: The most members a wheel may have, and the largest METADATA read.
+MAX_MEMBERS = 200_000
+MAX_METADATA_BYTES = 4 * 1024 * 1024
 #: Files a wheel must contain to be judged at all (relative to ``flashinfer/data``).
 REQUIRED = (f"csrc/nv_internal/{LAUNCHER_INL}", "cutlass/include/cutlass/cutlass.h")
 
@@ -129,6 +140,8 @@ def _wheel_version(zf: zipfile.ZipFile, wheel: Path) -> str:
     metas = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
     if len(metas) != 1:
         raise ReleaseError(f"{wheel}: not a wheel (expected one *.dist-info/METADATA, found {len(metas)})")
+    if zf.getinfo(metas[0]).file_size > MAX_METADATA_BYTES:
+        raise ReleaseError(f"{wheel}: {metas[0]} is larger than {MAX_METADATA_BYTES:,} bytes: not a wheel's")
     name = version = None
     for line in zf.read(metas[0]).decode("utf-8", "replace").splitlines():
         if not line.strip():
@@ -155,6 +168,64 @@ def _safe_member(name: str) -> PurePosixPath | None:
     return path
 
 
+def _is_symlink(info: zipfile.ZipInfo) -> bool:
+    return info.create_system == 3 and (info.external_attr >> 16) & 0o170000 == 0o120000
+
+
+def check_members(zf: zipfile.ZipFile, wheel: Path) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
+    """The members to unpack, after checking the whole listing, before anything is written.
+
+    Refused (:class:`ReleaseError`, naming the member): a symlink member anywhere in the wheel;
+    among the members to unpack, two names that are one file on a case-insensitive file system
+    or the same name twice, a name that is a file and a folder at once, a member larger than
+    :data:`MAX_MEMBER_BYTES`, or more than :data:`MAX_UNPACKED_BYTES` in all. A member with an
+    absolute or ``..`` path is never unpacked (:func:`_safe_member`)."""
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise ReleaseError(f"{wheel}: {len(infos):,} members, more than a wheel of FlashInfer has")
+    chosen: list[tuple[zipfile.ZipInfo, PurePosixPath]] = []
+    seen: dict[str, str] = {}
+    folders: dict[str, str] = {}
+    total = 0
+    for info in infos:
+        if _is_symlink(info):
+            raise ReleaseError(f"{wheel}: member {info.filename!r} is a symlink; a wheel has none, refused")
+        if info.filename.endswith("/") and _safe_member(info.filename.rstrip("/")) is not None:
+            folders.setdefault(str(PurePosixPath(info.filename)).lower(), info.filename)
+            continue
+        member = _safe_member(info.filename)
+        if member is None:
+            continue
+        key = str(member).lower()
+        if key in seen:
+            raise ReleaseError(
+                f"{wheel}: members {seen[key]!r} and {info.filename!r} name one file "
+                "(on a case-insensitive file system, or twice), refused"
+            )
+        seen[key] = info.filename
+        for parent in member.parents:
+            if str(parent) != ".":
+                folders.setdefault(str(parent).lower(), info.filename)
+        if info.file_size > MAX_MEMBER_BYTES:
+            raise ReleaseError(
+                f"{wheel}: member {info.filename!r} unpacks to {info.file_size:,} bytes, more than the "
+                f"{MAX_MEMBER_BYTES:,} a source file may have (a zip bomb?), refused before unpacking"
+            )
+        total += info.file_size
+        if total > MAX_UNPACKED_BYTES:
+            raise ReleaseError(
+                f"{wheel}: the sources unpack to more than {MAX_UNPACKED_BYTES:,} bytes (a zip bomb?), "
+                "refused before unpacking"
+            )
+        chosen.append((info, member))
+    for key, name in seen.items():
+        if key in folders:
+            raise ReleaseError(
+                f"{wheel}: {name!r} is a file and also the folder of {folders[key]!r}, refused"
+            )
+    return chosen
+
+
 def entry_dir(cache_dir: Path, sha256: str) -> Path:
     return releases_root(cache_dir) / sha256[:2] / sha256
 
@@ -169,9 +240,15 @@ def _read_entry(path: Path) -> dict[str, Any] | None:
 
 def unpack_wheel(wheel: Path, cache_dir: Path, origin: str | None = None) -> Release:
     """Unpack the kernel sources of ``wheel`` into the cache (once) and return the release."""
-    wheel = wheel.expanduser().resolve()
-    if not wheel.is_file():
-        raise ReleaseError(f"wheel {wheel} does not exist")
+    try:
+        wheel = wheel.expanduser().resolve()
+        kind = wheel.stat().st_mode
+    except FileNotFoundError:
+        raise ReleaseError(f"wheel {wheel} does not exist") from None
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise ReleaseError(f"wheel {wheel}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(kind):
+        raise ReleaseError(f"wheel {wheel} is not a regular file")
     sha = sha256_file(wheel)
     final = entry_dir(cache_dir, sha)
     origin = origin or f"wheel {wheel}"
@@ -189,6 +266,7 @@ def unpack_wheel(wheel: Path, cache_dir: Path, origin: str | None = None) -> Rel
             raise ReleaseError(f"{wheel}: not a readable wheel (zip): {exc}") from None
         with zf:
             version = _wheel_version(zf, wheel)
+            chosen = check_members(zf, wheel)
             names = set(zf.namelist())
             missing = [r for r in REQUIRED if f"flashinfer/data/{r}" not in names]
             if missing:
@@ -199,14 +277,22 @@ def unpack_wheel(wheel: Path, cache_dir: Path, origin: str | None = None) -> Rel
             tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".unpack-{sha[:12]}-"))
             try:
                 count = size = 0
-                for info in zf.infolist():
-                    member = _safe_member(info.filename)
-                    if member is None:
-                        continue
+                for info, member in chosen:
                     target = tmp.joinpath(*member.parts)
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(info) as src, target.open("wb") as dst:
-                        shutil.copyfileobj(src, dst)
+                    try:
+                        with zf.open(info) as src, target.open("xb") as dst:
+                            shutil.copyfileobj(src, dst)
+                    except (
+                        zipfile.BadZipFile,
+                        zlib.error,
+                        EOFError,
+                        NotImplementedError,
+                        FileExistsError,
+                    ) as e:
+                        raise ReleaseError(
+                            f"{wheel}: member {info.filename!r} cannot be unpacked: {e}"
+                        ) from None
                     count += 1
                     size += info.file_size
                 # find_sources() on the data directory reads the version from here

@@ -74,10 +74,65 @@ class Tactic:
 
 
 def _triple(value: Any) -> tuple[int, int, int] | None:
-    return None if value is None else (int(value[0]), int(value[1]), int(value[2]))
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 3:
+        raise TypeError(f"expected a list of three integers, not {value!r:.60}")
+    return (_int(value[0]), _int(value[1]), _int(value[2]))
+
+
+def _int(value: Any) -> int:
+    """An integer field: a JSON integer (``true`` and ``1.5`` are not)."""
+    if type(value) is not int:
+        raise TypeError(f"expected an integer, not {value!r:.60}")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, not {value!r:.60}")
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, not {value!r:.60}")
+    return value
+
+
+def _tactic(row: dict[str, Any]) -> Tactic:
+    """One line's tactic; KeyError names a missing field, TypeError a wrong-typed one."""
+    instantiation = row.get("instantiation")
+    if instantiation is not None:
+        if not isinstance(instantiation, dict):
+            raise TypeError(f"instantiation: expected an object, not {instantiation!r:.60}")
+        if _triple(instantiation.get("tile")) is None:  # the one field read from it
+            raise TypeError("instantiation: no tile")
+    epilogue = row.get("epilogue_schedule")
+    return Tactic(
+        sm=_int(row["sm"]),
+        runner=_str(row["runner"]),
+        gemm=_int(row["gemm"]),
+        tactic=_int(row["tactic"]),
+        tma_ws=_bool(row["tma_ws"]),
+        tile_bytes=_triple(row.get("tile_bytes")),
+        cluster=_triple(row.get("cluster")),
+        dynamic_cluster=_triple(row.get("dynamic_cluster")),
+        epilogue_schedule=None if epilogue is None else _int(epilogue),
+        fusion=_str(row.get("fusion", "none")),
+        swap_ab=_bool(row.get("swap_ab", False)),
+        dispatch=_str(row["dispatch"]),
+        instantiation=instantiation,
+        error=_str(row.get("error", "")),
+    )
 
 
 def parse(lines: Sequence[str]) -> list[Tactic]:
+    """The tactics of the probe's JSON lines (or of a saved copy of them).
+
+    Every way a line can be wrong (not JSON, nested too deeply, not an object, a field missing
+    or of the wrong type) is a :class:`ProbeError` that names the line, so a hostile or damaged
+    file ends in one message, never in another exception."""
     tactics = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -88,29 +143,21 @@ def parse(lines: Sequence[str]) -> list[Tactic]:
             raise ProbeError(
                 f"tactics probe output line {number} is not JSON: {exc.msg}: {line[:200]}"
             ) from None
+        except RecursionError:
+            raise ProbeError(f"tactics probe output line {number}: JSON nested too deeply") from None
+        if not isinstance(row, dict):
+            raise ProbeError(f"tactics probe output line {number}: expected a JSON object, not {line[:200]}")
         if "offered_error" in row:
             raise ProbeError(
-                f"FlashInfer's getConfigs failed for sm{row['sm']} {row['runner']} GEMM {row['gemm']}: "
-                f"{row['offered_error']}"
+                f"FlashInfer's getConfigs failed for sm{row.get('sm')} {row.get('runner')} GEMM "
+                f"{row.get('gemm')}: {row['offered_error']}"
             )
-        tactics.append(
-            Tactic(
-                sm=int(row["sm"]),
-                runner=str(row["runner"]),
-                gemm=int(row["gemm"]),
-                tactic=int(row["tactic"]),
-                tma_ws=bool(row["tma_ws"]),
-                tile_bytes=_triple(row.get("tile_bytes")),
-                cluster=_triple(row.get("cluster")),
-                dynamic_cluster=_triple(row.get("dynamic_cluster")),
-                epilogue_schedule=row.get("epilogue_schedule"),
-                fusion=str(row.get("fusion", "none")),
-                swap_ab=bool(row.get("swap_ab", False)),
-                dispatch=str(row["dispatch"]),
-                instantiation=row.get("instantiation"),
-                error=str(row.get("error", "")),
-            )
-        )
+        try:
+            tactics.append(_tactic(row))
+        except KeyError as exc:
+            raise ProbeError(f"tactics probe output line {number}: no {exc.args[0]!r}") from None
+        except TypeError as exc:
+            raise ProbeError(f"tactics probe output line {number}: {exc}") from None
     return tactics
 
 

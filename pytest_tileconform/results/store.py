@@ -8,18 +8,27 @@ sees one layout. Writing is atomic: readers see the old file or the new one, nev
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ..files import write_atomic
+from ..files import read_regular, write_atomic
 from .model import FORMAT, READABLE_FORMATS, ResultsDocument
 
 #: How many problems one error lists before "and N more".
 _SHOWN_ERRORS = 3
+#: The largest results file read, as stored and (for ``.gz``) decompressed: the sm90 matrix's
+#: 360 cases take about 0.5 MB, so this leaves room for matrices far larger than any shipped
+#: one while a wrong file (a disk image, a ``.gz`` bomb) is refused before it fills memory.
+MAX_RESULTS_BYTES = 256 * 1024 * 1024
+#: The deepest nesting of JSON arrays and objects read: a results file nests about six deep;
+#: far deeper input is hostile and would exhaust the parser's or the validator's stack.
+MAX_DEPTH = 64
 
 
 class ReportError(ValueError):
@@ -27,19 +36,60 @@ class ReportError(ValueError):
 
 
 def read_results(path: Path) -> ResultsDocument:
-    """Read a results file (``.json``, or ``.json.gz`` as the repository keeps large ones)."""
+    """Read a results file (``.json``, or ``.json.gz`` as the repository keeps large ones).
+
+    Every way a file can be wrong ends in :class:`ReportError`: not a regular file (a FIFO,
+    ``/dev/zero`` and a directory are refused without blocking), larger than
+    :data:`MAX_RESULTS_BYTES` stored or decompressed, not UTF-8, not JSON, nested deeper than
+    :data:`MAX_DEPTH`, or not a results document."""
     try:
-        data = path.read_bytes()
-        text = (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8")
+        raw = read_regular(path, MAX_RESULTS_BYTES, "results file")
     except OSError as exc:
         raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, EOFError) as exc:
+    if path.name.endswith(".gz"):
+        raw = _gunzip(raw, path)
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ReportError(f"{path}: UTF-16 text: results files are UTF-8 (save it as UTF-8)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ReportError(f"{path}: not UTF-8 text: {exc}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
         raise ReportError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ReportError(f"{path}: JSON nested too deeply (a results file nests about six deep)") from None
+    if _depth(data) > MAX_DEPTH:
+        raise ReportError(f"{path}: JSON nested deeper than {MAX_DEPTH} (results files nest about six deep)")
     return parse_results(data, str(path))
+
+
+def _gunzip(raw: bytes, path: Path) -> bytes:
+    """``raw`` decompressed, at most :data:`MAX_RESULTS_BYTES` of it (a bomb stops there)."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
+            data = stream.read(MAX_RESULTS_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ReportError(f"{path}: cannot read: not a readable gzip file: {exc}") from None
+    if len(data) > MAX_RESULTS_BYTES:
+        raise ReportError(
+            f"{path}: decompresses to more than {MAX_RESULTS_BYTES:,} bytes, more than a results file has"
+        )
+    return data
+
+
+def _depth(data: Any) -> int:
+    """How deeply ``data`` nests lists and dicts, counted without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > MAX_DEPTH:
+                return depth
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def parse_results(data: Any, origin: str = "<results>") -> ResultsDocument:
@@ -49,7 +99,7 @@ def parse_results(data: Any, origin: str = "<results>") -> ResultsDocument:
             f"{origin}: not a tileconform results file (no 'cases'; write one with --tile-report)"
         )
     version = data.get("format")
-    if version not in READABLE_FORMATS:
+    if type(version) is not int or version not in READABLE_FORMATS:  # not True, not 1.0
         raise ReportError(
             f"{origin}: results format {version!r} is not one this version reads {READABLE_FORMATS}"
         )
