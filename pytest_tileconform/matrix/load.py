@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from .bounds import MAX_BYTES, MAX_CASES, MAX_DEPTH, BoundedComposer, MatrixFileError, decode, read_bytes
 from .cases import Case
 from .duplicates import Axis, Loc, across_entries, same_axis
 from .schema import FORMAT_VERSION, Axes, Matrix
@@ -52,20 +53,39 @@ class LoadedMatrix:
 def _yaml() -> YAML:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
+    yaml.max_depth = MAX_DEPTH
+    yaml.Composer = BoundedComposer
     return yaml
+
+
+def read_text(path: Path) -> str:
+    """The text of the matrix file ``path``, read within :mod:`.bounds`; MatrixInvalid if it
+    is not a regular UTF-8 file of bounded size."""
+    try:
+        return decode(read_bytes(path))
+    except MatrixFileError as exc:
+        raise MatrixInvalid([MatrixError(path, exc.line, exc.col, exc.message)]) from None
 
 
 def read_document(path: Path) -> Any:
     """Parse ``path`` with positions kept; raise MatrixInvalid for unreadable or bad YAML."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MatrixInvalid([MatrixError(path, 1, 1, f"cannot read matrix: {exc.strerror}")]) from None
-    return parse_document(path, text)
+    return parse_document(path, read_text(path))
 
 
 def parse_document(path: Path, text: str) -> Any:
-    """Parse matrix ``text`` (read from ``path``) with positions kept."""
+    """Parse matrix ``text`` (read from ``path``) with positions kept.
+
+    ruamel is a parser of untrusted text here: whatever it raises (a YAML error, an integer
+    with too many digits, a date that is not one) is the file's fault and is reported as such.
+    """
+    if len(text) > MAX_BYTES:
+        raise MatrixInvalid(
+            [
+                MatrixError(
+                    path, 1, 1, f"the matrix is {len(text):,} characters; it may be at most {MAX_BYTES:,}"
+                )
+            ]
+        )
     try:
         return _yaml().load(text)
     except MarkedYAMLError as exc:
@@ -74,6 +94,12 @@ def parse_document(path: Path, text: str) -> Any:
         message = " ".join(str(p) for p in (exc.context, exc.problem) if p)
         raise MatrixInvalid([MatrixError(path, line, col, f"invalid YAML: {message}")]) from None
     except YAMLError as exc:
+        raise MatrixInvalid([MatrixError(path, 1, 1, f"invalid YAML: {exc}")]) from None
+    except RecursionError:
+        raise MatrixInvalid(
+            [MatrixError(path, 1, 1, f"invalid YAML: nested deeper than {MAX_DEPTH}")]
+        ) from None
+    except (ValueError, TypeError, OverflowError, KeyError, AttributeError) as exc:
         raise MatrixInvalid([MatrixError(path, 1, 1, f"invalid YAML: {exc}")]) from None
 
 
@@ -220,13 +246,52 @@ def _expand_tile(
     return produced, given, []
 
 
-def expand(path: Path, document: Any, matrix: Matrix) -> tuple[list[Case], dict[str, CasePlace]]:
+def count_cases(matrix: Matrix) -> list[tuple[int, int, int]]:
+    """(suite, tile entry, cases it gives) for every tile entry, from the axes' lengths alone:
+    a file that means 10^9 cases is measured without building one."""
+    counts = []
+    for s, suite in enumerate(matrix.suites):
+        for t, entry in enumerate(suite.tile):
+            layers = [(entry, ()), (suite, ()), (matrix.defaults, ())]
+            n = 1
+            for axis in AXES:
+                found = _pick(layers, axis)
+                n *= 0 if found is None else len(found.values)
+            counts.append((s, t, n))
+    return counts
+
+
+def _check_count(path: Path, document: Any, matrix: Matrix, max_cases: int) -> None:
+    """Refuse ``matrix`` if it would expand to more than ``max_cases`` cases, at the tile
+    entry that gives the most."""
+    counts = count_cases(matrix)
+    total = sum(n for _, _, n in counts)
+    if total <= max_cases:
+        return
+    s, t, most = max(counts, key=lambda c: c[2])
+    raise MatrixInvalid(
+        [
+            MatrixError(
+                path,
+                *position(document, ("suites", s, "tile", t)),
+                f"the matrix expands to {total:,} cases, more than the limit of {max_cases:,} "
+                f"(this tile entry gives {most:,}); split it into smaller matrices or raise the "
+                "limit with --tile-max-cases",
+            )
+        ]
+    )
+
+
+def expand(
+    path: Path, document: Any, matrix: Matrix, max_cases: int = MAX_CASES
+) -> tuple[list[Case], dict[str, CasePlace]]:
     """All cases of ``matrix`` in file order and where each comes from; raise MatrixInvalid on
-    empty products or duplicates.
+    more than ``max_cases`` cases, empty products or duplicates.
 
     Each cause of duplicates is reported once, where it is (:mod:`.duplicates`): two problems
     without names in a list shared by many tile entries are one mistake, not one per case.
     """
+    _check_count(path, document, matrix, max_cases)
     errors: list[MatrixError] = []
     cases: list[Case] = []
     places: dict[str, CasePlace] = {}
@@ -284,23 +349,35 @@ def expand(path: Path, document: Any, matrix: Matrix) -> tuple[list[Case], dict[
     return cases, places
 
 
-def load_matrix(path: Path, backends: Collection[str] | None = None, text: str | None = None) -> LoadedMatrix:
+def load_matrix(
+    path: Path,
+    backends: Collection[str] | None = None,
+    text: str | None = None,
+    max_cases: int = MAX_CASES,
+) -> LoadedMatrix:
     """Read, validate and expand one matrix file (or ``text`` that would be written to it).
 
-    ``backends`` is the set of registered backend names; None skips that check.
+    ``backends`` is the set of registered backend names; None skips that check. A file that
+    would expand to more than ``max_cases`` cases is refused before any case is built.
     """
     document = read_document(path) if text is None else parse_document(path, text)
     if not isinstance(document, CommentedMap):
         raise MatrixInvalid([MatrixError(path, 1, 1, "a matrix must be a YAML mapping")])
     errors: list[MatrixError] = []
     version = document.get("version")
-    if version != FORMAT_VERSION:
+    number = isinstance(version, int) and not isinstance(version, bool)
+    if not number or version != FORMAT_VERSION:  # not "1", 1.0 or true
         where = position(document, ("version",))
         errors.append(
             MatrixError(
                 path,
                 *where,
-                f"unsupported matrix version {version!r}; this plugin reads version {FORMAT_VERSION}",
+                f"unsupported matrix version {version!r}; this plugin reads version {FORMAT_VERSION}"
+                + (
+                    ""
+                    if version is None or number
+                    else f" (the number {FORMAT_VERSION}, not a string, bool or float)"
+                ),
             )
         )
         raise MatrixInvalid(errors)
@@ -313,7 +390,7 @@ def load_matrix(path: Path, backends: Collection[str] | None = None, text: str |
     places: dict[str, CasePlace] = {}
     try:
         model = Matrix.model_validate(document)
-        cases, places = expand(path, document, model)
+        cases, places = expand(path, document, model, max_cases)
     except ValidationError as exc:
         errors.extend(_validation_errors(path, document, exc))
     except MatrixInvalid as exc:
@@ -323,12 +400,15 @@ def load_matrix(path: Path, backends: Collection[str] | None = None, text: str |
     return LoadedMatrix(path, model, cases, places)
 
 
-def load_matrices(paths: Iterable[Path], backends: Collection[str] | None = None) -> list[LoadedMatrix]:
-    """Load every matrix, gathering the errors of all of them before raising."""
+def load_matrices(
+    paths: Iterable[Path], backends: Collection[str] | None = None, max_cases: int = MAX_CASES
+) -> list[LoadedMatrix]:
+    """Load every matrix, gathering the errors of all of them before raising; ``max_cases``
+    bounds each file."""
     loaded, errors = [], []
     for path in paths:
         try:
-            loaded.append(load_matrix(path, backends))
+            loaded.append(load_matrix(path, backends, max_cases=max_cases))
         except MatrixInvalid as exc:
             errors.extend(exc.errors)
     if errors:

@@ -15,14 +15,27 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    model_validator,
+)
 
 from ..dtypes import Role, canonical_name, dtype_label
 from ..verdict import EXPECTATIONS
+from .bounds import MAX_DIM, MAX_ELEMENTS, MAX_EXPERTS, MAX_NAME, NAME_ALPHABET
 
 FORMAT_VERSION = 1
 
-ARCH_PATTERN = re.compile(r"^sm\d{2,3}$")
+ARCH_PATTERN = re.compile(r"sm[0-9]{2,3}")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
+#: A CTA tile or cluster dimension; real ones are at most a few hundred.
+MAX_SHAPE = 4096
 
 Shape = tuple[int, int, int]
 
@@ -31,7 +44,7 @@ def _parse_shape(value: Any) -> Shape:
     """``128x256x64`` (or a list of three ints) -> (128, 256, 64)."""
     if isinstance(value, str):
         parts = value.lower().split("x")
-        if len(parts) == 3 and all(p.strip().isdigit() for p in parts):
+        if len(parts) == 3 and all(p.strip().isascii() and p.strip().isdigit() for p in parts):
             shape = tuple(int(p) for p in parts)
         else:
             raise ValueError(f"shape {value!r} is not MxNxK with three positive integers")
@@ -45,6 +58,8 @@ def _parse_shape(value: Any) -> Shape:
         raise ValueError(f"shape {value!r} is not MxNxK with three positive integers")
     if any(v <= 0 for v in shape):
         raise ValueError(f"shape {value!r} has a dimension that is not positive")
+    if any(v > MAX_SHAPE for v in shape):
+        raise ValueError(f"shape {value!r} has a dimension above {MAX_SHAPE}")
     return shape  # type: ignore[return-value]
 
 
@@ -58,10 +73,21 @@ def _as_list(value: Any) -> Any:
 
 
 def _check_arch(value: Any) -> str:
-    name = str(value).lower()
-    if not ARCH_PATTERN.match(name):
+    name = value.lower() if isinstance(value, str) and value.isascii() else ""
+    if not ARCH_PATTERN.fullmatch(name):
         raise ValueError(f"arch {value!r} is not of the form sm<major><minor> (e.g. sm90, sm120)")
     return name
+
+
+def _check_name(value: str) -> str:
+    """Names become part of pytest node ids and case ids: ``::``, ``/`` or a space would split
+    or misplace them, so only a safe alphabet is allowed."""
+    if not NAME_PATTERN.fullmatch(value) or len(value) > MAX_NAME:
+        raise ValueError(f"name {value!r} must be 1 to {MAX_NAME} of {NAME_ALPHABET}")
+    return value
+
+
+Name = Annotated[str, Field(strict=True), AfterValidator(_check_name)]
 
 
 ShapeField = Annotated[Shape, BeforeValidator(_parse_shape)]
@@ -95,21 +121,25 @@ class DTypes(Strict):
 class Problem(Strict):
     """One grouped problem: ``rows`` per expert (a list, or one count with ``experts``)."""
 
-    name: str | None = None
-    experts: int | None = Field(default=None, gt=0)
-    rows: tuple[Annotated[int, Field(ge=0)], ...]
-    n: int = Field(gt=0)
-    k: int = Field(gt=0)
+    name: Name | None = None
+    experts: StrictInt | None = Field(default=None, gt=0, le=MAX_EXPERTS)
+    rows: tuple[Annotated[StrictInt, Field(ge=0, le=MAX_DIM)], ...] = Field(max_length=MAX_EXPERTS)
+    n: StrictInt = Field(gt=0, le=MAX_DIM)
+    k: StrictInt = Field(gt=0, le=MAX_DIM)
 
     @model_validator(mode="before")
     @classmethod
     def _expand_rows(cls, value: Any) -> Any:
-        """``rows: 64`` with ``experts: 8`` means 64 rows for each of the 8 experts."""
-        if isinstance(value, dict) and isinstance(value.get("rows"), int):
+        """``rows: 64`` with ``experts: 8`` means 64 rows for each of the 8 experts (at most
+        :data:`MAX_EXPERTS`: the list is built here, before any bound is checked)."""
+        rows = value.get("rows") if isinstance(value, dict) else None
+        if isinstance(rows, int) and not isinstance(rows, bool):
             experts = value.get("experts")
-            if not isinstance(experts, int) or experts <= 0:
+            if not isinstance(experts, int) or isinstance(experts, bool) or experts <= 0:
                 raise ValueError("a single 'rows' count needs 'experts'")
-            return {**value, "rows": [value["rows"]] * experts}
+            if experts > MAX_EXPERTS:
+                raise ValueError(f"experts={experts} is more than {MAX_EXPERTS}")
+            return {**value, "rows": [rows] * experts}
         return value
 
     @model_validator(mode="after")
@@ -118,6 +148,13 @@ class Problem(Strict):
             raise ValueError("rows is empty")
         if self.experts is not None and self.experts != len(self.rows):
             raise ValueError(f"experts={self.experts} but rows lists {len(self.rows)} experts")
+        total = sum(self.rows)
+        elements = total * self.k + len(self.rows) * self.n * self.k + total * self.n
+        if elements > MAX_ELEMENTS:
+            raise ValueError(
+                f"the problem's operands have {elements:,} elements (A rows x k, B experts x n x k, "
+                f"D rows x n); at most {MAX_ELEMENTS:,} are allowed"
+            )
         return self
 
     @property
@@ -148,7 +185,7 @@ class Axes(Strict):
     arch: Annotated[list[Arch], ListOf] | None = None
     dtype: Annotated[list[DTypes], ListOf] | None = None
     cluster: Annotated[list[ShapeField], ListOf] | None = None
-    swap_ab: Annotated[list[bool], ListOf] | None = None
+    swap_ab: Annotated[list[StrictBool], ListOf] | None = None
     fusion: Annotated[list[Fusion], ListOf] | None = None
     problems: Annotated[list[Problem], ListOf] | None = None
 
@@ -167,7 +204,7 @@ class TileEntry(Axes):
 
 
 class Suite(Axes):
-    name: str | None = None
+    name: Name | None = None
     tile: Annotated[list[TileEntry], ListOf, Field(min_length=1)]
 
 
@@ -177,14 +214,14 @@ class Expectation(Strict):
     stage: Literal[EXPECTATIONS[1:]]  # type: ignore[valid-type]
     reason: str | None = None
     status: str | None = None
-    smem: int | None = None
-    limit: int | None = None
+    smem: StrictInt | None = None
+    limit: StrictInt | None = None
     source: str | None = None
 
 
 class Matrix(Strict):
     version: Literal[1]
-    backend: str
+    backend: Annotated[str, Field(strict=True)]
     defaults: Axes = Axes()
     suites: list[Suite] = Field(min_length=1)
     expectations: dict[str, Expectation] | None = None

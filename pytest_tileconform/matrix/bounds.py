@@ -1,0 +1,194 @@
+"""The bounds a matrix file is held to before anything is built from it, and the bounded read.
+
+A matrix comes from a user, a CI job or a generated file, and a mistake in it must end as one
+usage error with its position, never as a hang, a swapped-out host or a traceback. So every
+resource a file can make the loader spend is bounded *before* it is spent: the bytes read (a
+FIFO, a device or a huge file is refused without reading), the YAML nodes composed (alias
+expansion counted as it would expand, so a "billion laughs" file stops early), the nesting
+depth (ruamel's composer recurses), the cases a file expands to (counted from the axes'
+lengths, not by building them) and the size of each problem (a case allocates its operands).
+
+Each limit is far above what a real matrix needs (the shipped ones are under 6 KB, a few
+hundred nodes, depth 9 and a few thousand cases) and is named in the message that enforces it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml.composer import Composer, ComposerError
+from ruamel.yaml.events import AliasEvent
+
+#: Bytes read from a matrix file; ruamel parses about 100 KB/s, so this is ten seconds at most
+#: (the node bound below usually stops a large file well before that).
+MAX_BYTES = 1 << 20
+#: YAML nodes after alias expansion: what validation walks. A shipped matrix has a few hundred.
+MAX_NODES = 20_000
+#: Nesting of collections; a matrix needs 9 (matrix, suites, suite, tile, entry, problems,
+#: problem, rows, row).
+MAX_DEPTH = 32
+#: Cases one run may load, over all its matrices; raised with the loader's ``max_cases``.
+MAX_CASES = 100_000
+#: Rows per expert, ``n`` and ``k``: above a million a dimension is a typo, not a test.
+MAX_DIM = 1 << 20
+#: Experts of one problem (the largest MoE models have a few hundred).
+MAX_EXPERTS = 1024
+#: Elements of one problem's operands together (A: rows x k, B: experts x n x k, D: rows x n):
+#: 2^31 keeps every operand's index within 32 bits and is 8 GiB at fp32, which a host can hold.
+MAX_ELEMENTS = 1 << 31
+#: Suite and problem names become part of pytest node ids, which ``::``, ``/`` and spaces break.
+MAX_NAME = 64
+
+NAME_ALPHABET = "letters, digits, '-', '_' and '.'"
+
+
+class MatrixFileError(Exception):
+    """A file cannot be a matrix before parsing; ``line``/``col`` say where when known."""
+
+    def __init__(self, message: str, line: int = 1, col: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.col = col
+
+
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
+def read_bytes(path: Path, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
+
+    The type is checked before opening and again on the open descriptor, and the open does not
+    block, so a FIFO, a device, a directory or a file swapped for one of these is refused
+    without being read.
+    """
+    try:
+        info = os.stat(path)  # follows links; a loop is ELOOP here
+    except OSError as exc:
+        raise MatrixFileError(f"cannot read matrix: {exc.strerror or exc}") from None
+    _check_kind(info.st_mode, info.st_size, limit)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise MatrixFileError(f"cannot read matrix: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        _check_kind(info.st_mode, info.st_size, limit)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise MatrixFileError(f"cannot read matrix: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:  # grew while being read
+        raise MatrixFileError(_too_large(len(data), limit))
+    return data
+
+
+def _check_kind(mode: int, size: int, limit: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise MatrixFileError("a directory, not a matrix file: give the path of a .yaml file")
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a regular file"
+        )
+        raise MatrixFileError(f"{kind}, not a regular file: a matrix is read only from a regular file")
+    if size > limit:
+        raise MatrixFileError(_too_large(size, limit))
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"the file is {size:,} bytes or more; a matrix may be at most {limit:,} bytes"
+
+
+def decode(data: bytes) -> str:
+    """``data`` as UTF-8 text (a UTF-8 BOM is dropped); other encodings are refused with where."""
+    for bom, name in _WIDE_BOMS:
+        if data.startswith(bom):
+            raise MatrixFileError(
+                f"the file is {name} (it starts with a {name} byte order mark); save it as UTF-8"
+            )
+    data = data.removeprefix(codecs.BOM_UTF8)
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line, col = _line_col(data, nul)
+        raise MatrixFileError(
+            f"NUL byte at byte offset {nul}: a matrix is UTF-8 text (is this UTF-16 or a binary file?)",
+            line,
+            col,
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, col = _line_col(data, exc.start)
+        raise MatrixFileError(
+            f"not UTF-8: byte 0x{data[exc.start]:02x} at byte offset {exc.start} ({exc.reason}); "
+            "save the matrix as UTF-8",
+            line,
+            col,
+        ) from None
+
+
+def _line_col(data: bytes, offset: int) -> tuple[int, int]:
+    """The 1-based line and column (in characters of the valid UTF-8 before it) of ``offset``."""
+    start = data.rfind(b"\n", 0, offset) + 1
+    col = len(data[start:offset].decode("utf-8", errors="replace")) + 1
+    return data.count(b"\n", 0, offset) + 1, col
+
+
+class BoundedComposer(Composer):
+    """ruamel's composer, counting nodes as they would be after alias expansion.
+
+    An alias costs the node count of what it names, so a file of nested aliases that would
+    expand to billions of nodes is stopped at :data:`MAX_NODES`, at the alias that crosses it.
+    """
+
+    def __init__(self, loader: Any = None) -> None:
+        super().__init__(loader)
+        self.nodes = 0
+        self.sizes: dict[Any, int] = {}
+
+    def _count(self, n: int, mark: Any) -> None:
+        self.nodes += n
+        if self.nodes > MAX_NODES:
+            raise ComposerError(
+                None,
+                None,
+                f"the matrix has more than {MAX_NODES:,} YAML nodes (aliases counted as expanded); "
+                "a matrix lists axes, not cases",
+                mark,
+            )
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.parser.peek_event()
+        if isinstance(event, AliasEvent):
+            self._count(self.sizes.get(event.anchor, 1), event.start_mark)
+            return super().compose_node(parent, index)
+        before = self.nodes
+        self._count(1, event.start_mark)
+        node = super().compose_node(parent, index)
+        if event.anchor is not None:
+            self.sizes[event.anchor] = self.nodes - before
+        return node
