@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ..matrix.load import MatrixInvalid
-from ..matrix.update import Change, expectation_change, update_matrix
+from ..matrix.update import Change, UpdateOutcome, UpdateRefused, expectation_change, update_matrix
 from ..results.fingerprint import host_fingerprint
 from ..results.report import grid_lines, results_document, source_lines, timing_lines
 from ..results.store import write_results
@@ -38,6 +38,7 @@ class Recorder:
         self.started = time.monotonic()
         self.startup = process_age()  # finished_at_s counts from here; this is how late that is
         self.update_errors: list[str] = []
+        self.update_outcomes: dict[Path, UpdateOutcome] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.skipped or report.failed):
@@ -56,15 +57,23 @@ class Recorder:
             if change is not None:
                 self.changes.setdefault(case.matrix, {})[case.id] = change
 
+    def _update_matrices(self) -> None:
+        """Write each matrix's changes against what the run loaded (``started``), so an update
+        sees which expectations were edited by someone else meanwhile. A matrix that cannot be
+        updated keeps its file as it is and its changes are listed as not written."""
+        loaded = {m.path: m.model.expectations or {} for m in self.session.matrices}
+        for path, changes in self.changes.items():
+            started = {case_id: loaded.get(path, {}).get(case_id) for case_id in changes}
+            try:
+                self.update_outcomes[path] = update_matrix(path, changes, started)
+            except (UpdateRefused, ValueError, OSError, MatrixInvalid) as exc:
+                self.update_errors.append(f"{path}: not updated: {exc}")
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.update:
             self._collect_changes()
-            for path, changes in self.changes.items():
-                try:
-                    update_matrix(path, changes)
-                except (ValueError, OSError, MatrixInvalid) as exc:
-                    self.update_errors.append(f"{path}: not updated: {exc}")
+            self._update_matrices()
         if self.report_path is not None:
             contributions = session.config.hook.pytest_tileconform_host_fingerprint(config=session.config)
             document = results_document(
@@ -99,6 +108,17 @@ class Recorder:
         if not self.changes:
             lines.append("no expectation changed: every case that ran agrees with its matrix")
         for path, changes in self.changes.items():
-            lines.append(f"{path}: {len(changes)} expectation(s) updated")
-            lines.extend(f"  {c.describe()}" for c in changes.values())
+            outcome = self.update_outcomes.get(path)
+            if outcome is None:  # refused as a whole, above: what it would have written
+                lines.append(f"{path}: {len(changes)} expectation(s) NOT written:")
+                lines.extend(f"  {c.describe()}" for c in changes.values())
+                continue
+            lines.append(f"{path}: {len(outcome.written)} expectation(s) updated")
+            lines.extend(f"  {c.describe()}" for c in outcome.written.values())
+            if outcome.already:
+                lines.append(f"{path}: {len(outcome.already)} already as observed (edited meanwhile)")
+                lines.extend(f"  {c.describe()}" for c in outcome.already.values())
+            if outcome.refused:
+                lines.append(f"{path}: {len(outcome.refused)} expectation(s) NOT updated (conflict):")
+                lines.extend(f"  {c.describe()}: {why}" for c, why in outcome.refused.values())
         return lines

@@ -41,6 +41,8 @@ class TileSession:
     _prepared: set[str] = field(default_factory=set)
     _to_run: list[Case] = field(default_factory=list)
     _finished: bool = False
+    _split_cache: dict[str, tuple[Path, str]] = field(default_factory=dict)
+    _resolved: dict[str, Path] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -124,7 +126,7 @@ class TileSession:
             if report.failed and report.when != "call":
                 known.outcome = "error"
             return
-        path_str, _, case_id = report.nodeid.rpartition("::")
+        matrix, case_id = self._split_nodeid(report.nodeid)
         verdict = Verdict.from_json(json.loads(verdict_json)) if verdict_json else None
         outcome: str = report.outcome
         if hasattr(report, "wasxfail"):
@@ -138,7 +140,7 @@ class TileSession:
         workerinput = getattr(getattr(report, "node", None), "workerinput", None) or {}
         self._observations[report.nodeid] = Observation(
             case_id,
-            self._matrix_for(path_str),
+            matrix,
             outcome,
             verdict,
             skip_reason,
@@ -148,16 +150,46 @@ class TileSession:
         )
 
     def _matrix_for(self, nodeid_path: str) -> Path:
+        known = self._resolved.get(nodeid_path)
+        if known is not None:
+            return known
         target = (self.config.rootpath / nodeid_path).resolve()
         for path in self.matrix_paths:
             if path == target:
-                return path
+                target = path
+                break
+        self._resolved[nodeid_path] = target
         return target
 
     def case_by_id(self, matrix: Path, case_id: str) -> Case | None:
         return self._index.get((matrix, case_id))
 
+    def _split_nodeid(self, nodeid: str) -> tuple[Path, str]:
+        """The matrix and case id of a node id ``PATH::CASE_ID``.
+
+        A case id may itself hold ``::`` (or ``/``, ``[``, spaces), so the id is not split at
+        the first or the last ``::``: each split is tried, left to right, and the first whose
+        path is a loaded matrix with that case wins. A node id that names no case (a Python test
+        in the same session) splits at its last ``::``.
+        """
+        found = self._split_cache.get(nodeid)
+        if found is not None:
+            return found
+        start = 0
+        while (at := nodeid.find("::", start)) != -1:
+            matrix = self._matrix_for(nodeid[:at])
+            if (matrix, nodeid[at + 2 :]) in self._index:
+                found = (matrix, nodeid[at + 2 :])
+                break
+            start = at + 1
+        if found is None:
+            path_str, _, case_id = nodeid.rpartition("::")
+            found = (self._matrix_for(path_str), case_id)
+        self._split_cache[nodeid] = found
+        return found
+
     def case_for_nodeid(self, nodeid: str) -> Case | None:
         """The case a test report's node id names (None for a test that is not a case)."""
-        path_str, sep, case_id = nodeid.rpartition("::")
-        return self.case_by_id(self._matrix_for(path_str), case_id) if sep else None
+        if "::" not in nodeid:
+            return None
+        return self.case_by_id(*self._split_nodeid(nodeid))

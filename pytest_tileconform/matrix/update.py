@@ -4,21 +4,34 @@ Only the lines of the expectation entries that change are touched, so comments, 
 and formatting elsewhere stay byte for byte. Each entry is written as one flow mapping
 line. The new text is parsed again before it replaces the file, and the replacement is
 atomic (:func:`pytest_tileconform.files.write_atomic`).
+
+Several runs may update one matrix at once (shards of one matrix, a hand edit in an editor), so
+the read-modify-write holds a lock on the matrix and applies this run's changes to the file as
+it is *then*, not as it was when the run started: every run's changes and every hand edit
+survive. A change whose expectation was edited meanwhile to something else is refused, never
+overwritten (:func:`update_matrix`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+from pydantic import ValidationError
 from ruamel.yaml.comments import CommentedMap
 
 from ..files import write_atomic
 from ..reasons import shorten, stable_reason
 from ..verdict import Stage, Verdict
-from .load import load_matrix, parse_document
+from .load import MatrixError, MatrixInvalid, load_matrix, parse_document
+from .schema import Expectation
+
+#: How long an update waits for another run's update of the same matrix to finish.
+LOCK_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -126,10 +139,140 @@ def apply_changes(path: Path, text: str, changes: Mapping[str, Change]) -> str:
     return "".join(lines)
 
 
-def update_matrix(path: Path, changes: Mapping[str, Change]) -> None:
-    """Apply ``changes`` to the matrix at ``path``; the result must load cleanly before it is written."""
+class UpdateRefused(Exception):
+    """The matrix as a whole cannot be updated now (gone, read-only, locked too long); the
+    message says why and nothing was written."""
+
+
+@dataclass
+class UpdateOutcome:
+    """What one matrix update did: changes written, changes the file already had (a hand edit
+    or another run wrote the same), and changes refused with the reason."""
+
+    written: dict[str, Change] = field(default_factory=dict)
+    already: dict[str, Change] = field(default_factory=dict)
+    refused: dict[str, tuple[Change, str]] = field(default_factory=dict)
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of the matrix at ``path``: beside it, since the atomic replace needs that
+    folder writable anyway (a read-only folder is refused either way), and every process that
+    can see the matrix, on this host or over a shared file system, sees the same lock."""
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextmanager
+def matrix_lock(path: Path, timeout: float) -> Iterator[None]:
+    """Hold the matrix's lock; the lock file is removed before the lock is let go, so no
+    ``.NAME.lock`` stays beside a matrix (filelock sees a lock file unlinked under it and takes
+    the new one)."""
+    lock = FileLock(lock_path(path), timeout=timeout)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UpdateRefused(
+            f"another --tile-update has held {lock_path(path).name} for over {timeout:.0f} s; nothing written"
+        ) from None
+    try:
+        yield
+    finally:
+        try:
+            lock_path(path).unlink(missing_ok=True)
+        finally:
+            lock.release()
+
+
+def remove_leftovers(path: Path) -> list[Path]:
+    """Remove the temporary files a killed update left beside the matrix
+    (``.NAME.*.tmp``, :func:`..files.write_atomic`'s names). Called with the lock held, so no
+    live update of this matrix is writing one."""
+    removed = []
+    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
+        if leftover.is_file() and not leftover.is_symlink():
+            leftover.unlink(missing_ok=True)
+            removed.append(leftover)
+    return removed
+
+
+def _wanted(path: Path, change: Change) -> Expectation | str | None:
+    """The expectation ``change`` writes (None: the entry removed; its line as text where it is
+    not a valid expectation, which equals nothing the file has and fails the final load)."""
+    if change.line is None:
+        return None
+    try:
+        document = parse_document(path, change.line)
+        return Expectation.model_validate(dict(document[change.case_id]))
+    except (MatrixInvalid, ValidationError, KeyError, TypeError, ValueError):
+        return change.line
+
+
+def _show(expectation: Expectation | str | None) -> str:
+    if expectation is None:
+        return "pass (no entry)"
+    if isinstance(expectation, str):
+        return expectation
+    return json.dumps(expectation.model_dump(exclude_none=True))
+
+
+def _read(path: Path) -> str:
+    if not path.exists():
+        raise UpdateRefused("the matrix is gone (deleted or moved during the run); nothing written")
+    if path.stat().st_mode & 0o222 == 0:
+        raise UpdateRefused("the matrix is read-only; nothing written (make it writable and rerun)")
     with path.open(encoding="utf-8", newline="") as handle:  # keep CRLF files CRLF
-        text = handle.read()
-    new_text = apply_changes(path, text, changes)
-    load_matrix(path, text=new_text)
-    write_atomic(path, new_text)
+        return handle.read()
+
+
+def update_matrix(
+    path: Path,
+    changes: Mapping[str, Change],
+    started: Mapping[str, Expectation | None] | None = None,
+    *,
+    lock_timeout: float = LOCK_TIMEOUT_S,
+) -> UpdateOutcome:
+    """Apply ``changes`` to the matrix at ``path`` as it is now; the result must load cleanly
+    before it is written.
+
+    ``started`` is each changed case's expectation as the run loaded it. Under the lock the file
+    is read again; a change is written where the file still has what the run started with,
+    counted as already done where the file has what it would write, and refused where the
+    expectation was edited meanwhile to a third thing, or the case left the matrix. Without
+    ``started`` nothing counts as edited meanwhile. Raises :class:`UpdateRefused` for a matrix
+    that is gone, read-only or locked too long, and MatrixInvalid for one that no longer loads;
+    both write nothing.
+    """
+    _read(path)  # refuse before making a lock file beside a matrix that cannot be updated
+    outcome = UpdateOutcome()
+    with matrix_lock(path, lock_timeout):
+        remove_leftovers(path)
+        text = _read(path)
+        try:
+            current = load_matrix(path, text=text)
+        except MatrixInvalid as exc:
+            note = "the matrix no longer loads (changed during the run?); nothing written"
+            raise MatrixInvalid([MatrixError(path, 1, 1, note), *exc.errors]) from None
+        ids = {case.id for case in current.cases}
+        now = current.model.expectations or {}
+        to_write: dict[str, Change] = {}
+        for case_id, change in changes.items():
+            if case_id not in ids:
+                outcome.refused[case_id] = (change, "the case is no longer in the matrix")
+                continue
+            wanted = _wanted(path, change)
+            there = now.get(case_id)
+            if there == wanted:
+                outcome.already[case_id] = change
+            elif started is None or there == started.get(case_id):
+                to_write[case_id] = change
+            else:
+                outcome.refused[case_id] = (
+                    change,
+                    f"its expectation was edited during the run (started {_show(started.get(case_id))}, "
+                    f"now {_show(there)}); kept, not overwritten with {_show(wanted)}",
+                )
+        if to_write:
+            new_text = apply_changes(path, text, to_write)
+            load_matrix(path, text=new_text)
+            write_atomic(path, new_text)
+        outcome.written = to_write
+    return outcome
