@@ -40,6 +40,9 @@ MAX_EXPERTS = 1024
 #: Elements of one problem's operands together (A: rows x k, B: experts x n x k, D: rows x n):
 #: 2^31 keeps every operand's index within 32 bits and is 8 GiB at fp32, which a host can hold.
 MAX_ELEMENTS = 1 << 31
+#: Errors reported for one file; past this the rest are counted, not listed (a list of a
+#: thousand bad rows is one mistake, not a thousand lines).
+MAX_ERRORS = 50
 #: Suite and problem names become part of pytest node ids, which ``::``, ``/`` and spaces break.
 MAX_NAME = 64
 
@@ -167,6 +170,7 @@ class BoundedComposer(Composer):
 
     def __init__(self, loader: Any = None) -> None:
         super().__init__(loader)
+        self.warn_double_anchors = False  # YAML allows it; a warning would only be noise
         self.nodes = 0
         self.sizes: dict[Any, int] = {}
 

@@ -16,8 +16,18 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
-from .bounds import MAX_BYTES, MAX_CASES, MAX_DEPTH, BoundedComposer, MatrixFileError, decode, read_bytes
+from .bounds import (
+    MAX_BYTES,
+    MAX_CASES,
+    MAX_DEPTH,
+    MAX_ERRORS,
+    BoundedComposer,
+    MatrixFileError,
+    decode,
+    read_bytes,
+)
 from .cases import Case
 from .duplicates import Axis, Loc, across_entries, same_axis
 from .schema import FORMAT_VERSION, Axes, Matrix
@@ -93,6 +103,13 @@ def parse_document(path: Path, text: str) -> Any:
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         message = " ".join(str(p) for p in (exc.context, exc.problem) if p)
         raise MatrixInvalid([MatrixError(path, line, col, f"invalid YAML: {message}")]) from None
+    except ReaderError as exc:  # a character YAML does not allow; it knows only the offset
+        before = text[: exc.position]
+        line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        char = exc.character
+        shown = f"#x{char:04x}" if isinstance(char, int) else repr(char)
+        message = f"invalid YAML: unacceptable character {shown}: {exc.reason}"
+        raise MatrixInvalid([MatrixError(path, line, col, message)]) from None
     except YAMLError as exc:
         raise MatrixInvalid([MatrixError(path, 1, 1, f"invalid YAML: {exc}")]) from None
     except RecursionError:
@@ -396,8 +413,17 @@ def load_matrix(
     except MatrixInvalid as exc:
         errors.extend(exc.errors)
     if errors:
-        raise MatrixInvalid(sorted(dict.fromkeys(errors), key=lambda e: (e.line, e.col)))
+        raise MatrixInvalid(_at_most(sorted(dict.fromkeys(errors), key=lambda e: (e.line, e.col))))
     return LoadedMatrix(path, model, cases, places)
+
+
+def _at_most(errors: list[MatrixError]) -> list[MatrixError]:
+    """The first :data:`MAX_ERRORS` errors and a line that counts the rest."""
+    if len(errors) <= MAX_ERRORS:
+        return errors
+    last = errors[MAX_ERRORS]
+    rest = len(errors) - MAX_ERRORS
+    return [*errors[:MAX_ERRORS], replace(last, message=f"{rest:,} more errors from here on are not listed")]
 
 
 def load_matrices(

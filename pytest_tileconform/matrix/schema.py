@@ -139,6 +139,8 @@ class Problem(Strict):
                 raise ValueError("a single 'rows' count needs 'experts'")
             if experts > MAX_EXPERTS:
                 raise ValueError(f"experts={experts} is more than {MAX_EXPERTS}")
+            if not 0 <= rows <= MAX_DIM:  # once, not once per expert
+                raise ValueError(f"rows={rows} is not between 0 and {MAX_DIM}")
             return {**value, "rows": [rows] * experts}
         return value
 
