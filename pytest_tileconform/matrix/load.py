@@ -157,20 +157,34 @@ def block_column(document: Any, loc: Loc) -> int | None:
     return None
 
 
-def _pydantic_loc(raw: tuple[str | int, ...]) -> Loc:
-    """Drop pydantic's synthetic loc parts (union members, validator names) to get a YAML path."""
-    return tuple(p for p in raw if isinstance(p, int) or not any(c in p for c in "[]()"))
+def _pydantic_loc(raw: tuple[str | int, ...], document: Any) -> Loc:
+    """Drop pydantic's synthetic loc parts (union members, validator names) to get a YAML path.
+
+    A part that is a key of the mapping it indexes is kept whatever its characters: a file's
+    own key may contain brackets too.
+    """
+    node, loc = document, []
+    for part in raw:
+        if isinstance(node, CommentedMap) and part in node:
+            loc.append(part)
+            node = node[part]
+        elif isinstance(part, int) or not any(c in part for c in "[]()"):
+            loc.append(part)
+            inside = isinstance(node, CommentedSeq) and isinstance(part, int) and 0 <= part < len(node)
+            node = node[part] if inside else None
+    return tuple(loc)
 
 
 def _validation_errors(path: Path, document: Any, exc: ValidationError) -> list[MatrixError]:
     errors = []
     seen = set()
     for err in exc.errors(include_url=False):
-        loc = _pydantic_loc(err["loc"])
+        loc = _pydantic_loc(err["loc"], document)
+        name = loc[-1] if loc else err["loc"][-1] if err["loc"] else ""
         if err["type"] == "extra_forbidden":
-            message = f"unknown key {loc[-1]!r}"
+            message = f"unknown key {name!r}"
         elif err["type"] == "missing":
-            message = f"missing key {loc[-1]!r}"
+            message = f"missing key {name!r}"
         else:
             msg = err["msg"].removeprefix("Value error, ")
             message = f"{'.'.join(str(p) for p in loc) or 'matrix'}: {msg}"

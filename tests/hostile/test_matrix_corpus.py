@@ -228,6 +228,16 @@ add("set-tag", BASIC.replace("dtype: bf16", "dtype: !!set {bf16}"), Refused("dty
 add("custom-tag", BASIC.replace("dtype: bf16", "dtype: !mine bf16"), Refused("dtype", None))
 add("complex-key", BASIC + "? [a, b]\n: 1\n", Refused("", None))
 add("null-key", BASIC + "~: 1\n", Refused("Keys should be strings", "1:1"))
+add(
+    "key-with-brackets",
+    BASIC.replace("backend: fake", "b&b [*b]ackend: fake"),
+    Refused("unknown key 'b&b [*b]ackend'", "2:1"),
+)
+add(
+    "key-with-parens",
+    BASIC.replace("    dtype: bf16", "    dtype(x): bf16"),
+    Refused("unknown key 'dtype(x)'", "5:5"),
+)
 add("int-key", BASIC + "1: 1\n", Refused("Keys should be strings", "8:1"))
 add("tab-indent", BASIC.replace("    dtype", "\tdtype"), Refused("invalid YAML"))
 add("unclosed-flow", BASIC.replace("[128x64x64,", "[128x64x64,,"), Refused("invalid YAML"))
