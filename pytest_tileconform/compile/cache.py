@@ -7,10 +7,15 @@ A file lock per entry makes sure concurrent workers never build the same entry t
 A failed compile is an entry too: its ``build.json`` says so and holds the first error.
 Keys do not depend on where things are installed (:func:`portable` puts placeholders for the
 install roots into the command; what lies there is covered by the salt), so a cache filled on
-another machine (a teammate, CI) is found; ``build.json`` records a SHA-256 of every file of
-the entry, checked before an entry is used, so a damaged or altered entry is rebuilt.
+another machine (a teammate, CI) is found; ``build.json`` records the key and a SHA-256 of
+every file of the entry. Before an entry is used it is checked (:mod:`.trust`): no links, no
+path leaving the cache, its sums, who could have written it and, when configured, its
+signature; an entry that fails is never executed and is built again.
 An entry may also point at another one (:meth:`BuildCache.link`): a case built as part of a
 shared translation unit is found under its own key, and leads to the shared executable.
+A cache the user cannot write serves what it holds without taking locks; a build it lacks
+stops the session with :class:`CacheUnusable` rather than going elsewhere, so every verdict
+comes from the cache the user named.
 
 Builds run through ninja, in parallel, bounded by cores and by memory.
 """
@@ -36,10 +41,22 @@ from typing import IO
 
 from filelock import FileLock, Timeout
 
+from ..backend import UnusableEnvironment
 from . import progress as progress_module
 from .progress import BuildProgress, UnitEstimate
+from .trust import (
+    ENTRY_FILE,
+    KEY_NAME,
+    TrustPolicy,
+    Untrusted,
+    check_files,
+    check_folder,
+    file_digests,
+    lock_mode,
+    read_meta,
+    write_meta,
+)
 
-ENTRY_FILE = "build.json"
 #: (placeholder, path) pairs a command's placeholders are filled with when it runs
 Roots = tuple[tuple[str, str], ...]
 ARTIFACT = "harness"
@@ -101,12 +118,9 @@ def portable(command: Sequence[str], roots: dict[str, Path]) -> tuple[tuple[str,
     return tuple(out), tuple(pairs)
 
 
-def _file_digests(directory: Path) -> dict[str, str]:
-    return {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(directory.iterdir())
-        if p.is_file() and p.name != ENTRY_FILE
-    }
+class CacheUnusable(UnusableEnvironment):
+    """The cache cannot take a build this session needs (read-only for the user, or a folder
+    the trust policy refuses): one line that says what to do, not a failure per case."""
 
 
 def default_cache_dir() -> Path:
@@ -184,15 +198,19 @@ class BuildCache:
         *,
         clock: Callable[[], float] = time.monotonic,
         heartbeat_s: float | None = None,
+        trust: TrustPolicy | None = None,
     ) -> None:
         """``progress`` is told what compiles run (:mod:`.progress`): the estimate at the
         start, each unit done, and a heartbeat every ``heartbeat_s`` of ``clock`` (default
-        :data:`.progress.HEARTBEAT_S` when the build starts)."""
+        :data:`.progress.HEARTBEAT_S` when the build starts), and each entry refused.
+        ``trust`` says whose entries are believed (default: :meth:`TrustPolicy.from_env`)."""
         self.root = root
         self.progress = progress or (lambda _msg: None)
         self.clock = clock
         self.heartbeat_s = heartbeat_s
+        self.trust = trust or TrustPolicy.from_env()
         self._verified: set[Path] = set()
+        self._refused_root = False
 
     def entry(self, spec: BuildSpec) -> Path:
         return self.root / spec.key[:2] / spec.key
@@ -212,43 +230,93 @@ class BuildCache:
                 return False
             if not (unit := meta.get("unit")):
                 return True
+            if not isinstance(unit, str) or not KEY_NAME.match(unit):
+                return False
             path = self.root / unit[:2] / unit
         return False
 
-    def _read(self, path: Path) -> BuildResult | None:
+    def _read(self, path: Path, pointer: bool = True) -> BuildResult | None:
+        """The entry at ``path`` if it passes every check (:mod:`.trust`); a refused entry is
+        reported to ``progress`` and treated as missing, so it is built again, never run."""
+        if not path.exists() and not path.is_symlink():
+            return None  # the common miss: nothing to report
         try:
-            meta = json.loads((path / ENTRY_FILE).read_text())
-        except (OSError, ValueError):
+            self._check_root()
+            check_folder(path.parent, self.trust)
+            meta = read_meta(path, path.name, self.trust)
+            if "unit" in meta:  # built as part of another entry of this cache
+                unit = meta["unit"]
+                if not pointer:
+                    raise Untrusted(f"{path} points at a pointer")
+                if not isinstance(unit, str) or not KEY_NAME.match(unit):
+                    raise Untrusted(f"{path} points outside the cache ({unit!r})")
+                return self._read(self.root / unit[:2] / unit, pointer=False)
+            if path not in self._verified:
+                check_files(path, meta, self.trust)
+                self._verified.add(path)
+            error = str(meta.get("first_error", ""))
+            return BuildResult(bool(meta["ok"]), path, float(meta["seconds"]), error)
+        except Untrusted as exc:
+            self.progress(f"cache entry refused: {exc}: building it again")
             return None
-        if unit := meta.get("unit"):  # built as part of another entry
-            return self._read(self.root / unit[:2] / unit)
-        if path not in self._verified:
-            expected = meta.get("sha256")
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            self.progress(f"cache entry {path} is unreadable ({exc}): building it again")
+            return None
+
+    def _check_root(self) -> None:
+        """The cache's own folder (a link to it is fine: the user named it) must pass the
+        trust policy like every entry; refused, nothing in it is used or built."""
+        try:
+            check_folder(self.root, self.trust, follow=True)
+        except Untrusted as exc:
+            if not self._refused_root:
+                self.progress(f"build cache refused: {exc}")
+                self._refused_root = True
+            raise
+
+    def writable(self) -> bool:
+        """Whether this process can add entries (the cache, or where it would be created)."""
+        path = self.root
+        while not path.exists() and path.parent != path:
+            path = path.parent
+        return os.access(path, os.W_OK | os.X_OK)
+
+    def _require_writable(self, specs: Sequence[BuildSpec]) -> None:
+        labels = ", ".join(spec.label for spec in specs[:3]) + (", ..." if len(specs) > 3 else "")
+        if not self.writable():
+            raise CacheUnusable(
+                f"the build cache {self.root} is read-only for you and lacks {len(specs)} build(s) "
+                f"({labels}): point --tile-cache-dir at a cache you can write, or have its owner build them"
+            )
+        if self.root.exists():
             try:
-                found = _file_digests(path)
-            except OSError:
-                found = None
-            if expected is None or found != expected:
-                self.progress(f"cache entry {path} fails its checksums: building it again")
-                return None
-            self._verified.add(path)
-        return BuildResult(meta["ok"], path, meta["seconds"], meta.get("first_error", ""))
+                check_folder(self.root, self.trust, follow=True)
+            except Untrusted as exc:
+                raise CacheUnusable(f"the build cache is not trusted: {exc}") from None
 
     def link(self, spec: BuildSpec, unit: BuildResult) -> None:
         """Publish ``spec``'s entry as a pointer to ``unit``, an entry whose executable also
-        holds ``spec``'s case (a successful shared build)."""
+        holds ``spec``'s case (a successful shared build). A pointer names the unit's key,
+        never a path; one that cannot be written (a read-only cache) is left out: the case is
+        then found by building, which says why it cannot."""
+        if self.lookup(spec) is not None or not self.writable():
+            return
         with self._lock(spec):
             if self.lookup(spec) is not None:
                 return
-            meta = {"unit": unit.path.name, "label": spec.label, "command": list(spec.command)}
+            meta = {
+                "key": spec.key,
+                "unit": unit.path.name,
+                "label": spec.label,
+                "command": list(spec.command),
+            }
             self.root.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=self.root, prefix=".link-") as tmp:
                 staged = Path(tmp) / "entry"
                 staged.mkdir()
-                (staged / ENTRY_FILE).write_text(json.dumps(meta, indent=1))
+                write_meta(staged, meta, self.trust)
                 final = self.entry(spec)
-                if final.exists():  # an incomplete entry left by a crash has no build.json
-                    shutil.rmtree(final)
+                _clear(final)  # an incomplete entry left by a crash, or a refused one
                 os.rename(staged, final)
 
     def build(
@@ -273,8 +341,11 @@ class BuildCache:
         while pending:
             claimed: list[tuple[BuildSpec, FileLock]] = []
             theirs: list[BuildSpec] = []
+            looked = {spec.key: self.lookup(spec) for spec in pending}
+            if missing := [spec for spec in pending if looked[spec.key] is None]:
+                self._require_writable(missing)  # before any lock: a read-only cache takes none
             for spec in pending:
-                if found := self.lookup(spec):
+                if found := looked[spec.key]:
                     results[spec.key] = found
                 elif len(claimed) < claim and (lock := self._try_lock(spec)) is not None:
                     if found := self.lookup(spec):  # published while we were looking
@@ -314,7 +385,7 @@ class BuildCache:
     def _lock(self, spec: BuildSpec) -> FileLock:
         path = self.entry(spec)
         path.parent.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(path) + ".lock")
+        return FileLock(str(path) + ".lock", mode=lock_mode(self.root))
 
     def _compile(
         self, specs: Sequence[BuildSpec], jobs: int, cores: float | None = None
@@ -410,20 +481,31 @@ class BuildCache:
             )
         first_error = "" if ok else first_error_line(log)
         meta = {
+            "key": spec.key,
             "ok": ok,
             "seconds": seconds,
             "first_error": first_error,
             "label": spec.label,
             "command": list(spec.command),
-            "sha256": _file_digests(case_dir),
+            "sha256": file_digests(case_dir, self.trust),
         }
-        (case_dir / ENTRY_FILE).write_text(json.dumps(meta, indent=1))
+        write_meta(case_dir, meta, self.trust)
         final = self.entry(spec)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        if final.exists():  # left by a crashed build (no build.json) or failed its checksums
-            shutil.rmtree(final)
+        _clear(final)  # left by a crashed build (no build.json) or refused (:meth:`_read`)
         os.rename(case_dir, final)
         return BuildResult(ok, final, seconds, first_error)
+
+
+def _clear(final: Path) -> None:
+    """Make room for a new entry at ``final``: remove what is there, and a link standing in
+    for the entry or its folder (publishing through it would write outside the cache)."""
+    if final.parent.is_symlink():
+        final.parent.unlink()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.is_symlink() or final.is_file():
+        final.unlink()
+    elif final.exists():
+        shutil.rmtree(final)
 
 
 def _ninja_durations(workdir: Path) -> dict[str, float]:

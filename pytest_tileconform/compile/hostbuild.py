@@ -4,11 +4,17 @@ Each is built once per content (its sources, the C++ compiler's identity, the he
 reads) into a cache directory named by that content's hash, so anything keyed by its path
 changes whenever it does. Safe from several processes at once: a file lock per build, and the
 result published with one ``os.rename``.
+
+Each is linked into or run for every case, so it is checked like a harness entry
+(:mod:`.trust`): its folder holds a ``build.json`` with the SHA-256 of every file (signed when
+a signing key is configured), verified with its folder's writers before the path is handed
+out; one that fails (damaged, planted, from before these checks) is built again in place.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shlex
 import shutil
@@ -19,6 +25,20 @@ from functools import cache
 from pathlib import Path
 
 from filelock import FileLock
+
+from .trust import (
+    TrustPolicy,
+    Untrusted,
+    check_files,
+    check_folder,
+    file_digests,
+    lock_mode,
+    read_meta,
+    share_like_parent,
+    write_meta,
+)
+
+log = logging.getLogger(__name__)
 
 
 class HostBuildError(RuntimeError):
@@ -60,23 +80,66 @@ def build_once(
     inputs: Sequence[bytes],
     artifact: str,
     produce: Callable[[Path], None],
+    trust: TrustPolicy | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
-    """:func:`once_path`; if it is not there yet, ``produce(directory)`` writes ``ARTIFACT``
-    (and anything else) into a private directory that then becomes ``NAME-HASH``."""
+    """:func:`once_path`, checked (:func:`verified`); if it is missing or refused,
+    ``produce(directory)`` writes ``ARTIFACT`` (and anything else) into a private directory
+    that then becomes ``NAME-HASH``. A cache the user cannot write serves a good one and
+    otherwise raises :class:`HostBuildError`."""
+    trust = trust or TrustPolicy.from_env()
+    say = progress or log.warning
     result = once_path(cache_dir, name, inputs, artifact)
     final = result.parent
-    if result.exists():
+    if (refused := verified(final, trust)) is None:
         return result
+    if final.exists() or final.is_symlink():
+        say(f"{name} in the build cache refused: {refused}: building it again")
+    if not _writable(cache_dir):
+        raise HostBuildError(f"{name} is not usable in the read-only build cache {cache_dir}: {refused}")
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(final) + ".lock"):
-        if result.exists():
+    with FileLock(str(final) + ".lock", mode=lock_mode(cache_dir)):
+        if verified(final, trust) is None:
             return result
         tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=f".{name}-"))
         try:
+            share_like_parent(tmp)
             produce(tmp)
             if not (tmp / artifact).exists():
                 raise HostBuildError(f"building {name} did not produce {artifact}")
-            os.rename(tmp, final)
+            meta = {"key": final.name, "sha256": file_digests(tmp, trust)}
+            write_meta(tmp, meta, trust)
+            _replace(final, tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return result
+
+
+def verified(final: Path, trust: TrustPolicy) -> str | None:
+    """None when the host build in ``final`` passes every check; else why it does not."""
+    try:
+        check_folder(final.parent, trust, follow=True)
+        check_files(final, read_meta(final, final.name, trust), trust)
+    except Untrusted as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{final} is unreadable: {exc}"
+    return None
+
+
+def _writable(path: Path) -> bool:
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def _replace(final: Path, new: Path) -> None:
+    """Publish ``new`` as ``final``, moving a refused one aside first (a process may still be
+    running the old executable; it keeps its open file)."""
+    if final.is_symlink() or final.is_file():
+        final.unlink()
+    elif final.exists():
+        old = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".old-{final.name}-"))
+        os.rename(final, old / "entry")
+        shutil.rmtree(old, ignore_errors=True)
+    os.rename(new, final)

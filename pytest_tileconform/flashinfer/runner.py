@@ -28,7 +28,9 @@ NO_SUCH_CASE, UNLOADABLE = 2, 3
 
 
 def build_runner(cache_dir: Path) -> Path:
-    """The runner executable, compiled once per (source, compiler)."""
+    """The runner executable, compiled once per (source, compiler). It loads every unit and
+    reports every status, so it is checked before each session uses it and built again when
+    it fails (:func:`..compile.hostbuild.build_once`)."""
     compiler = cxx()
 
     def produce(directory: Path) -> None:

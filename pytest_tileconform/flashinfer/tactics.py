@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compile.cache import BuildCache, BuildSpec
+from ..compile.cache import BuildCache, BuildSpec, CacheUnusable
+from ..compile.signing import SigningError
 from ..dtypes import label_dtypes, tile_k_elements
 from .nvcc_flags import COMMON_NVCC_FLAGS
 from .sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
@@ -201,10 +202,15 @@ def probe_spec(sources: FlashInferSources, cuda_home: Path, salt: str) -> BuildS
 def build_probe(
     sources: FlashInferSources, cache_dir: Path, progress: Callable[[str], None] | None = None
 ) -> Path:
-    """The probe executable, compiled into the build cache on first use."""
+    """The probe executable, compiled into the build cache on first use. It is run, so it is
+    checked like any harness (:mod:`..compile.trust`); a cache that cannot give a trusted one
+    (read-only and lacking it, a refused folder, an unusable key) is a :class:`ProbeError`."""
     home = find_cuda_home()
     spec = probe_spec(sources, home, build_salt(sources, home, cache_dir))
-    result = BuildCache(cache_dir, progress).build([spec], 1)[spec.key]
+    try:
+        result = BuildCache(cache_dir, progress).build([spec], 1)[spec.key]
+    except (CacheUnusable, SigningError) as exc:
+        raise ProbeError(f"the tactics probe: {exc}") from None
     if not result.ok:
         raise ProbeError(f"building the tactics probe failed: {result.first_error} (log: {result.log})")
     return result.artifact

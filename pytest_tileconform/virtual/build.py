@@ -40,7 +40,9 @@ def build_runtime(cache_dir: Path, cuda_home: Path, compiler: str | None = None)
 
     The library's directory is named by that hash, so a build script that names it changes
     whenever the runtime does, and build caches keyed by the script stay correct.
-    Safe to call from several processes at once (:func:`hostbuild.build_once`).
+    Safe to call from several processes at once, and checked before its path is handed out:
+    every virtual harness links it, so a damaged or planted one is built again, never linked
+    (:func:`hostbuild.build_once`).
     """
     compiler = compiler or cxx()
     include = cuda_home / "include"

@@ -1,0 +1,239 @@
+"""Whether a cache entry may be believed: where it lies, who could have written it, its sums
+and, when configured, its signature.
+
+A compiled harness is executed and its output becomes a verdict, so an entry is code and
+evidence at once. Three layers guard it, each against something else:
+
+* **Confinement.** Entry and pointer names are 32 hex digits (the key), never a path; nothing
+  inside the cache is reached through a symbolic link (entry folders and files are opened
+  without following links). A pointer therefore leads only to an entry of the same cache.
+* **Checksums.** ``build.json`` lists the SHA-256 of every file; a file that differs is
+  refused. A sum stored beside the file only detects damage (a truncated copy, a disk error,
+  a stale half-written entry): whoever can write the file can write the sum too.
+* **Who could write it** (as ssh treats its key files) and, optionally, **signatures**. An
+  entry, its files and the folders above it must not be writable by anyone but the user and
+  root, unless the user trusts a group (``TILECONFORM_CACHE_TRUST=group:NAME``: members of
+  NAME share the cache) or everyone (``any``). A cache shared across machines can be signed:
+  writers hold an Ed25519 private key (``TILECONFORM_CACHE_SIGNING_KEY``), readers configure
+  the public key (``TILECONFORM_CACHE_VERIFY_KEY``) and then accept only entries whose
+  ``build.json`` (its key, its files' sums) carries a valid signature; a planted file or a
+  forged ``build.json`` fails it whoever wrote it.
+
+Checks happen when an entry is first used in a process; someone who can replace the file
+between the check and its use can also write the cache, which the ownership rule forbids.
+"""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import json
+import os
+import pwd
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import signing
+
+ENTRY_FILE = "build.json"
+SIGNATURE_FILE = "build.json.sig"
+TRUST_ENV = "TILECONFORM_CACHE_TRUST"
+SIGNING_KEY_ENV = "TILECONFORM_CACHE_SIGNING_KEY"
+VERIFY_KEY_ENV = "TILECONFORM_CACHE_VERIFY_KEY"
+#: what an entry or pointer target may be called: its key, nothing that could be a path
+KEY_NAME = re.compile(r"^[0-9a-f]{32}$")
+#: a file named in ``build.json``: one plain name inside the entry
+FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+
+
+class Untrusted(Exception):
+    """An entry that must not be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """Who may have written what the cache holds, and the keys entries are signed and checked
+    with. ``mode``: ``owner`` (the user or root only), ``group`` (also members of ``gid``)
+    or ``any`` (no ownership check: a cache the user vouches for)."""
+
+    mode: str = "owner"
+    gid: int | None = None
+    signing_key: Path | None = None
+    verify_key: Path | None = None
+
+    @classmethod
+    def parse(
+        cls, text: str | None, signing_key: str | None = None, verify_key: str | None = None
+    ) -> TrustPolicy:
+        """``owner`` (default), ``group:NAME`` (a group name or number) or ``any``."""
+        text = (text or "owner").strip()
+        gid = None
+        if text.startswith("group:"):
+            name = text.partition(":")[2]
+            try:
+                gid = int(name) if name.isdigit() else grp.getgrnam(name).gr_gid
+            except KeyError:
+                raise ValueError(f"{TRUST_ENV}: no group {name!r}") from None
+            text = "group"
+        elif text not in ("owner", "any"):
+            raise ValueError(f"{TRUST_ENV} is owner, group:NAME or any, not {text!r}")
+        return cls(
+            text,
+            gid,
+            Path(signing_key) if signing_key else None,
+            Path(verify_key) if verify_key else None,
+        )
+
+    @classmethod
+    def from_env(cls) -> TrustPolicy:
+        return cls.parse(
+            os.environ.get(TRUST_ENV), os.environ.get(SIGNING_KEY_ENV), os.environ.get(VERIFY_KEY_ENV)
+        )
+
+    def check_writers(self, info: os.stat_result, path: Path) -> None:
+        """Refuse ``path`` (stat ``info``) when someone this policy does not trust can write it."""
+        if stat.S_ISLNK(info.st_mode):
+            raise Untrusted(f"{path} is a symbolic link")
+        if self.mode == "any":
+            return
+        if info.st_mode & stat.S_IWOTH:
+            raise Untrusted(f"{path} is writable by every user")
+        if self.mode == "group" and info.st_gid == self.gid:
+            return
+        if info.st_uid not in (0, os.geteuid()):
+            raise Untrusted(f"{path} belongs to uid {info.st_uid}, not to you ({TRUST_ENV} trusts others)")
+        if info.st_mode & stat.S_IWGRP and not _private_group(info.st_gid):
+            raise Untrusted(f"{path} is writable by group {info.st_gid} ({TRUST_ENV}=group:NAME trusts it)")
+
+
+def _private_group(gid: int) -> bool:
+    """Whether ``gid`` is the user's own group (a user private group, what a umask of 002 is
+    meant for): named as the user, no other members."""
+    try:
+        group = grp.getgrgid(gid)
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return False
+    return gid == os.getegid() and group.gr_name == user and set(group.gr_mem) <= {user}
+
+
+def read_nofollow(path: Path, policy: TrustPolicy) -> bytes:
+    """The bytes of ``path``, a regular file reached without following a link and written by
+    no one ``policy`` distrusts."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise Untrusted(f"{path} is a symbolic link") from None
+        raise Untrusted(f"{path} cannot be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise Untrusted(f"{path} is not a regular file")
+        policy.check_writers(info, path)
+        return f.read()
+
+
+def check_folder(path: Path, policy: TrustPolicy, follow: bool = False) -> None:
+    """Refuse a folder of the cache that is a link (unless ``follow``: the cache's own folder,
+    which the user named) or writable by someone distrusted."""
+    try:
+        info = os.stat(path) if follow else os.lstat(path)
+    except OSError as exc:
+        raise Untrusted(f"{path} cannot be read: {exc.strerror}") from None
+    policy.check_writers(info, path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise Untrusted(f"{path} is not a folder")
+
+
+def read_meta(directory: Path, name: str, policy: TrustPolicy) -> dict[str, Any]:
+    """``directory``'s ``build.json`` once the folder, the file and (when a verify key is
+    configured) its signature pass; ``name`` is what the entry is filed under, which a
+    ``key`` in it must match (signed entries must have one, so a valid entry cannot be
+    copied under another key)."""
+    check_folder(directory, policy)
+    raw = read_nofollow(directory / ENTRY_FILE, policy)
+    if policy.verify_key is not None:
+        try:
+            signature = read_nofollow(directory / SIGNATURE_FILE, policy)
+        except Untrusted as exc:
+            raise Untrusted(f"{directory} is not signed ({exc})") from None
+        if not signing.verify(policy.verify_key, raw, signature):
+            raise Untrusted(f"{directory}: its signature does not match {policy.verify_key}")
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        raise Untrusted(f"{directory / ENTRY_FILE} is not JSON") from None
+    if not isinstance(meta, dict):
+        raise Untrusted(f"{directory / ENTRY_FILE} is not an object")
+    if meta.get("key", name if policy.verify_key is None else None) != name:
+        raise Untrusted(f"{directory / ENTRY_FILE} names key {meta.get('key')!r}, not {name}")
+    return meta
+
+
+def file_digests(directory: Path, policy: TrustPolicy) -> dict[str, str]:
+    """The SHA-256 of every file of ``directory`` but ``build.json`` and its signature, each
+    read without following links; a link or a distrusted file anywhere refuses the entry."""
+    found = {}
+    for item in sorted(os.scandir(directory), key=lambda e: e.name):
+        if item.name in (ENTRY_FILE, SIGNATURE_FILE):
+            continue
+        if item.is_symlink():
+            raise Untrusted(f"{directory / item.name} is a symbolic link")
+        if item.is_file(follow_symlinks=False):
+            found[item.name] = hashlib.sha256(read_nofollow(directory / item.name, policy)).hexdigest()
+    return found
+
+
+def check_files(directory: Path, meta: dict[str, Any], policy: TrustPolicy) -> None:
+    """Refuse ``directory`` unless its files are exactly those ``meta`` lists, with their sums."""
+    expected = meta.get("sha256")
+    if not isinstance(expected, dict) or not all(FILE_NAME.match(str(n)) for n in expected):
+        raise Untrusted(f"{directory / ENTRY_FILE} lists no valid checksums")
+    if file_digests(directory, policy) != expected:
+        raise Untrusted(f"cache entry {directory} fails its checksums")
+
+
+def write_meta(directory: Path, meta: dict[str, Any], policy: TrustPolicy) -> None:
+    """Write ``build.json`` into ``directory`` (not yet published) and sign it when a signing
+    key is configured."""
+    raw = json.dumps(meta, indent=1).encode()
+    (directory / ENTRY_FILE).write_bytes(raw)
+    if policy.signing_key is not None:
+        (directory / SIGNATURE_FILE).write_bytes(signing.sign(policy.signing_key, raw))
+
+
+def umask() -> int:
+    """This process's umask, read without changing it (another thread may be creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def share_like_parent(directory: Path) -> None:
+    """Give a folder made private by ``mkdtemp`` the mode any new folder would get (umask),
+    keeping the parent's setgid bit: other users of a group-shared cache can read it."""
+    mode = 0o777 & ~umask()
+    if os.stat(directory.parent).st_mode & stat.S_ISGID:
+        mode |= stat.S_ISGID
+    os.chmod(directory, mode)
+
+
+def lock_mode(root: Path) -> int:
+    """Mode for lock files: group members of a setgid (group-shared) cache must open them too."""
+    mode = 0o666 & ~umask()
+    try:
+        if os.stat(root).st_mode & stat.S_ISGID:
+            mode |= 0o060
+    except OSError:
+        pass
+    return mode
