@@ -31,8 +31,9 @@ MAX_NODES = 20_000
 #: Nesting of collections; a matrix needs 9 (matrix, suites, suite, tile, entry, problems,
 #: problem, rows, row).
 MAX_DEPTH = 32
-#: Cases one run may load, over all its matrices; raised with the loader's ``max_cases``.
-MAX_CASES = 100_000
+#: Cases one matrix file may expand to: 50 times the largest shipped matrix, and about a second
+#: to load (pytest then makes an item of each); raised with the loader's ``max_cases``.
+MAX_CASES = 20_000
 #: Rows per expert, ``n`` and ``k``: above a million a dimension is a typo, not a test.
 MAX_DIM = 1 << 20
 #: Experts of one problem (the largest MoE models have a few hundred).
