@@ -242,3 +242,16 @@ def test_an_altered_entry_is_built_again(tmp_path: Path, compiler: tuple[Path, P
     assert rebuilt.ok and rebuilt.artifact.read_text() == "a\n"
     assert BuildCache(tmp_path / "cache").lookup(s) is not None
     assert invocations(compiler) == ["a", "a"]
+
+
+def test_keys_are_those_of_earlier_releases() -> None:
+    """Verdict reports are compared through cache reuse: what decides a key must not change
+    when entries gain fields (``key``, a signature) or checks."""
+    fixed = BuildSpec("src\n", ("nvcc", "{src}", "-o", "{out}"), "salt", 1, "label", (("r", "/x"),), 1.0, 2.0)
+    assert fixed.key == "1d0bdc2520c59cc5cc1c135b56b8554f"
+
+
+def test_entry_records_its_key(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    s = spec("keyed\n", compiler)
+    built = BuildCache(tmp_path / "cache").build([s], jobs=1)[s.key]
+    assert json.loads((built.path / "build.json").read_text())["key"] == s.key == built.path.name

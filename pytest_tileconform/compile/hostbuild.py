@@ -91,6 +91,11 @@ def build_once(
     say = progress or log.warning
     result = once_path(cache_dir, name, inputs, artifact)
     final = result.parent
+    try:
+        if cache_dir.exists():
+            check_folder(cache_dir, trust, follow=True)
+    except Untrusted as exc:  # nothing in it is used, nothing is built into it
+        raise HostBuildError(f"the build cache is not trusted: {exc}") from None
     if (refused := verified(final, trust)) is None:
         return result
     if final.exists() or final.is_symlink():

@@ -102,6 +102,15 @@ def test_planted_host_build_with_recomputed_sums_fails_signature(tmp_path: Path)
     assert "signature does not match" in messages[0]
 
 
+def test_host_build_in_a_refused_cache_folder_stops(tmp_path: Path) -> None:
+    """A cache folder writable by a group nobody trusted: not used, not built into."""
+    build(tmp_path / "cache", Tool())
+    os.chown(tmp_path / "cache", -1, 54321)
+    (tmp_path / "cache").chmod(0o775)
+    with pytest.raises(HostBuildError, match="not trusted"):
+        build(tmp_path / "cache", Tool(), trust=TrustPolicy())
+
+
 def test_host_build_dir_is_not_private(tmp_path: Path) -> None:
     """``mkdtemp`` makes 0700 folders: a second user of a shared cache could not use them."""
     old = os.umask(0o022)
