@@ -11,9 +11,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..backend import UnusableEnvironment
 
-class SigningError(RuntimeError):
-    """A configured key cannot be used."""
+
+class SigningError(UnusableEnvironment):
+    """A configured key cannot be used: the session stops with one line, as it must not
+    quietly judge with unsigned or unverified entries."""
 
 
 def _backend() -> Any:

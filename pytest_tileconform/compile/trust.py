@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..backend import UnusableEnvironment
 from . import signing
 
 ENTRY_FILE = "build.json"
@@ -51,6 +52,10 @@ FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
 class Untrusted(Exception):
     """An entry that must not be used; the message says why."""
+
+
+class TrustSettingError(UnusableEnvironment, ValueError):
+    """``TILECONFORM_CACHE_TRUST`` says something else than owner, group:NAME or any."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +81,10 @@ class TrustPolicy:
             try:
                 gid = int(name) if name.isdigit() else grp.getgrnam(name).gr_gid
             except KeyError:
-                raise ValueError(f"{TRUST_ENV}: no group {name!r}") from None
+                raise TrustSettingError(f"{TRUST_ENV}: no group {name!r}") from None
             text = "group"
         elif text not in ("owner", "any"):
-            raise ValueError(f"{TRUST_ENV} is owner, group:NAME or any, not {text!r}")
+            raise TrustSettingError(f"{TRUST_ENV} is owner, group:NAME or any, not {text!r}")
         return cls(
             text,
             gid,
