@@ -87,6 +87,48 @@ def _matrix_paths(config: pytest.Config) -> list[Path]:
     return list(dict.fromkeys(paths))
 
 
+def _check_archs(given: str | None, archs: frozenset[str] | None) -> None:
+    """``--tile-arch`` names only architectures this package knows (those with a virtual-device
+    profile): a typo would otherwise deselect every case and pass."""
+    from .virtual.profiles import BUILTIN
+
+    if given is not None and not archs:
+        raise pytest.UsageError(f"--tile-arch {given!r}: names no architecture; known: {', '.join(BUILTIN)}")
+    unknown = sorted((archs or frozenset()) - set(BUILTIN))
+    if unknown:
+        raise pytest.UsageError(f"--tile-arch: unknown {', '.join(unknown)}; known: {', '.join(BUILTIN)}")
+
+
+def _check_report(path: Path) -> None:
+    """``--tile-report`` must be writable when the session ends, so it is checked now: a run's
+    verdicts are not to be lost to a path that was never writable (the rules are
+    :func:`pytest_tileconform.files.write_atomic`'s)."""
+    import stat
+
+    where = f"--tile-report {path}"
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise pytest.UsageError(f"{where}: {exc.strerror or exc}") from None
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
+            raise pytest.UsageError(f"{where}: is a folder; name a file in it")
+        if stat.S_ISREG(info.st_mode) and not info.st_mode & 0o222:
+            raise pytest.UsageError(f"{where}: is read-only")
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+            raise pytest.UsageError(f"{where}: is not a file to write")
+        return
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise pytest.UsageError(f"{where}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"{where}: {folder} is not writable")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     resolve_ini_keys(config)  # before any backend reads its options
     paths = _matrix_paths(config)
@@ -110,6 +152,9 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     archs = config.getoption("tile_arch")
     arch_filter = frozenset(a.strip().lower() for a in archs.split(",") if a.strip()) if archs else None
+    _check_archs(archs, arch_filter)
+    if workerinput is None and config.getoption("tile_report"):
+        _check_report(config.invocation_params.dir / config.getoption("tile_report"))
     session = TileSession.start(config, paths, arch_filter)
     config.pluginmanager.register(EnvironmentGuard(session), "tileconform-environment")
     config.stash[SESSION_KEY] = session

@@ -26,6 +26,8 @@ class IniKey:
 
 #: every ini-backed option, by name; the same in every pytest run of this process
 _KEYS: dict[str, IniKey] = {}
+#: per run: the ini-backed options whose value came from their ini key, with its raw text
+_FROM_INI = pytest.StashKey[dict[str, str]]()
 
 
 def add_ini_key(
@@ -45,6 +47,7 @@ def add_ini_key(
 
 def resolve(config: pytest.Config) -> None:
     """Fill every ini-backed option the command line left out from its ini key or its default."""
+    from_ini = config.stash.setdefault(_FROM_INI, {})
     for key in _KEYS.values():
         if getattr(config.option, key.name, True) is not None:
             continue  # given on the command line (or not an option of this run's plugins)
@@ -58,7 +61,17 @@ def resolve(config: pytest.Config) -> None:
                 raise pytest.UsageError(
                     f"{where}: {key.name} = {raw!r} is not a valid value for --{key.name.replace('_', '-')}"
                 ) from None
+            from_ini[key.name] = raw
             if key.path:
                 base = config.inipath.parent if config.inipath else config.rootpath
                 value = str(base / Path(value).expanduser())
         setattr(config.option, key.name, value)
+
+
+def spelled(config: pytest.Config, name: str, value: Any) -> str:
+    """How the user gave option ``name``, for a message about its value: ``--tile-timeout 0``,
+    or ``pytest.ini: tile_timeout = 0`` when the value came from the ini key."""
+    raw = config.stash.get(_FROM_INI, {}).get(name)
+    if raw is not None:
+        return f"{config.inipath or 'the ini file'}: {name} = {raw}"
+    return f"--{name.replace('_', '-')} {value}"

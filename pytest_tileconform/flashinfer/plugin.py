@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..compile.cache import default_cache_dir
-from ..core.inikeys import add_ini_key
+from ..core.inikeys import add_ini_key, spelled
 from .header import progress_line
 
 if TYPE_CHECKING:
@@ -84,15 +85,57 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_ini_key(parser, "tile_build_jobs", int, None, "parallel compiles")
 
 
-def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInferBackend]:
-    from .backend import DEVICES, FlashInferBackend, Settings
+#: the most timing iterations and the seed range (torch's generator takes 64-bit seeds)
+MAX_TIMING_ITERS = 1_000_000
+MAX_SEED = 2**64 - 1
 
-    device = config.getoption("tile_device")
+
+def _check_options(config: pytest.Config) -> None:
+    """Every option of this backend, checked once at startup: a bad value is one usage error
+    (exit 4) that names the option (or the ini key it came from), not a failure of every case."""
+    import math
+
+    def bad(name: str, value: Any, why: str) -> pytest.UsageError:
+        return pytest.UsageError(f"{spelled(config, name, value)}: {why}")
+
+    timeout = config.getoption("tile_timeout")
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise bad("tile_timeout", timeout, "must be a finite number of seconds above 0")
+    jobs = config.getoption("tile_build_jobs")
+    if jobs is not None and jobs < 1:
+        raise bad("tile_build_jobs", jobs, "must be at least 1")
     group = config.getoption("tile_build_group")
     if group is not None and group < 1:
         raise pytest.UsageError(f"--tile-build-group {group}: must be at least 1")
-    if config.getoption("tile_timing_iters") < 0:
+    iters = config.getoption("tile_timing_iters")
+    if iters < 0:
         raise pytest.UsageError("--tile-timing-iters: must be 0 or more")
+    if iters > MAX_TIMING_ITERS:
+        raise pytest.UsageError(f"--tile-timing-iters {iters}: must be at most {MAX_TIMING_ITERS:,}")
+    seed = config.getoption("tile_seed")
+    if not 0 <= seed <= MAX_SEED:
+        raise pytest.UsageError(f"--tile-seed {seed}: must be between 0 and 2**64-1")
+    cache = config.getoption("tile_cache_dir")
+    if cache:
+        path = Path(cache).expanduser()
+        if path.exists() and not path.is_dir():
+            raise bad("tile_cache_dir", cache, "exists and is not a folder")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise bad("tile_cache_dir", cache, f"cannot be created: {exc.strerror or exc}") from None
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise bad("tile_cache_dir", cache, "is not writable")
+    sources = config.getoption("tile_flashinfer_sources")
+    if sources and not Path(sources).expanduser().is_dir():
+        raise pytest.UsageError(f"--tile-flashinfer-sources {sources}: no such folder")
+
+
+def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInferBackend]:
+    from .backend import DEVICES, FlashInferBackend, Settings
+
+    _check_options(config)
+    device = config.getoption("tile_device")
     kind, _, arch = device.partition(":")
     if kind not in DEVICES or (arch and kind != "virtual"):
         raise pytest.UsageError(

@@ -1,0 +1,139 @@
+"""The hostile-input corpus's shared helpers (a valid results document to damage, ``tileconform``
+in a child process under a time limit, for inputs that could block: FIFOs, devices) and the
+seeded, time-boxed fuzz tests of the results and tactics readers."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_tileconform.flashinfer.tactics import ProbeError, parse
+from pytest_tileconform.results.store import ReportError, parse_results, read_results
+
+REPO = Path(__file__).resolve().parents[2]
+VALID_RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
+VALID_TACTICS = REPO / "tests" / "data" / "tactics-sm120-drift.jsonl"
+#: every child process of the corpus ends within this many seconds, or the case fails
+LIMIT_S = 60
+
+
+def valid_document() -> dict[str, Any]:
+    """A small valid results document (format 1, two cases) to damage."""
+    data: dict[str, Any] = json.loads(VALID_RESULTS.read_text())
+    data["cases"] = copy.deepcopy(data["cases"][:2])
+    return data
+
+
+def tileconform(
+    *args: str, stdin: Any = subprocess.DEVNULL, stdout: Any = subprocess.PIPE
+) -> subprocess.CompletedProcess[str]:
+    """``tileconform ARGS`` in a child process, killed after :data:`LIMIT_S` seconds."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_tileconform", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=LIMIT_S,
+        stdin=stdin,
+    )
+
+
+# -- fuzz: the results and tactics readers answer a document or their one error, nothing else
+# Seeded (derandomize) and bounded (max_examples): the same inputs, about 15 s, every run.
+
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=30,
+)
+_FIELDS = st.sampled_from(
+    [
+        "format",
+        "cases",
+        "host",
+        "created",
+        "id",
+        "case",
+        "verdict",
+        "outcome",
+        "tile",
+        "smem_requested",
+        "extra",
+    ]
+)
+_FUZZ = settings(
+    derandomize=True,
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+def _mutate(document: Any, path: list[int], value: Any) -> Any:
+    """``document`` with the node that ``path`` picks (indices into its keys/items) replaced."""
+    node, parent, key = document, None, None
+    for step in path:
+        if isinstance(node, dict) and node:
+            parent, key = node, list(node)[step % len(node)]
+        elif isinstance(node, list) and node:
+            parent, key = node, step % len(node)
+        else:
+            break
+        node = parent[key]
+    if parent is None:
+        return value
+    parent[key] = value
+    return document
+
+
+@_FUZZ
+@given(path=st.lists(st.integers(0, 50), max_size=6), value=_JSON)
+def test_fuzz_results_documents(path: list[int], value: Any) -> None:
+    """A valid document with one node replaced by arbitrary JSON: valid or ReportError."""
+    with contextlib.suppress(ReportError):
+        parse_results(_mutate(valid_document(), path, value), "fuzz.json")
+
+
+@_FUZZ
+@given(data=st.dictionaries(_FIELDS, _JSON, max_size=5))
+def test_fuzz_results_shapes(data: dict[str, Any]) -> None:
+    with contextlib.suppress(ReportError):
+        parse_results({"format": 2, "cases": [data], **data}, "fuzz.json")
+
+
+@_FUZZ
+@given(raw=st.binary(max_size=300), gz=st.booleans())
+def test_fuzz_results_bytes(tmp_path_factory: Any, raw: bytes, gz: bool) -> None:
+    """Arbitrary bytes as a results file (and as a .gz one): a document or ReportError."""
+    path = tmp_path_factory.mktemp("fuzz") / ("r.json.gz" if gz else "r.json")
+    path.write_bytes(raw)
+    with contextlib.suppress(ReportError):
+        read_results(path)
+
+
+_TACTIC_LINE = json.loads(VALID_TACTICS.read_text().splitlines()[0])
+
+
+@_FUZZ
+@given(path=st.lists(st.integers(0, 50), max_size=4), value=_JSON)
+def test_fuzz_tactics_lines(path: list[int], value: Any) -> None:
+    """A valid probe line with one node replaced by arbitrary JSON: tactics or ProbeError."""
+    line = json.dumps(_mutate(copy.deepcopy(_TACTIC_LINE), path, value))
+    with contextlib.suppress(ProbeError):
+        parse([line])
+
+
+@_FUZZ
+@given(text=st.text(max_size=300))
+def test_fuzz_tactics_text(text: str) -> None:
+    with contextlib.suppress(ProbeError):
+        parse(text.splitlines())
