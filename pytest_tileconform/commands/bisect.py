@@ -546,5 +546,10 @@ def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
     print(render(result, args.everything))
     print(f"wall time {time.monotonic() - started:.0f} s")
     if args.json:
-        write_atomic(args.json, json.dumps(to_json(result), indent=1) + "\n")
+        try:
+            write_atomic(args.json, json.dumps(to_json(result), indent=1) + "\n")
+        except OSError as exc:
+            why = exc.strerror or exc
+            print(f"tileconform bisect: error: cannot write {args.json}: {why}", file=sys.stderr)
+            return 2
     return 0

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .output import EXIT_ENVIRONMENT, EXIT_OK, CommandError, message
+from .output import EXIT_ENVIRONMENT, EXIT_OK, CommandError, emit, message
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -129,8 +129,7 @@ def _copy(args: argparse.Namespace) -> int:
     matrix = find(args.name)
     text = matrix.file.read_text(encoding="utf-8")
     if args.dest == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        emit(text, None)
         return EXIT_OK
     dest = Path(args.dest) if args.dest is not None else Path(matrix.file.name)
     if dest.is_dir() or (args.dest or "").endswith(("/", os.sep)):

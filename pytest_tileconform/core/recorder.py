@@ -38,6 +38,7 @@ class Recorder:
         self.started = time.monotonic()
         self.startup = process_age()  # finished_at_s counts from here; this is how late that is
         self.update_errors: list[str] = []
+        self.report_problem = ""  # why --tile-report could not be written, and where it went
         self.update_outcomes: dict[Path, UpdateOutcome] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -82,7 +83,7 @@ class Recorder:
                 fingerprint=host_fingerprint(contributions),
                 startup_s=self.startup,
             )
-            write_results(self.report_path, document)
+            self.report_problem = _write_report(self.report_path, document)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         observations = self.session.observations
@@ -100,7 +101,9 @@ class Recorder:
             terminalreporter.section("tileconform --tile-update")
             for line in self.update_summary():
                 terminalreporter.write_line(line)
-        if self.report_path is not None:
+        if self.report_problem:
+            terminalreporter.write_line(f"tileconform: {self.report_problem}", red=True)
+        elif self.report_path is not None:
             terminalreporter.write_line(f"tileconform: results written to {self.report_path}")
 
     def update_summary(self) -> list[str]:
@@ -122,3 +125,25 @@ class Recorder:
                 lines.append(f"{path}: {len(outcome.refused)} expectation(s) NOT updated (conflict):")
                 lines.extend(f"  {c.describe()}: {why}" for c, why in outcome.refused.values())
         return lines
+
+
+def _write_report(path: Path, document: Any) -> str:
+    """Write the results to ``path``; when that fails (the place changed since startup checked it),
+    write them to a new file in the temporary folder instead, so a run's verdicts are never lost.
+    The answer is what to tell the user, empty when ``path`` was written."""
+    import tempfile
+
+    from ..results.store import dumps
+
+    try:
+        write_results(path, document)
+        return ""
+    except OSError as exc:
+        why = f"results NOT written to {path}: {exc.strerror or exc}"
+    try:
+        fd, spare = tempfile.mkstemp(prefix="tile-report-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(dumps(document))
+    except OSError as exc:
+        return f"{why}; nor to the temporary folder: {exc.strerror or exc}"
+    return f"{why}; they are in {spare}"

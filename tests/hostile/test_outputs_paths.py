@@ -239,3 +239,20 @@ def test_dev_stdout_redirected_to_a_file_is_appended_to_not_replaced(tmp_path: P
     assert proc.returncode == 0
     text = out.read_text()
     assert text.startswith("before\n{") and not out.is_symlink()
+
+
+def test_a_report_that_cannot_be_written_at_the_end_goes_to_the_temporary_folder(tmp_path: Path) -> None:
+    from pytest_tileconform.core.recorder import _write_report
+    from pytest_tileconform.results.store import read_results
+
+    document = read_results(VALID_RESULTS)
+    (tmp_path / "d").mkdir()
+    problem = _write_report(tmp_path / "d", document)  # a folder appeared where the report goes
+    assert problem.startswith(f"results NOT written to {tmp_path / 'd'}: is a directory")
+    spare = Path(problem.rsplit("they are in ", 1)[1])
+    try:
+        assert read_results(spare) == document
+    finally:
+        spare.unlink()
+    assert _write_report(tmp_path / "r.json", document) == ""
+    assert read_results(tmp_path / "r.json") == document
