@@ -267,3 +267,20 @@ def test_recorded_reasons_have_stable_paths(tc: TileRun) -> None:
     xfail = tc.run("-rx")
     xfail.assert_outcomes(passed=2, xfailed=1)
     xfail.stdout.fnmatch_lines([f"XFAIL m.yaml::{BASIC_IDS[0]} - {stable} (expected stage: compile; *"])
+
+
+def test_read_only_matrix_is_refused_with_a_message(tc: TileRun) -> None:
+    path = tc.matrix(BASIC)
+    path.chmod(0o444)
+    tc.verdicts({BASIC_IDS[0]: "compile"})
+    result = tc.run("--tile-update")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"{path}: not updated: the matrix is read-only; nothing written*",
+            f"{path}: 1 expectation(s) NOT written:",
+            f"  {BASIC_IDS[0]}: pass -> compile",
+        ]
+    )
+    assert path.read_text() == BASIC
+    assert sorted(p.name for p in tc.path.iterdir() if p.name.startswith(".m.yaml")) == []
