@@ -169,6 +169,11 @@ def matrix_lock(path: Path, timeout: float) -> Iterator[None]:
     lock = FileLock(lock_path(path), timeout=timeout)
     try:
         lock.acquire()
+    except PermissionError as exc:
+        raise UpdateRefused(
+            f"cannot make its lock file {lock_path(path).name} ({exc.strerror}): the folder is "
+            "read-only, and the update replaces the file in that folder; nothing written"
+        ) from None
     except Timeout:
         raise UpdateRefused(
             f"another --tile-update has held {lock_path(path).name} for over {timeout:.0f} s; nothing written"

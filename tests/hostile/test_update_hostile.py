@@ -308,3 +308,24 @@ def test_an_update_killed_with_sigkill_leaves_nothing_that_blocks_the_next(tmp_p
     assert list(outcome.written) == [A]
     assert path.read_text() == BASE.replace("expectations:\n", "expectations:\n") + f"  {ADD_A[A].line}\n"
     _no_debris(tmp_path)
+
+
+def test_a_read_only_folder_is_refused_with_a_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock file cannot be made where the folder is read-only (root can always make it, so
+    the refusal is simulated at the lock)."""
+    path = tmp_path / "m.yaml"
+    path.write_text(BASE)
+
+    class ReadOnlyFolder:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def acquire(self) -> None:
+            raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("pytest_tileconform.matrix.update.FileLock", ReadOnlyFolder)
+    with pytest.raises(UpdateRefused, match=r"the folder is read-only.*nothing written"):
+        update_matrix(path, ADD_A, {A: None})
+    assert path.read_text() == BASE
