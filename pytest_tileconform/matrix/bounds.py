@@ -34,8 +34,9 @@ MAX_DEPTH = 32
 #: Cases one matrix file may expand to: 50 times the largest shipped matrix, and about a second
 #: to load (pytest then makes an item of each); raised with the loader's ``max_cases``.
 MAX_CASES = 20_000
-#: Rows per expert, ``n`` and ``k``: above a million a dimension is a typo, not a test.
-MAX_DIM = 1 << 20
+#: Rows per expert, ``n`` and ``k``: above 16 M a dimension is a typo, not a test (the element
+#: bound below is what keeps a problem's memory sane; a long thin one may still be wanted).
+MAX_DIM = 1 << 24
 #: Experts of one problem (the largest MoE models have a few hundred).
 MAX_EXPERTS = 1024
 #: Elements of one problem's operands together (A: rows x k, B: experts x n x k, D: rows x n):
