@@ -23,7 +23,7 @@ from typing import Any
 
 from ..compile.cache import BuildCache, BuildSpec, CacheUnusable
 from ..compile.signing import SigningError
-from ..dtypes import label_dtypes, tile_k_elements
+from ..dtypes import dtype, label_dtypes, tile_k_elements
 from .nvcc_flags import COMMON_NVCC_FLAGS
 from .sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
 
@@ -110,9 +110,15 @@ def _tactic(row: dict[str, Any]) -> Tactic:
         if _triple(instantiation.get("tile")) is None:  # the one field read from it
             raise TypeError("instantiation: no tile")
     epilogue = row.get("epilogue_schedule")
+    runner = _str(row["runner"])
+    try:  # the commands read the runner's dtypes: one they do not know is this line's fault
+        for name in label_dtypes(runner):
+            dtype(name)
+    except ValueError as exc:
+        raise TypeError(f"runner {runner!r}: {exc}") from None
     return Tactic(
         sm=_int(row["sm"]),
-        runner=_str(row["runner"]),
+        runner=runner,
         gemm=_int(row["gemm"]),
         tactic=_int(row["tactic"]),
         tma_ws=_bool(row["tma_ws"]),

@@ -51,6 +51,9 @@ TEXTS: list[tuple[str, str, str | None]] = [
     ("sm-bool", _line(sm=True), "expected an integer"),
     ("sm-list", _line(sm=[120]), "expected an integer"),
     ("runner-int", _line(runner=5), "expected a string"),
+    ("runner-unknown-act", _line(runner="zzz-bf16"), "unknown dtype 'zzz'"),
+    ("runner-unknown-out", _line(runner="nvfp4-int8"), "unknown dtype 'int8'"),
+    ("runner-empty", _line(runner=""), "unknown dtype ''"),
     ("tactic-null", _line(tactic=None), "expected an integer"),
     ("tma-ws-string", _line(tma_ws="yes"), "expected true or false"),
     ("tile-bytes-short", _line(tile_bytes=[128, 128]), "three integers"),
@@ -84,7 +87,10 @@ def test_parse(text: str, fragment: str | None) -> None:
     assert fragment in str(info.value)
 
 
-@pytest.mark.parametrize("row", [TEXTS[2], TEXTS[7], TEXTS[13], TEXTS[28]], ids=lambda r: r[0])
+THROUGH_MAIN = ("not-json", "no-sm", "sm-string", "instantiation-list", "runner-unknown-act")
+
+
+@pytest.mark.parametrize("row", [t for t in TEXTS if t[0] in THROUGH_MAIN], ids=lambda r: r[0])
 @pytest.mark.parametrize("command", ["drift", "export-blocklist"])
 def test_through_main(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], row: tuple[str, str, str], command: str
