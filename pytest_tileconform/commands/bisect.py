@@ -446,6 +446,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a count of compiles or cases)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0 (0, nan and inf would never end a run
+    or end every one at once)."""
+    import math
+
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number of seconds above 0")
+    return value
+
+
 def _device(text: str) -> str:
     """``--device``, checked as the plugin checks ``--tile-device``."""
     from ..flashinfer.settings import DEVICES
@@ -506,11 +525,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "the virtual device), hardware, virtual or virtual:ARCH",
     )
     run.add_argument("--cache-dir", type=Path, default=None, help="default: the plugin's cache")
-    run.add_argument("--build-jobs", type=int, default=None, help="parallel compiles")
+    run.add_argument("--build-jobs", type=_at_least_one, default=None, help="parallel compiles")
     run.add_argument(
-        "--build-group", type=int, default=None, help="most instantiations per translation unit (default 36)"
+        "--build-group",
+        type=_at_least_one,
+        default=None,
+        help="most instantiations per translation unit (default 36)",
     )
-    run.add_argument("--timeout", type=float, default=120.0, help="per-case run limit (s)")
+    run.add_argument("--timeout", type=_seconds, default=120.0, help="per-case run limit (s)")
     run.add_argument("--json", type=Path, default=None, help="also write the result as JSON here")
 
 
@@ -524,6 +546,8 @@ def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
     args.fusion = args.fusion or ["none"]
     args.swap_ab = args.swap_ab or ["false"]
     try:
+        if args.json is not None and args.json.is_dir():
+            raise BisectError(f"--json {args.json}: is a folder; name a file in it")
         cases = build_cases(args)
         wheels = wheels_in(args.wheels) if args.wheels else None
         if args.releases:

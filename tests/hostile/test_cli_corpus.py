@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -137,3 +138,21 @@ def test_fuzz_tactics_lines(path: list[int], value: Any) -> None:
 def test_fuzz_tactics_text(text: str) -> None:
     with contextlib.suppress(ProbeError):
         parse(text.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--timeout", "0"], "--timeout: 0: must be a finite number of seconds above 0"),
+        (["--timeout", "nan"], "--timeout: nan: must be a finite"),
+        (["--timeout", "inf"], "--timeout: inf: must be a finite"),
+        (["--timeout=-1"], "--timeout: -1: must be a finite"),
+        (["--build-jobs", "0"], "--build-jobs: 0: must be at least 1"),
+        (["--build-group=-1"], "--build-group: -1: must be at least 1"),
+        (["--json", "/"], "--json /: is a folder"),
+    ],
+    ids=["timeout-0", "timeout-nan", "timeout-inf", "timeout-negative", "jobs-0", "group-neg", "json-dir"],
+)
+def test_bisect_options(args: list[str], fragment: str) -> None:
+    proc = tileconform("bisect", "--arch", "sm120", "--dtype", "bf16", "--tile", "128x128x64", *args)
+    assert proc.returncode == 2 and fragment in proc.stderr and "Traceback" not in proc.stderr
