@@ -22,7 +22,10 @@ class CommandError(Exception):
 
 
 def emit(text: str, output: Path | None) -> None:
-    """Write data to ``output`` atomically, or to stdout."""
+    """Write data to ``output`` (by :func:`~pytest_tileconform.files.write_atomic`'s rules: a
+    device such as /dev/null is written into, never replaced), or to stdout. A place that cannot
+    be written, or a stdout that is closed or full, is a :class:`CommandError` (exit 2); a stdout
+    whose reader left (``| head``) raises BrokenPipeError, which ends the command quietly."""
     if output is None:
         if sys.stdout is None:
             raise CommandError("cannot write to stdout: it is closed (give -o FILE)")
