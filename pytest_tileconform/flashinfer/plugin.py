@@ -43,6 +43,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "or ~/.cache/pytest-tileconform)",
     )
     group.addoption(
+        "--tile-cache-trust",
+        default=None,
+        metavar="owner|group:NAME|any",
+        help="whose build-cache entries are believed: owner (default: you and root), group:NAME "
+        "(members of NAME share the cache) or any (no ownership check); env TILECONFORM_CACHE_TRUST",
+    )
+    group.addoption(
+        "--tile-cache-signing-key",
+        default=None,
+        metavar="PEM",
+        help="Ed25519 private key: sign every cache entry this session writes "
+        "(env TILECONFORM_CACHE_SIGNING_KEY; needs the signing extra)",
+    )
+    group.addoption(
+        "--tile-cache-verify-key",
+        default=None,
+        metavar="PEM",
+        help="Ed25519 public key: use only cache entries it verifies, build the others again "
+        "(env TILECONFORM_CACHE_VERIFY_KEY; needs the signing extra)",
+    )
+    group.addoption(
         "--tile-build-jobs",
         type=int,
         default=None,
@@ -131,6 +152,28 @@ def _check_options(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--tile-flashinfer-sources {sources}: no such folder")
 
 
+def _cache_trust(config: pytest.Config) -> None:
+    """The cache's trust options become the environment every build in this process and its
+    xdist workers reads (:mod:`..compile.trust`: the cache, the host builds, the probe), checked
+    here so that a bad value is one usage error."""
+    from ..compile.trust import SIGNING_KEY_ENV, TRUST_ENV, VERIFY_KEY_ENV, TrustPolicy, TrustSettingError
+
+    for option, variable in (
+        ("tile_cache_trust", TRUST_ENV),
+        ("tile_cache_signing_key", SIGNING_KEY_ENV),
+        ("tile_cache_verify_key", VERIFY_KEY_ENV),
+    ):
+        value = config.getoption(option)
+        if value is not None:
+            if variable != TRUST_ENV and not Path(value).is_file():
+                raise pytest.UsageError(f"--{option.replace('_', '-')} {value}: no such file")
+            os.environ[variable] = str(Path(value).resolve()) if variable != TRUST_ENV else value
+    try:
+        TrustPolicy.from_env()
+    except TrustSettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInferBackend]:
     from .backend import DEVICES, FlashInferBackend, Settings
 
@@ -149,6 +192,7 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
             builtin(arch)
         except ProfileError as exc:
             raise pytest.UsageError(f"--tile-device {device!r}: {exc}") from None
+    _cache_trust(config)
     workerinput = getattr(config, "workerinput", None)
     cache_option = config.getoption("tile_cache_dir")
     cache_dir = Path(cache_option) if cache_option else default_cache_dir()
