@@ -23,11 +23,14 @@ from typing import Any
 from ruamel.yaml.composer import Composer, ComposerError
 from ruamel.yaml.events import AliasEvent
 
-#: Bytes read from a matrix file; ruamel parses about 100 KB/s, so this is ten seconds at most
-#: (the node bound below usually stops a large file well before that).
-MAX_BYTES = 1 << 20
-#: YAML nodes after alias expansion: what validation walks. A shipped matrix has a few hundred.
-MAX_NODES = 20_000
+#: Bytes read from a matrix file: room for the expectations of several thousand known-bad cases
+#: (an entry is 100-200 bytes); ruamel parses about 100 KB/s, and the node bound below stops a
+#: file of small nodes well before the end.
+MAX_BYTES = 2 << 20
+#: YAML nodes after alias expansion: what validation walks. A shipped matrix has a few hundred;
+#: an expectation entry is about eight, so a matrix with several thousand known-bad cases still
+#: loads; an alias bomb stops here, and a file of this many nodes takes seconds to parse.
+MAX_NODES = 60_000
 #: Nesting of collections; a matrix needs 9 (matrix, suites, suite, tile, entry, problems,
 #: problem, rows, row).
 MAX_DEPTH = 32
