@@ -16,6 +16,7 @@ from .core.inikeys import resolve as resolve_ini_keys
 from .core.items import SESSION_KEY, MatrixFile, TileCase
 from .core.recorder import Recorder
 from .core.session import TileSession
+from .matrix.bounds import MAX_CASES
 from .matrix.shard import Shard, ShardSpecError
 
 SHARD_KEY = pytest.StashKey[Shard]()
@@ -65,6 +66,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="PATH",
         help="write every case's verdict to this JSON file",
+    )
+    group.addoption(
+        "--tile-max-cases",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"refuse a matrix file that expands to more than N cases (default {MAX_CASES:,})",
     )
     group.addoption(
         "--tile-shard",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ..backend import BackendRegistry, CheckingBackend, FinishingBackend
+from ..matrix.bounds import MAX_CASES
 from ..matrix.cases import Case
 from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
 from ..verdict import Verdict
@@ -27,6 +28,16 @@ class Observation:
     duration: float = 0.0  # seconds the case's call phase took
     at: float = 0.0  # seconds from the start of the session to this report
     worker: str = ""  # the pytest-xdist worker that ran the case ("" without xdist)
+
+
+def max_cases(config: pytest.Config) -> int:
+    """The most cases a matrix file may expand to (--tile-max-cases), checked before expanding."""
+    value = config.getoption("tile_max_cases", None)
+    if value is None:
+        return MAX_CASES
+    if value < 1:
+        raise pytest.UsageError(f"--tile-max-cases {value}: must be at least 1")
+    return int(value)
 
 
 @dataclass
@@ -60,7 +71,7 @@ class TileSession:
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
         try:
-            matrices = load_matrices(paths, registry.names())
+            matrices = load_matrices(paths, registry.names(), max_cases=max_cases(config))
         except MatrixInvalid as exc:
             raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None
         session = cls(config, registry, matrices, arch_filter)
