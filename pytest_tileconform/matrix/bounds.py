@@ -23,6 +23,8 @@ from typing import Any
 from ruamel.yaml.composer import Composer, ComposerError
 from ruamel.yaml.events import AliasEvent
 
+from ..files import read_regular
+
 #: Bytes read from a matrix file: room for the expectations of several thousand known-bad cases
 #: (an entry is 100-200 bytes); ruamel parses about 100 KB/s, and the node bound below stops a
 #: file of small nodes well before the end.
@@ -75,38 +77,19 @@ _WIDE_BOMS = (
 def read_bytes(path: Path, limit: int = MAX_BYTES) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
 
-    The type is checked before opening and again on the open descriptor, and the open does not
-    block, so a FIFO, a device, a directory or a file swapped for one of these is refused
-    without being read.
+    The type is checked before opening, to say in a matrix's words what the path is instead;
+    :func:`..files.read_regular` then reads without blocking and checks again on the open
+    descriptor, so a file swapped for a FIFO or a device meanwhile is refused without being read.
     """
     try:
         info = os.stat(path)  # follows links; a loop is ELOOP here
     except OSError as exc:
         raise MatrixFileError(f"cannot read matrix: {exc.strerror or exc}") from None
     _check_kind(info.st_mode, info.st_size, limit)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:
+        return read_regular(path, limit, "matrix file")
+    except OSError as exc:  # FileRefused too: swapped or grown since the check above
         raise MatrixFileError(f"cannot read matrix: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        _check_kind(info.st_mode, info.st_size, limit)
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise MatrixFileError(f"cannot read matrix: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > limit:  # grew while being read
-        raise MatrixFileError(_too_large(len(data), limit))
-    return data
 
 
 def _check_kind(mode: int, size: int, limit: int) -> None:
