@@ -16,11 +16,17 @@ class Stage(str, enum.Enum):
     """Where a case was rejected, in the order a case meets them."""
 
     COMPILE = "compile"  # nvcc error or static_assert in the instantiation
+    # the harness's own preparation of the launcher's inputs failed (a TLLM_CHECK before
+    # can_implement, an input it cannot build): never the kernel's verdict
+    PREPARE = "prepare"
     CAN_IMPLEMENT = "can_implement"  # CUTLASS Gemm::can_implement() refused the arguments
     INITIALIZE = "initialize"  # Gemm::initialize() failed, e.g. smem over the opt-in limit
     LAUNCH = "launch"  # the launch itself was refused (bad grid, cluster, smem attribute)
     RUN = "run"  # the kernel faulted, timed out or left a sticky CUDA error
     NUMERICS = "numerics"  # the kernel ran but the output disagrees with the reference
+    GRAPH = "graph"  # captured in a CUDA graph, a replay faulted or changed D
+    REPEAT = "repeat"  # run again, D changed beyond what the epilogue's order allows (a race)
+    SANITIZE = "sanitize"  # compute-sanitizer (memcheck, racecheck, ...) reported an error
 
     @property
     def order(self) -> int:

@@ -233,14 +233,16 @@ INVALID = {
         BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: compiles}\n",
         [
             "9:37: expectations.sm90-bf16-128x64x64-c1x1x1-none.stage: Input should be "
-            "'compile', 'can_implement', 'initialize', 'launch', 'run' or 'numerics'"
+            "'compile', 'prepare', 'can_implement', 'initialize', 'launch', 'run', 'numerics', "
+            "'graph', 'repeat' or 'sanitize'"
         ],
     ),
     "pass-is-not-an-expectation-stage": (
         BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none:\n    stage: pass\n",
         [
             "10:5: expectations.sm90-bf16-128x64x64-c1x1x1-none.stage: Input should be "
-            "'compile', 'can_implement', 'initialize', 'launch', 'run' or 'numerics'"
+            "'compile', 'prepare', 'can_implement', 'initialize', 'launch', 'run', 'numerics', "
+            "'graph', 'repeat' or 'sanitize'"
         ],
     ),
     "tile-two-dims": (
