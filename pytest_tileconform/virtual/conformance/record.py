@@ -1,0 +1,111 @@
+"""Run the conformance probe to the end, whatever the driver does to it, and write the corpus.
+
+The probe (``probe.cu``) prints one line per call and stops with status 75 after a call that
+left a sticky error (its context is then useless), or dies inside a call that crashed the
+process; in the second case its last line holds the call's arguments but no result. Either way
+this starts it again after that call, with a fresh context, until every call has a line: the
+corpus is complete or this fails. A crashed call's line is completed with ``"crash"``.
+
+Standard library only: it runs on the GPU host before anything is installed::
+
+    python3 pytest_tileconform/virtual/conformance/record.py PROBE SEED COUNT OUT.jsonl.gz
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+STICKY = 75  # the probe's status after a call that left a sticky error
+MAX_RESTARTS = 500  # more means every call fails; the corpus would say nothing
+
+
+class RecordError(RuntimeError):
+    """The probe could not be run to the end; the message says where it stopped and why."""
+
+
+def _status(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit {returncode}"
+
+
+def _run_from(probe: Path, seed: str, count: str, start: int, sink: Path) -> tuple[int, list[str]]:
+    """One run of the probe from call ``start``; its stdout goes to ``sink`` and is returned."""
+    with sink.open("wb") as out:
+        proc = subprocess.run([str(probe), seed, count, str(start)], stdout=out, stderr=None, check=False)
+    return proc.returncode, sink.read_text(errors="replace").split("\n")
+
+
+def record(probe: Path, seed: str, count: str) -> list[str]:
+    """Every line of the corpus: the header, then one line per call, in order."""
+    lines: list[str] = []
+    start = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(MAX_RESTARTS):
+            returncode, chunk = _run_from(probe, seed, count, start, Path(tmp) / "chunk")
+            tail = chunk.pop()  # "" after a final newline; the cut-short line after a crash
+            lines.extend(chunk)
+            if returncode == 0 and not tail:
+                return lines
+            if tail:
+                lines.append(tail + f',"crash":"{_status(returncode)}"}}')
+            elif returncode != STICKY:
+                raise RecordError(
+                    f"probe stopped ({_status(returncode)}) between calls after line {len(lines)}"
+                )
+            last = json.loads(lines[-1])
+            if "i" not in last:
+                raise RecordError(f"probe stopped ({_status(returncode)}) before its first call")
+            start = int(last["i"]) + 1
+            print(
+                f"record: call {last['i']} ended the run ({_status(returncode)}); restarting at {start}",
+                file=sys.stderr,
+            )
+    raise RecordError(f"more than {MAX_RESTARTS} restarts; last at call {start}")
+
+
+def check_complete(lines: list[str]) -> dict[str, object]:
+    """The header, after checking that calls 0..n-1 are all there, once each, in order."""
+    header = json.loads(lines[0]).get("header")
+    if not isinstance(header, dict):
+        raise RecordError("the first line is not the probe's header")
+    expected = int(header["edges"]) + int(header["generated"])
+    numbers = [json.loads(line)["i"] for line in lines[1:]]
+    if numbers != list(range(expected)):
+        raise RecordError(f"calls are not 0..{expected - 1} in order: got {len(numbers)} lines")
+    return header
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 5:
+        print(__doc__, file=sys.stderr)
+        return 2
+    probe, seed, count, out = Path(argv[1]), argv[2], argv[3], Path(argv[4])
+    lines = record(probe, seed, count)
+    header = check_complete(lines)
+    tmp = out.with_name(out.name + ".tmp")
+    with gzip.GzipFile(tmp, "wb", mtime=0) as f:
+        f.write(("\n".join(lines) + "\n").encode())
+    os.replace(tmp, out)
+    results = Counter(
+        (row["call"], str(row.get("result")), "crash" in row) for row in map(json.loads, lines[1:])
+    )
+    print(json.dumps(header))
+    for (call, result, crashed), n in sorted(results.items()):
+        print(f"{n:7d}  {call:48s} {result}{'  CRASHED' if crashed else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
