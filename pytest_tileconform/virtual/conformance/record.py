@@ -25,13 +25,16 @@ from pathlib import Path
 
 STICKY = 75  # the probe's status after a call that left a sticky error
 MAX_RESTARTS = 500  # more means every call fails; the corpus would say nothing
+RUN_TIMEOUT = 120.0  # seconds; a whole run takes well under a minute on an H200, so this is a hang
 
 
 class RecordError(RuntimeError):
     """The probe could not be run to the end; the message says where it stopped and why."""
 
 
-def _status(returncode: int) -> str:
+def _status(returncode: int | None) -> str:
+    if returncode is None:
+        return f"hung, killed after {RUN_TIMEOUT:.0f} s"
     if returncode < 0:
         try:
             return f"signal {signal.Signals(-returncode).name}"
@@ -40,11 +43,22 @@ def _status(returncode: int) -> str:
     return f"exit {returncode}"
 
 
-def _run_from(probe: Path, seed: str, count: str, start: int, sink: Path) -> tuple[int, list[str]]:
-    """One run of the probe from call ``start``; its stdout goes to ``sink`` and is returned."""
+def _run_from(probe: Path, seed: str, count: str, start: int, sink: Path) -> tuple[int | None, list[str]]:
+    """One run of the probe from call ``start``; its stdout goes to ``sink`` and is returned.
+    None for a run that hung past RUN_TIMEOUT (killed: the call it hung in has no result)."""
     with sink.open("wb") as out:
-        proc = subprocess.run([str(probe), seed, count, str(start)], stdout=out, stderr=None, check=False)
-    return proc.returncode, sink.read_text(errors="replace").split("\n")
+        try:
+            proc = subprocess.run(
+                [str(probe), seed, count, str(start)],
+                stdout=out,
+                stderr=None,
+                check=False,
+                timeout=RUN_TIMEOUT,
+            )
+            returncode: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            returncode = None
+    return returncode, sink.read_text(errors="replace").split("\n")
 
 
 def record(probe: Path, seed: str, count: str) -> list[str]:
