@@ -1,4 +1,5 @@
-"""Run the conformance probe to the end, whatever the driver does to it, and write the corpus.
+"""Build the conformance probe against the real CUDA runtime, run it to the end whatever the
+driver does to it, and write the corpus.
 
 The probe (``probe.cu``) prints one line per call and stops with status 75 after a call that
 left a sticky error (its context is then useless), or dies inside a call that crashed the
@@ -8,7 +9,7 @@ corpus is complete or this fails. A crashed call's line is completed with ``"cra
 
 Standard library only: it runs on the GPU host before anything is installed::
 
-    python3 pytest_tileconform/virtual/conformance/record.py PROBE SEED COUNT OUT.jsonl.gz
+    python3 pytest_tileconform/virtual/conformance/record.py OUT.jsonl.gz [NVCC]
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+PROBE_SOURCE = Path(__file__).resolve().parent / "probe.cu"
+#: How the probe is compiled, on the GPU host and for the replay (which adds vcudart): one
+#: sm_90a cubin, uncompressed so that vcudart's kernel table can read its resources.
+PROBE_FLAGS = ("-O1", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "--no-compress")
+#: The calls of the committed corpus: the generator's seed and how many calls it makes.
+SEED = "20261201"
+COUNT = "12000"
 STICKY = 75  # the probe's status after a call that left a sticky error
 MAX_RESTARTS = 500  # more means every call fails; the corpus would say nothing
 RUN_TIMEOUT = 120.0  # seconds; a whole run takes well under a minute on an H200, so this is a hang
@@ -101,23 +109,47 @@ def check_complete(lines: list[str]) -> dict[str, object]:
     return header
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 5:
-        print(__doc__, file=sys.stderr)
-        return 2
-    probe, seed, count, out = Path(argv[1]), argv[2], argv[3], Path(argv[4])
-    lines = record(probe, seed, count)
-    header = check_complete(lines)
+def build(nvcc: str, out: Path) -> None:
+    proc = subprocess.run(
+        [nvcc, *PROBE_FLAGS, "-o", str(out), str(PROBE_SOURCE)], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RecordError(f"building the probe failed:\n{proc.stdout}{proc.stderr}")
+
+
+def write_corpus(lines: list[str], out: Path) -> None:
+    """Gzip'd, byte-for-byte reproducible (no timestamp), replaced atomically."""
     tmp = out.with_name(out.name + ".tmp")
     with gzip.GzipFile(tmp, "wb", mtime=0) as f:
         f.write(("\n".join(lines) + "\n").encode())
     os.replace(tmp, out)
+
+
+def summary(lines: list[str]) -> str:
+    """How many calls of each kind ended how."""
     results = Counter(
         (row["call"], str(row.get("result")), "crash" in row) for row in map(json.loads, lines[1:])
     )
+    return "\n".join(
+        f"{n:7d}  {call:48s} {result}{'  CRASHED' if crashed else ''}"
+        for (call, result, crashed), n in sorted(results.items())
+    )
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (2, 3):
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = Path(argv[1])
+    nvcc = argv[2] if len(argv) == 3 else "nvcc"
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "probe"
+        build(nvcc, probe)
+        lines = record(probe, SEED, COUNT)
+    header = check_complete(lines)
+    write_corpus(lines, out)
     print(json.dumps(header))
-    for (call, result, crashed), n in sorted(results.items()):
-        print(f"{n:7d}  {call:48s} {result}{'  CRASHED' if crashed else ''}")
+    print(summary(lines))
     return 0
 
 
