@@ -22,32 +22,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..dtypes import label_dtypes as runner_dtypes
-from ..dtypes import tile_k_elements
-from ..flashinfer.generator import GeneratedOp, schedule_variant
-from ..flashinfer.tactics import Tactic
+from ..flashinfer.generator import GeneratedOp
+from ..flashinfer.tactics import ConfigKey as ConfigKey  # export-blocklist imports it from here
+from ..flashinfer.tactics import Shape, Tactic, case_key, format_ids
+from ..flashinfer.tactics import tactic_key as tactic_key  # likewise
 from ..results.model import CaseRecord, ResultsDocument
-
-Shape = tuple[int, int, int]
 
 FLAG_NOT_INSTANTIATED = "offered, not instantiated"
 FLAG_REJECTED = "offered, dispatch rejects"
 FLAG_ALWAYS_FAILS = "offered, always fails"
 INFO_NOT_OFFERED = "instantiated, never offered"
-#: EpilogueScheduleType (gemm_configs.h): AUTO, NO_SMEM, TMA
-_SCHEDULES = {0: "", 1: "NO_SMEM", 2: "TMA"}
-
-
-@dataclass(frozen=True, order=True)
-class ConfigKey:
-    dtypes: str
-    tile: Shape
-    cluster: Shape
-    swap_ab: bool
-    fusion: str
-    variant: str = ""
 
 
 @dataclass
@@ -86,52 +71,12 @@ class Drift:
         return [r for r in self.rows if r.flags]
 
 
-def tactic_key(t: Tactic) -> ConfigKey:
-    """The configuration a TMA WS tactic stands for: the instantiation the dispatch selected or,
-    when it rejected the tactic, the tactic's own tile (bytes -> elements) and cluster."""
-    if t.instantiation is not None:
-        inst: dict[str, Any] = t.instantiation
-        return ConfigKey(
-            dtypes=t.runner,
-            tile=tuple(inst["tile"]),
-            cluster=tuple(inst["cluster"]),
-            swap_ab=bool(inst["swap_ab"]),
-            fusion=str(inst["fusion"]),
-            variant=schedule_variant(
-                str(inst.get("epilogue_schedule", "void")), bool(inst.get("dynamic_cga"))
-            ),
-        )
-    if t.tile_bytes is None:
-        raise ValueError(f"tactic {t.tactic} of {t.runner} has no tile")
-    m, n, k = t.tile_bytes
-    variant = ""
-    if t.sm // 10 in (10, 11):
-        variant = schedule_variant(
-            _SCHEDULES.get(t.epilogue_schedule or 0, ""), t.dynamic_cluster is not None
-        )
-    return ConfigKey(
-        dtypes=t.runner,
-        tile=(m, n, tile_k_elements(k, runner_dtypes(t.runner)[0])),
-        cluster=t.cluster or (1, 1, 1),
-        swap_ab=t.swap_ab,
-        fusion=t.fusion,
-        variant=variant,
-    )
-
-
 def case_config_key(case: CaseRecord, arch: str) -> ConfigKey:
     """The configuration a results file's case stands for (shared with ``export-blocklist``)."""
     from ..matrix.schema import DTypes
 
-    return ConfigKey(
-        dtypes=DTypes(act=case.act, weight=case.weight, out=case.out).label,
-        tile=case.shape("tile"),
-        cluster=case.shape("cluster"),
-        swap_ab=case.swap_ab,
-        fusion=case.fusion,
-        # the harness builds SM100's TMA epilogue without a dynamic cluster (codegen)
-        variant="tma" if arch in ("sm100", "sm103") else "",
-    )
+    dtypes = DTypes(act=case.act, weight=case.weight, out=case.out).label
+    return case_key(arch, dtypes, case.shape("tile"), case.shape("cluster"), case.swap_ab, case.fusion)
 
 
 def compare(
@@ -169,7 +114,7 @@ def _shape(shape: Shape) -> str:
 
 
 def _offered(row: Row) -> str:
-    return " ".join(f"G{g}:#{t}" for g, t in sorted(row.offered)) or "-"
+    return format_ids(row.offered) or "-"
 
 
 def _verdicts(row: Row) -> str:

@@ -8,15 +8,23 @@ host support files, and run on the CPU: it calls ``MoeGemmRunner<...>::getConfig
 launcher template defined to record the instantiation the dispatch selected instead of running
 it. See the comment at the top of ``probe/tactics.cu`` for the output.
 
-The tactic ids are those of FlashInfer's autotuner for ``cutlass_fused_moe``
-(``MoERunner``): GEMM 1's tactics first, GEMM 2's numbered after them.
+The tactic ids are those of FlashInfer's autotuner for ``cutlass_fused_moe`` (``MoERunner``), one
+list per dtype combination: the binding (``flashinfer_cutlass_fused_moe_binding.cu``,
+``FusedMoeRunner``) concatenates ``getTactics(GEMM_1)`` and ``getTactics(GEMM_2)`` into
+``mAllProfiles``; ``MoERunner.get_valid_tactics`` (``flashinfer/fused_moe/core.py``) offers
+``range(0, n1)`` when tuning ``trtllm::fused_moe::gemm1`` and ``range(n1, n1 + n2)`` for
+``gemm2``, and ``run_moe`` takes ``[gemm1 id, gemm2 id]`` as indices into that list. So an id of
+GEMM 1 is its position in GEMM 1's list and an id of GEMM 2 is n1 plus its position in GEMM 2's.
+Filtering by occupancy on the device drops ids, never renumbers them. GEMM 2's list is the one
+of ``use_fused_finalize=True``, FlashInfer's default.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +32,7 @@ from typing import Any
 from ..compile.cache import BuildCache, BuildSpec, CacheUnusable
 from ..compile.signing import SigningError
 from ..dtypes import dtype, label_dtypes, tile_k_elements
+from .generator import schedule_variant
 from .nvcc_flags import COMMON_NVCC_FLAGS
 from .sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
 
@@ -35,6 +44,30 @@ PROBE_RAM = 2_500_000_000
 #: architectures the probe is asked about (SM103 is left out: its dispatch branch depends on a
 #: macro of FlashInfer's separate SM103 module)
 PROBE_SMS = {"sm90": 90, "sm100": 100, "sm120": 120, "sm121": 121}
+#: EpilogueScheduleType and MainloopScheduleType (cutlass_extensions/gemm_configs.h) in enum
+#: order: the probe prints their numbers (:func:`numbering_digest` covers that header)
+EPILOGUE_SCHEDULES = ("auto", "no_smem", "tma")
+MAINLOOP_SCHEDULES = (
+    "auto",
+    "pingpong",
+    "cooperative",
+    "warpspecialized",
+    "single_warpgroup_prefill",
+    "single_warpgroup_rolling",
+)
+#: What decides FlashInfer's tactic lists and their numbering, relative to ``flashinfer/data``
+#: (the heuristic, getConfigs, getTactics, the config enums, the dispatch, the binding) and to the
+#: ``flashinfer`` package (``MoERunner``); a release unpacked for ``--flashinfer`` has only the
+#: first five. Together with the probe's own source they key a saved probe output.
+NUMBERING_SOURCES = (
+    "csrc/nv_internal/" + HEURISTIC_CPP,
+    "csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_gemm_template_dispatch.h",
+    "csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_gemm_template_dispatch_tma_ws.h",
+    "csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/include/moe_kernels.h",
+    "csrc/nv_internal/tensorrt_llm/cutlass_extensions/include/cutlass_extensions/gemm_configs.h",
+    "csrc/fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_binding.cu",
+    "../fused_moe/core.py",
+)
 
 
 class ProbeError(RuntimeError):
@@ -59,10 +92,22 @@ class Tactic:
     dispatch: str  # accepted | rejected | not_tma
     instantiation: dict[str, Any] | None
     error: str
+    mainloop_schedule: int | None = None
+    fallback_cluster: tuple[int, int, int] | None = None  # dynamic CGA: the cluster it falls back to
+    tile_enum: int | None = None  # the config's tile enum (a CutlassTileConfig for SM80-style ones)
 
     @property
     def act(self) -> str:
         return label_dtypes(self.runner)[0]
+
+    @property
+    def epilogue(self) -> str:
+        """FlashInfer's epilogue schedule (auto, no_smem, tma); "" for an SM80-style tactic."""
+        return _name(EPILOGUE_SCHEDULES, self.epilogue_schedule)
+
+    @property
+    def mainloop(self) -> str:
+        return _name(MAINLOOP_SCHEDULES, self.mainloop_schedule)
 
     def tile_elements(self) -> tuple[int, int, int] | None:
         """The CTA tile in elements of the activation (what the dispatch's SHAPE_CASE computes)."""
@@ -72,6 +117,12 @@ class Tactic:
             return None
         m, n, k = self.tile_bytes
         return (m, n, tile_k_elements(k, self.act))
+
+
+def _name(names: tuple[str, ...], number: int | None) -> str:
+    if number is None:
+        return ""
+    return names[number] if 0 <= number < len(names) else f"#{number}"
 
 
 def _triple(value: Any) -> tuple[int, int, int] | None:
@@ -109,7 +160,9 @@ def _tactic(row: dict[str, Any]) -> Tactic:
             raise TypeError(f"instantiation: expected an object, not {instantiation!r:.60}")
         if _triple(instantiation.get("tile")) is None:  # the one field read from it
             raise TypeError("instantiation: no tile")
-    epilogue = row.get("epilogue_schedule")
+    epilogue, mainloop, tile_enum = (
+        row.get(k) for k in ("epilogue_schedule", "mainloop_schedule", "tile_enum")
+    )
     runner = _str(row["runner"])
     try:  # the commands read the runner's dtypes: one they do not know is this line's fault
         for name in label_dtypes(runner):
@@ -131,6 +184,9 @@ def _tactic(row: dict[str, Any]) -> Tactic:
         dispatch=_str(row["dispatch"]),
         instantiation=instantiation,
         error=_str(row.get("error", "")),
+        mainloop_schedule=None if mainloop is None else _int(mainloop),
+        fallback_cluster=_triple(row.get("fallback_cluster")),
+        tile_enum=None if tile_enum is None else _int(tile_enum),
     )
 
 
@@ -247,3 +303,115 @@ def offered_tactics(
 ) -> list[str]:
     """The probe's output (JSON lines) for ``archs``, building the probe if needed."""
     return probe_output(build_probe(sources, cache_dir, progress), archs)
+
+
+# -- configurations and their tactic ids -------------------------------------------------------
+Shape = tuple[int, int, int]
+
+
+@dataclass(frozen=True, order=True)
+class ConfigKey:
+    """A configuration as the harness builds it and as tactics select it: dtypes, CTA tile in
+    elements, cluster, swap_ab, epilogue fusion and, on SM100/SM103, the epilogue schedule variant
+    (:func:`~.generator.schedule_variant`)."""
+
+    dtypes: str
+    tile: Shape
+    cluster: Shape
+    swap_ab: bool
+    fusion: str
+    variant: str = ""
+
+
+def tactic_key(t: Tactic) -> ConfigKey:
+    """The configuration a TMA WS tactic stands for: the instantiation the dispatch selected or,
+    when it rejected the tactic, the tactic's own tile (bytes -> elements) and cluster."""
+    if t.instantiation is not None:
+        inst: dict[str, Any] = t.instantiation
+        return ConfigKey(
+            dtypes=t.runner,
+            tile=tuple(inst["tile"]),
+            cluster=tuple(inst["cluster"]),
+            swap_ab=bool(inst["swap_ab"]),
+            fusion=str(inst["fusion"]),
+            variant=schedule_variant(
+                str(inst.get("epilogue_schedule", "void")), bool(inst.get("dynamic_cga"))
+            ),
+        )
+    tile = t.tile_elements()
+    if tile is None:
+        raise ValueError(f"tactic {t.tactic} of {t.runner} has no tile")
+    variant = ""
+    if t.sm // 10 in (10, 11):
+        schedule = "" if t.epilogue == "auto" else t.epilogue
+        variant = schedule_variant(schedule, t.dynamic_cluster is not None)
+    return ConfigKey(
+        dtypes=t.runner,
+        tile=tile,
+        cluster=t.cluster or (1, 1, 1),
+        swap_ab=t.swap_ab,
+        fusion=t.fusion,
+        variant=variant,
+    )
+
+
+def case_key(arch: str, dtypes: str, tile: Shape, cluster: Shape, swap_ab: bool, fusion: str) -> ConfigKey:
+    """The configuration of a harness case (a matrix's or a results file's), ``dtypes`` as case ids
+    spell them. The harness builds SM100/SM103's TMA epilogue without a dynamic cluster (codegen)."""
+    variant = "tma" if arch in ("sm100", "sm103") else ""
+    return ConfigKey(dtypes, tile, cluster, swap_ab, fusion, variant)
+
+
+TacticId = tuple[int, int]  # (gemm, the autotuner's id)
+
+
+class TacticIndex:
+    """FlashInfer's tactic ids of each configuration of one architecture: what a report, a merged
+    table or a blocklist writes next to a tile. Build it once from the probe's output
+    (:func:`parse`) and ask it per case with :meth:`case_ids`."""
+
+    def __init__(self, tactics: Iterable[Tactic], arch: str) -> None:
+        self.arch = arch
+        self._ids: dict[ConfigKey, list[TacticId]] = {}
+        for t in tactics:
+            if t.tma_ws and f"sm{t.sm}" == arch:
+                self._ids.setdefault(tactic_key(t), []).append((t.gemm, t.tactic))
+
+    def ids(self, key: ConfigKey) -> list[TacticId]:
+        """The (gemm, id) pairs that select ``key``, GEMM 1's first; empty when none does."""
+        return sorted(self._ids.get(key, []))
+
+    def case_ids(
+        self, dtypes: str, tile: Shape, cluster: Shape, swap_ab: bool, fusion: str
+    ) -> list[TacticId]:
+        return self.ids(case_key(self.arch, dtypes, tile, cluster, swap_ab, fusion))
+
+
+def format_ids(ids: Iterable[TacticId]) -> str:
+    """``G1:#3 G2:#27``: GEMM 1's tactic 3 and GEMM 2's tactic 27 (ids of one runner's list)."""
+    return " ".join(f"G{gemm}:#{tactic}" for gemm, tactic in sorted(ids))
+
+
+def runner_tactics(tactics: Iterable[Tactic], sm: int, runner: str) -> list[Tactic]:
+    """One runner's tactics in id order, checked to be numbered as the binding numbers them:
+    GEMM 1's ids 0..n1-1, then GEMM 2's n1..n1+n2-1, without gaps (a :class:`ProbeError` says
+    where a saved output breaks that)."""
+    mine = [t for t in tactics if t.sm == sm and t.runner == runner]
+    for position, t in enumerate(mine):
+        if t.tactic != position or (position and t.gemm < mine[position - 1].gemm):
+            raise ProbeError(
+                f"sm{sm} {runner}: tactic {t.tactic} (GEMM {t.gemm}) at position {position}: the "
+                "probe numbers GEMM 1's tactics from 0 and GEMM 2's after them, without gaps"
+            )
+    return mine
+
+
+def numbering_digest(sources: FlashInferSources) -> str:
+    """SHA-256 over the probe's source and every :data:`NUMBERING_SOURCES` file ``sources`` has:
+    what a saved probe output is current for."""
+    digest = hashlib.sha256(PROBE_SOURCE.read_bytes())
+    for name in NUMBERING_SOURCES:
+        path = (sources.root / name).resolve()
+        digest.update(name.encode() + b"\0")
+        digest.update(path.read_bytes() if path.is_file() else b"(absent)")
+    return digest.hexdigest()

@@ -5,14 +5,19 @@
 //   tactics SM...     (e.g. `tactics 90 120`)
 //
 // For every SM given and every runner FlashInfer's fused-MoE module instantiates for it
-// (MoeGemmRunner<T, WeightType, OutputType>, moe_gemm_kernels_*.cu), prints one JSON line per
-// tactic of GEMM 1 and GEMM 2, in the order CutlassMoeFCRunner::getTactics returns them
-// (= the order of the autotuner's tactic ids, GEMM 2 ids following GEMM 1's):
+// (the CutlassMoeFCRunner<...> its binding, flashinfer_cutlass_fused_moe_binding.cu, makes for a
+// dtype combination), prints one JSON line per tactic of GEMM 1 and GEMM 2, numbered as the
+// binding numbers them: its FusedMoeRunner concatenates getTactics(GEMM_1) and
+// getTactics(GEMM_2) into mAllProfiles, and a tactic id (the autotuner's, a profile id, a
+// blocklist entry) is an index into that list, so GEMM 2's ids start at GEMM 1's count:
 //
-//   (a) offered:  MoeGemmRunner<...>::getConfigs(sm, finalize)  (moe_gemm_template_dispatch.h),
-//       which calls get_candidate_configs (cutlass_heuristic.cpp), duplicates the configs with the
-//       FINALIZE epilogue fusion for GEMM 2 when CutlassMoeFCRunner::mayHaveFinalizeFused(sm) and
-//       again with swap_ab, then appends the non-TMA (SM80-style) configs;
+//   (a) offered:  CutlassMoeFCRunner<...>::getTactics(sm, gemm)  (moe_kernels.h): the static twin
+//       of the member the binding calls, with use_fused_finalize (FlashInfer's default) and the
+//       SM as a parameter instead of the current device's. It calls MoeGemmRunner::getConfigs
+//       (moe_gemm_template_dispatch.h), which calls get_candidate_configs (cutlass_heuristic.cpp),
+//       duplicates the configs with the FINALIZE epilogue fusion for GEMM 2 when
+//       mayHaveFinalizeFused(sm) and again with swap_ab, then appends the non-TMA (SM80-style)
+//       configs; an MXFP8 runner drops those (filterMxfp8Tactics);
 //   (b) dispatch: for each TMA warp-specialized config, dispatchMoeGemmSelectTileShapeTmaWarpSpecialized
 //       (moe_gemm_template_dispatch_tma_ws.h) called as calcMaxWorkspaceSize calls it (workspace
 //       query). The launcher template is defined below so that instead of running a kernel it
@@ -31,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "tensorrt_llm/kernels/cutlass_kernels/include/moe_kernels.h"
 #include "tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_gemm_template_dispatch.h"
 
 namespace tc {
@@ -128,18 +134,16 @@ int tile_enum(CutlassGemmConfig const& c) {
   return static_cast<int>(c.tile_config_sm80);
 }
 
-template <typename T, typename W, typename Out>
+// FCRunner: the CutlassMoeFCRunner the binding constructs for the dtypes (its switch_output_type);
+// T, W, Out: the MoeGemmRunner it holds, whose dispatch is asked about each tactic.
+template <typename FCRunner, typename T, typename W, typename Out>
 void probe_runner(int sm, char const* runner, TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType scaling) {
-  using Runner = MoeGemmRunner<T, W, Out>;
-  // CutlassMoeFCRunner::getTactics(sm, gemm) / mayHaveFinalizeFused(sm) (moe_kernels.h); the
-  // SM90 mixed-input runners are not among those probed here.
-  bool const finalize_gemm2 = Runner::supportsTmaWarpSpecialized(sm) && sm >= 90;
   int tactic = 0;
   for (int gemm = 1; gemm <= 2; ++gemm) {
     std::vector<CutlassGemmConfig> configs;
     std::string offered_error;
     try {
-      configs = Runner::getConfigs(sm, gemm == 2 && finalize_gemm2);
+      configs = FCRunner::getTactics(sm, gemm == 1 ? kernels::cutlass_kernels::MoeGemmId::GEMM_1 : kernels::cutlass_kernels::MoeGemmId::GEMM_2);
     } catch (std::exception const& e) {
       offered_error = e.what();
     }
@@ -211,19 +215,27 @@ void probe_runner(int sm, char const* runner, TmaWarpSpecializedGroupedGemmInput
 
 void probe(int sm) {
   using Scaling = TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType;
-  // moe_gemm_kernels_{bf16_bf16,fp16_fp16,fp32_fp32,fp8_fp8,fp4_fp4,fp8_fp4}.cu
-  probe_runner<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16>(sm, "bf16", Scaling::NONE);
-  probe_runner<half, half, half>(sm, "fp16", Scaling::NONE);
-  probe_runner<float, float, float>(sm, "fp32", Scaling::NONE);
-  probe_runner<__nv_fp8_e4m3, __nv_fp8_e4m3, __nv_bfloat16>(sm, "fp8_e4m3-bf16", Scaling::NONE);
-  probe_runner<__nv_fp8_e4m3, __nv_fp8_e4m3, half>(sm, "fp8_e4m3-fp16", Scaling::NONE);
-  probe_runner<kernels::cutlass_kernels::Fp4Type, kernels::cutlass_kernels::Fp4Type, __nv_bfloat16>(
+  using kernels::cutlass_kernels::CutlassMoeFCRunner;
+  using kernels::cutlass_kernels::Fp4Type;
+  using bf16 = __nv_bfloat16;
+  using fp8 = __nv_fp8_e4m3;
+  // FusedMoeRunner's constructor (the binding): bf16 and fp16 as CutlassMoeFCRunner<T, T>,
+  // fp32 likewise (moe_gemm_kernels_fp32_fp32.cu), FP8 and NVFP4 (FP4 activations) through
+  // switch_output_type<Act, Weight> (CutlassMoeFCRunner<Act, Weight, Out, Act, Out>), MXFP8 x
+  // MXFP4 (SM100 and up) through switch_output_type<fp8, Fp4>. The dispatch of each runner's
+  // MoeGemmRunner<T, W, Out> (moe_gemm_kernels_{bf16_bf16,...,fp8_fp4}.cu) is asked about its tactics.
+  probe_runner<CutlassMoeFCRunner<bf16, bf16>, bf16, bf16, bf16>(sm, "bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<half, half>, half, half, half>(sm, "fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<float, float>, float, float, float>(sm, "fp32", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, fp8, bf16, fp8, bf16>, fp8, fp8, bf16>(sm, "fp8_e4m3-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, fp8, half, fp8, half>, fp8, fp8, half>(sm, "fp8_e4m3-fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<Fp4Type, Fp4Type, bf16, Fp4Type, bf16>, Fp4Type, Fp4Type, bf16>(
       sm, "nvfp4-bf16", Scaling::NVFP4);
-  probe_runner<kernels::cutlass_kernels::Fp4Type, kernels::cutlass_kernels::Fp4Type, half>(
+  probe_runner<CutlassMoeFCRunner<Fp4Type, Fp4Type, half, Fp4Type, half>, Fp4Type, Fp4Type, half>(
       sm, "nvfp4-fp16", Scaling::NVFP4);
-  probe_runner<__nv_fp8_e4m3, kernels::cutlass_kernels::Fp4Type, __nv_bfloat16>(
+  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, bf16, fp8, bf16>, fp8, Fp4Type, bf16>(
       sm, "mxfp8xmxfp4-bf16", Scaling::MXFPX);
-  probe_runner<__nv_fp8_e4m3, kernels::cutlass_kernels::Fp4Type, half>(
+  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, fp8, half>, fp8, Fp4Type, half>(
       sm, "mxfp8xmxfp4-fp16", Scaling::MXFPX);
 }
 }  // namespace
