@@ -1,4 +1,4 @@
-"""Inputs, the run-directory file protocol and a torch reference for one grouped-GEMM case.
+"""Inputs, the run-directory file protocol and the exact torch reference of one grouped-GEMM case.
 
 The harness computes, for every expert ``e`` and every one of its rows ``r`` (experts' rows
 are stored one after the other, expert 0 first)::
@@ -6,22 +6,21 @@ are stored one after the other, expert 0 first)::
     C[r] = alpha_e * A[r] @ B_e^T                      (alpha_e = 1 without alpha.bin)
 
 and writes ``D = C`` (``sum(rows) x N``) without fusion, or with ``finalize``
-``D[t] = sum_{r: dest_row[r] == t} router_scales[r] * C[r]`` (``out_rows x N``, rows that
-receive nothing stay 0).
+``D[t] = sum_{r: dest_row[r] == t} router_scales[r] * (C[r] + bias_e)`` (``out_rows x N``, rows
+that receive nothing stay 0; ``bias_e`` only where the problem has a bias: the GEMM has no bias
+operand without the finalize epilogue, FlashInfer adds GEMM1's bias in its activation kernel).
 
-Generated values lie on the grid ``{-1.5, -1, ..., 1.5}`` (steps of 0.5), exactly
-representable in fp32, fp16, bf16, fp8 e4m3 and fp4 e2m1. Every product is a multiple of
-0.25, so an fp32 accumulation is exact in any order while ``|partial sums| < 2**20``, which
-holds for ``K`` up to ~460k. The kernel's only rounding is then the alpha/router scaling and
-the conversion to the output type, and the fp32 reference here is exact for the GEMM part.
+The inputs are made so that the reference is exact (docs/numerics.md has the derivation):
+values on the grid ``{-1.5, -1, ..., 1.5}`` (exact in every input type, fp4 e2m1 and tf32
+included), power-of-two block scales, per-expert alphas of three mantissa bits, router scales
+``j/8`` and biases on the grid. Every partial sum of the fp32 accumulation is then a multiple of
+a power of two far below fp32's precision, so the kernel's accumulator is exact in any order,
+and :func:`expected_output` knows, element by element, what a correct kernel writes (without
+fusion, with one row per token) or how far the order of finalize's reduction can move it.
 
-Block-scaled pairs (``nvfp4 x nvfp4``, ``mxfp8 x mxfp4``: the SM120 kernels) are generated
-with the same value grid (e2m1 holds it) and power-of-two block scales (nvfp4: e4m3 0.5, 1, 2;
-mx: ue8m0 2**-1 .. 2**1), so the reference stays exact. ``GroupedInputs`` keeps their scales
-in a linear layout (one per block along K); :func:`write_inputs` writes them in the swizzled
-layout and at the per-expert offsets TensorRT-LLM gives the kernel (``a_sf.bin``, ``b_sf.bin``;
-see :func:`swizzle_block_scales`). UNVERIFIED on hardware: no SM100/SM120 GPU has run these
-files yet; the layout follows the sources (Sm1xxBlockScaledConfig, getOffsetActivationSF).
+Block-scaled pairs (``nvfp4 x nvfp4``, ``mxfp8 x mxfp4``: the SM120 kernels) keep their scales in
+a linear layout (one per block along K); :func:`write_inputs` writes them as TensorRT-LLM hands
+them to the kernel (:mod:`.blockscale`).
 """
 
 from __future__ import annotations
@@ -36,9 +35,19 @@ import torch
 
 from ..dtypes import BLOCK_SCALED_PAIRS, UNSCALED_DTYPES, DType, dtype
 from ..matrix.cases import Case
+from .blockscale import (
+    act_sf_offset,
+    dequantize_mxfp4,
+    dequantize_mxfp8,
+    dequantize_nvfp4,
+    pack_e2m1,
+    swizzle_block_scales,
+    weight_sf_offset,
+)
+from .tolerance import Expected, finalize_bound
 
 # ------------------------------------------------------------------------------------------
-# Element types
+# Element types and the value grid
 
 
 #: Input types make_inputs generates (act == weight).
@@ -48,15 +57,21 @@ GENERATED_BLOCK_SCALED = BLOCK_SCALED_PAIRS
 #: Types whose GEMM takes a per-expert alpha (per-tensor dequantization scale); for nvfp4
 #: this is TensorRT-LLM's product of the two global (decode) scales.
 ALPHA_DTYPES = ("fp8_e4m3", "nvfp4")
-#: The scale-factor atom of Sm1xxBlockScaledConfig: 128 rows x 4 scales, 512 bytes.
-SF_ATOM_ROWS = 128
-SF_ATOM_COLS = 4
 
-#: The value grid of generated A and B elements: integers -3..3 times GRID_STEP.
+#: The value grid of generated A, B and bias elements: integers -3..3 times GRID_STEP.
 GRID_HALF_WIDTH = 3
 GRID_STEP = 0.5
-#: Tokens per finalize problem are sized so that a token receives about this many rows.
+#: Block scales are 2**-1, 1 or 2 (on A and on B).
+BLOCK_SCALE_EXPONENTS = (-1, 0, 1)
+#: Router scales are j / ROUTER_DENOMINATOR for j in 1..ROUTER_DENOMINATOR: three bits.
+ROUTER_DENOMINATOR = 8
+#: Tokens per finalize problem are sized so that a token receives about this many rows, where
+#: the problem does not say how many tokens its rows were routed from.
 SIMULATED_TOP_K = 8
+#: The byte D is filled with before the kernel runs (the harness's ``kPoisonByte``): all-ones
+#: bytes are NaN in bf16, fp16 and fp32, so an element the kernel never writes fails numerics
+#: and :func:`.tolerance.compare` counts it as unwritten.
+POISON_BYTE = 0xFF
 
 
 def storage_dtype(element: DType) -> torch.dtype:
@@ -71,127 +86,28 @@ def output_dtype(name: str) -> torch.dtype:
     return storage_dtype(dtype(name, "output"))
 
 
-# ------------------------------------------------------------------------------------------
-# Dequantization of block-scaled formats (linear scale layout, scales along the last dim)
-
-#: The eight magnitudes of fp4 e2m1 (sign in bit 3 of the nibble).
-E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-
-
-def unpack_e2m1(packed: torch.Tensor) -> torch.Tensor:
-    """fp4 e2m1, two per byte (element ``2i`` in the low nibble), to float32 ``[..., 2K]``."""
-    if packed.dtype != torch.uint8:
-        raise TypeError(f"packed e2m1 must be uint8, got {packed.dtype}")
-    low = packed & 0x0F
-    high = packed >> 4
-    nibbles = torch.stack((low, high), dim=-1).reshape(*packed.shape[:-1], -1)
-    table = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=packed.device)
-    magnitude = table[(nibbles & 0x07).long()]
-    return torch.where((nibbles & 0x08) != 0, -magnitude, magnitude)
+def poison_output(rows: int, n: int, out: str) -> torch.Tensor:
+    """D as the harness leaves it before the kernel runs (without fusion): every byte
+    :data:`POISON_BYTE`, as float32 (how :func:`read_output` returns D)."""
+    stored = output_dtype(out)
+    size = torch.empty((), dtype=stored).element_size()
+    raw = torch.full((rows, n * size), POISON_BYTE, dtype=torch.uint8)
+    return raw.view(stored).to(torch.float32)
 
 
-def pack_e2m1(values: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`unpack_e2m1` for values exactly on the e2m1 grid (``-6 .. 6``)."""
-    if values.shape[-1] % 2:
-        raise ValueError("the last dimension must be even to pack two e2m1 values per byte")
-    v = values.to(torch.float32)
-    table = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=v.device)
-    match = v.abs().unsqueeze(-1) == table
-    if not bool(match.any(dim=-1).all()):
-        raise ValueError("values are not all exactly representable in fp4 e2m1")
-    code = match.to(torch.uint8).argmax(dim=-1).to(torch.uint8)
-    code = code | torch.where(torch.signbit(v), 0x08, 0x00).to(torch.uint8)
-    pairs = code.reshape(*code.shape[:-1], -1, 2)
-    return pairs[..., 0] | (pairs[..., 1] << 4)
+def exact_k_limit(act: str, weight: str) -> int:
+    """The largest K for which every partial sum of the generated products is exact in fp32.
 
-
-def decode_ue8m0(scales: torch.Tensor) -> torch.Tensor:
-    """ue8m0 scale bytes to float32: ``2 ** (byte - 127)``; byte 0xFF is NaN. Exact."""
-    if scales.dtype != torch.uint8:
-        raise TypeError(f"ue8m0 scales must be uint8, got {scales.dtype}")
-    s = scales.to(torch.int32)
-    bits = s << 23  # the byte becomes the fp32 exponent field: 2**(s - 127) for s in 1..254
-    bits = torch.where(s == 0, torch.full_like(bits, 0x00400000), bits)  # 2**-127, subnormal
-    bits = torch.where(s == 255, torch.full_like(bits, 0x7FC00000), bits)  # NaN
-    return bits.view(torch.float32)
-
-
-def pad_to(value: int, multiple: int) -> int:
-    """``value`` rounded up to a multiple of ``multiple``."""
-    return -(-value // multiple) * multiple
-
-
-def swizzle_block_scales(linear: torch.Tensor) -> torch.Tensor:
-    """Linear scales ``[rows, K/block]`` (uint8) in CUTLASS's Sm1xxBlockScaledConfig layout
-    (``tile_atom_to_shape_SFA/SFB``), flat uint8 of ``pad(rows, 128) * pad(K/block, 4)``.
-
-    The atom is 128 rows x 4 scales (512 bytes): row ``m``, scale ``j`` at
-    ``(m % 32) * 16 + ((m // 32) % 4) * 4 + j % 4``; atoms run along K first, then rows.
-    Padding is zero.
+    A product of grid values is a multiple of ``GRID_STEP**2`` and at most ``(3 * GRID_STEP)**2``
+    in magnitude; block scales multiply it by up to ``2**2`` and refine its step by ``2**-2``.
+    fp32 holds every multiple of ``q`` below ``2**24 * q``, so ``K * max|product| < 2**24 * q``.
     """
-    if linear.dtype != torch.uint8 or linear.dim() != 2:
-        raise TypeError("block scales must be a 2-D uint8 tensor")
-    rows, cols = linear.shape
-    padded = torch.zeros(pad_to(rows, SF_ATOM_ROWS), pad_to(cols, SF_ATOM_COLS), dtype=torch.uint8)
-    padded[:rows, :cols] = linear
-    r_tiles, c_tiles = padded.shape[0] // SF_ATOM_ROWS, padded.shape[1] // SF_ATOM_COLS
-    # [r_tile, m4 (m // 32 % 4), m32 (m % 32), c_tile, j] -> [r_tile, c_tile, m32, m4, j]
-    t = padded.reshape(r_tiles, 4, 32, c_tiles, SF_ATOM_COLS)
-    return t.permute(0, 3, 2, 1, 4).reshape(-1).contiguous()
-
-
-def act_sf_offset(expert: int, rows_before: int, k: int, block: int) -> int:
-    """Byte offset of expert ``expert``'s activation scales in the flat buffer: TensorRT-LLM's
-    ``getOffsetActivationSF`` (every expert starts on a 128-row boundary)."""
-    start = pad_to(rows_before + expert * (SF_ATOM_ROWS - 1), SF_ATOM_ROWS)
-    return start * pad_to(k, block * SF_ATOM_COLS) // block
-
-
-def weight_sf_offset(expert: int, n: int, k: int, block: int) -> int:
-    """Byte offset of expert ``expert``'s weight scales: TensorRT-LLM's ``getOffsetWeightSF``."""
-    return expert * pad_to(n, SF_ATOM_ROWS) * pad_to(k, block * SF_ATOM_COLS) // block
-
-
-def _apply_block_scales(values: torch.Tensor, scales: torch.Tensor, block: int) -> torch.Tensor:
-    k = values.shape[-1]
-    if k % block:
-        raise ValueError(f"last dimension {k} is not a multiple of the block size {block}")
-    if scales.shape != (*values.shape[:-1], k // block):
-        raise ValueError(
-            f"scales have shape {tuple(scales.shape)}, expected "
-            f"{(*values.shape[:-1], k // block)} (one per {block} elements, linear layout)"
-        )
-    blocks = values.reshape(*values.shape[:-1], k // block, block)
-    return (blocks * scales.unsqueeze(-1)).reshape(values.shape)
-
-
-def dequantize_nvfp4(
-    packed: torch.Tensor, block_scales: torch.Tensor, global_scale: float | torch.Tensor
-) -> torch.Tensor:
-    """NVFP4 to float32: ``e2m1 * e4m3_block_scale * global_scale``, one scale per 16.
-
-    ``packed`` is uint8 ``[..., K/2]``; ``block_scales`` is ``[..., K/16]`` as float8_e4m3fn
-    (or its uint8 bits). ``global_scale`` *multiplies* (a decode scale): FlashInfer's and
-    TensorRT-LLM's ``*_gs`` encode scales are its reciprocal.
-    """
-    if block_scales.dtype == torch.uint8:
-        block_scales = block_scales.view(torch.float8_e4m3fn)
-    values = unpack_e2m1(packed)
-    scales = block_scales.to(torch.float32)
-    gs = torch.as_tensor(global_scale, dtype=torch.float32, device=values.device)
-    return _apply_block_scales(values, scales, 16) * gs
-
-
-def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """MXFP4 to float32: ``e2m1 * 2**(ue8m0 - 127)``, one uint8 scale per 32 elements."""
-    return _apply_block_scales(unpack_e2m1(packed), decode_ue8m0(scales), 32)
-
-
-def dequantize_mxfp8(values: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """MXFP8 (e4m3) to float32: ``e4m3 * 2**(ue8m0 - 127)``, one uint8 scale per 32."""
-    if values.dtype == torch.uint8:
-        values = values.view(torch.float8_e4m3fn)
-    return _apply_block_scales(values.to(torch.float32), decode_ue8m0(scales), 32)
+    top = (GRID_HALF_WIDTH * GRID_STEP) ** 2
+    step = GRID_STEP**2
+    if dtype(act).block_scaled or dtype(weight).block_scaled:
+        spread = 2.0 ** (max(BLOCK_SCALE_EXPONENTS) - min(BLOCK_SCALE_EXPONENTS))
+        top, step = top * spread, step / spread
+    return math.floor(2**24 * step / top) - 1
 
 
 # ------------------------------------------------------------------------------------------
@@ -200,7 +116,7 @@ def dequantize_mxfp8(values: torch.Tensor, scales: torch.Tensor) -> torch.Tensor
 
 @dataclass(frozen=True, eq=False)
 class GroupedInputs:
-    """One grouped problem's inputs, as torch tensors in their stored dtypes."""
+    """One grouped problem's inputs, as torch tensors in their stored dtypes (on one device)."""
 
     act: str  #: activation dtype name
     weight: str  #: weight dtype name
@@ -219,6 +135,11 @@ class GroupedInputs:
     a_sf: torch.Tensor | None = None
     #: block-scaled only: B's scales, uint8 bits, ``E x N x K/block`` (linear layout)
     b_sf: torch.Tensor | None = None
+    #: finalize with a bias only: E x N in the output dtype (FlashInfer's ``ElementBias``)
+    bias: torch.Tensor | None = None
+    #: True where every partial sum of A @ B_e^T is exact in fp32 (:func:`make_inputs`' grid);
+    #: otherwise the reference accumulates in fp64 and checks that the kernel's fp32 could too
+    fp32_exact: bool = False
 
     @property
     def experts(self) -> int:
@@ -227,6 +148,16 @@ class GroupedInputs:
     @property
     def total_rows(self) -> int:
         return sum(self.rows_per_expert)
+
+    @property
+    def device(self) -> torch.device:
+        return self.a.device
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the tensors hold (what an :class:`InputCache` entry costs)."""
+        parts = (self.alpha, self.router_scales, self.dest_row, self.a_sf, self.b_sf, self.bias)
+        return sum(t.numel() * t.element_size() for t in (self.a, self.b, *parts) if t is not None)
 
     def expert_slices(self) -> list[tuple[int, slice]]:
         """``(expert, rows slice)`` for every expert, in storage order (empty ones included)."""
@@ -244,15 +175,11 @@ def _check_generatable(case: Case) -> None:
         assert block is not None
         if case.problem.k % block:
             raise ValueError(f"K={case.problem.k} is not a multiple of the scale block {block}")
-        output_dtype(case.out)
-        if case.fusion not in ("none", "finalize"):
-            raise ValueError(f"unknown fusion {case.fusion!r}")
-        return
-    if case.act != case.weight:
+    elif case.act != case.weight:
         raise NotImplementedError(
             f"mixed act/weight dtypes ({case.act} x {case.weight}) are not generated yet"
         )
-    if case.act not in GENERATED_DTYPES:
+    elif case.act not in GENERATED_DTYPES:
         raise NotImplementedError(
             f"inputs of dtype {case.act} are not generated yet (only {', '.join(GENERATED_DTYPES)}"
             f" and the block-scaled pairs {GENERATED_BLOCK_SCALED})"
@@ -260,29 +187,46 @@ def _check_generatable(case: Case) -> None:
     output_dtype(case.out)
     if case.fusion not in ("none", "finalize"):
         raise ValueError(f"unknown fusion {case.fusion!r}")
+    limit = exact_k_limit(case.act, case.weight)
+    if case.problem.k > limit:
+        raise ValueError(
+            f"K={case.problem.k} is more than {limit}, the largest K whose {case.act} x "
+            f"{case.weight} accumulation the generated inputs keep exact in fp32"
+        )
 
 
 def _grid_values(shape: Sequence[int], gen: torch.Generator) -> torch.Tensor:
-    ints = torch.randint(-GRID_HALF_WIDTH, GRID_HALF_WIDTH + 1, tuple(shape), generator=gen)
+    ints = torch.randint(
+        -GRID_HALF_WIDTH, GRID_HALF_WIDTH + 1, tuple(shape), generator=gen, device=gen.device
+    )
     return ints.to(torch.float32) * GRID_STEP
 
 
 def simulate_routing(
-    rows_per_expert: Sequence[int], gen: torch.Generator, top_k: int = SIMULATED_TOP_K
+    rows_per_expert: Sequence[int],
+    gen: torch.Generator,
+    top_k: int = SIMULATED_TOP_K,
+    tokens: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Top-k style routing consistent with the given rows per expert.
+    """Top-k style routing consistent with the given rows per expert (CPU tensors).
 
-    Returns ``(dest_row int32, router_scales float32, out_rows)``. Tokens number
-    ``max(max(rows), ceil(sum(rows) / top_k))`` plus about 1/16 more that receive nothing
-    (at least one). Each expert sends its rows to distinct tokens, filling the least loaded
-    tokens first (ties broken at random), so a token receives at most about ``top_k`` rows,
-    each from a different expert. A token's router scales are positive and sum to 1.
+    Returns ``(dest_row int32, router_scales float32, out_rows)``. With ``tokens`` (the batch
+    the rows were routed from, ``sum(rows) == tokens * top_k``) every token receives ``top_k``
+    rows. Otherwise tokens number ``max(max(rows), ceil(sum(rows) / top_k))`` plus about 1/16
+    more that receive nothing (at least one). Each expert sends its rows to distinct tokens,
+    filling the least loaded tokens first (ties broken at random), so a token receives at most
+    about ``top_k`` rows, each from a different expert. Router scales are ``j/8``, j in 1..8.
     """
     total = sum(rows_per_expert)
-    routed = max(max(rows_per_expert, default=0), math.ceil(total / top_k), 1)
-    unrouted = max(1, routed // 16)
+    if tokens is not None:
+        if max(rows_per_expert, default=0) > tokens:
+            raise ValueError(f"an expert has more rows than the {tokens} tokens routed")
+        routed, unrouted = tokens, 0
+    else:
+        routed = max(max(rows_per_expert, default=0), math.ceil(total / top_k), 1)
+        unrouted = max(1, routed // 16)
     out_rows = routed + unrouted
-    tokens = torch.randperm(out_rows, generator=gen)[:routed]  # the tokens that get rows
+    chosen_tokens = torch.randperm(out_rows, generator=gen)[:routed]  # the tokens that get rows
     load = torch.zeros(routed, dtype=torch.int64)
     dest = torch.empty(total, dtype=torch.int64)
     start = 0
@@ -292,37 +236,57 @@ def simulate_routing(
         tie = torch.randperm(routed, generator=gen)
         chosen = torch.argsort(load * routed + tie)[:rows]
         load[chosen] += 1
-        dest[start : start + rows] = tokens[chosen]
+        dest[start : start + rows] = chosen_tokens[chosen]
         start += rows
-    weights = torch.rand(total, generator=gen) * 0.75 + 0.25  # in [0.25, 1)
-    per_token = torch.zeros(out_rows).index_add_(0, dest, weights)
-    router = weights / per_token[dest]
-    return dest.to(torch.int32), router.to(torch.float32), out_rows
+    steps = torch.randint(1, ROUTER_DENOMINATOR + 1, (total,), generator=gen)
+    router = steps.to(torch.float32) / ROUTER_DENOMINATOR
+    return dest.to(torch.int32), router, out_rows
 
 
-def make_inputs(case: Case, seed: int) -> GroupedInputs:
-    """Seeded, deterministic inputs for ``case`` (CPU tensors; the same on every machine)."""
+def _alphas(experts: int, k: int, gen: torch.Generator) -> torch.Tensor:
+    """alpha_e = (1 + j_e/8) / 2**ceil(log2(sqrt(K))): O(1) outputs, three mantissa bits (so
+    alpha times the exact accumulator stays exact in fp32), and j_e differs from j_(e-1), so an
+    expert that takes its neighbour's alpha is off by at least 1/15."""
+    draws = torch.randint(0, 8, (experts,), generator=gen).tolist()
+    j: list[int] = []
+    for e, d in enumerate(draws):
+        j.append(d if e == 0 else (j[-1] + 1 + d % 7) % 8)
+    mantissa = 1.0 + torch.tensor(j, dtype=torch.float32) / 8.0
+    return mantissa * 2.0 ** -math.ceil(math.log2(math.sqrt(k)))
+
+
+def make_inputs(case: Case, seed: int, device: torch.device | str | None = None) -> GroupedInputs:
+    """Seeded, deterministic inputs for ``case`` on ``device`` (default CPU).
+
+    On the CPU every draw comes from one CPU generator, so the inputs are the same on every
+    machine. On another device A, B and the block scales come from that device's generator
+    (fast, but its own numbers) and the small parts (alphas, routing, bias) from a CPU one.
+    """
     _check_generatable(case)
-    rows = tuple(int(r) for r in case.problem.rows_per_expert)
-    n, k = int(case.problem.n), int(case.problem.k)
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    problem = case.problem
+    rows = tuple(int(r) for r in problem.rows_per_expert)
+    n, k = int(problem.n), int(problem.k)
+    where = torch.device(device if device is not None else "cpu")
+    big = torch.Generator(device=where).manual_seed(int(seed))
+    small = big if where.type == "cpu" else torch.Generator(device="cpu").manual_seed(int(seed))
     total = sum(rows)
     act, weight = dtype(case.act), dtype(case.weight)
-    a = _encode(_grid_values((total, k), gen), act)
-    b = _encode(_grid_values((len(rows), n, k), gen), weight)
-    a_sf = _block_scales((total, k), act, gen)
-    b_sf = _block_scales((len(rows), n, k), weight, gen)
-    alpha = None
-    if case.act in ALPHA_DTYPES:
-        # alpha_e = scale_a * scale_b: a mantissa of 1 + j/8 (distinct per expert, so mixing
-        # experts' scales shows) over 2**ceil(log2(sqrt(K))) keeps outputs O(1) and alpha *
-        # (exact fp32 accumulator) exact in fp32.
-        j = torch.randint(0, 8, (len(rows),), generator=gen).to(torch.float32)
-        alpha = (1.0 + j / 8.0) * 2.0 ** -math.ceil(math.log2(math.sqrt(k)))
-    router = dest = None
+    a = _encode(_grid_values((total, k), big), act)
+    b = _encode(_grid_values((len(rows), n, k), big), weight)
+    a_sf = _block_scales((total, k), act, big)
+    b_sf = _block_scales((len(rows), n, k), weight, big)
+    alpha = _alphas(len(rows), k, small) if case.act in ALPHA_DTYPES else None
+    router = dest = bias = None
     out_rows = total
     if case.fusion == "finalize":
-        dest, router, out_rows = simulate_routing(rows, gen)
+        top_k = problem.top_k if problem.top_k is not None else SIMULATED_TOP_K
+        dest, router, out_rows = simulate_routing(rows, small, top_k, problem.tokens)
+        if problem.bias:
+            bias = _grid_values((len(rows), n), small).to(output_dtype(case.out))
+
+    def there(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.to(where)
+
     return GroupedInputs(
         act=case.act,
         weight=case.weight,
@@ -333,12 +297,14 @@ def make_inputs(case: Case, seed: int) -> GroupedInputs:
         k=k,
         a=a,
         b=b,
-        alpha=alpha,
-        router_scales=router,
-        dest_row=dest,
+        alpha=there(alpha),
+        router_scales=there(router),
+        dest_row=there(dest),
         out_rows=out_rows,
         a_sf=a_sf,
         b_sf=b_sf,
+        bias=there(bias),
+        fp32_exact=True,
     )
 
 
@@ -354,7 +320,9 @@ def _block_scales(shape: Sequence[int], element: DType, gen: torch.Generator) ->
     """Random power-of-two block scales (uint8 bits, linear layout), or None if unscaled."""
     if element.block_size is None:
         return None
-    exponents = torch.randint(-1, 2, (*shape[:-1], shape[-1] // element.block_size), generator=gen)
+    low, high = min(BLOCK_SCALE_EXPONENTS), max(BLOCK_SCALE_EXPONENTS)
+    blocks = (*shape[:-1], shape[-1] // element.block_size)
+    exponents = torch.randint(low, high + 1, blocks, generator=gen, device=gen.device)
     if element.scale_format == "ue8m0":
         return (exponents + 127).to(torch.uint8)
     return (2.0 ** exponents.to(torch.float32)).to(torch.float8_e4m3fn).view(torch.uint8)
@@ -410,7 +378,8 @@ def write_inputs(
     extra_problem: Mapping[str, int | Sequence[int]] | None = None,
 ) -> None:
     """Write problem.txt, a.bin, b.bin and, where they apply, alpha.bin, router_scales.bin,
-    dest_row.bin, a_sf.bin and b_sf.bin into ``run_dir`` (which must exist).
+    dest_row.bin, bias.bin (E x N of the output type), a_sf.bin and b_sf.bin into ``run_dir``
+    (which must exist).
 
     ``a_sf.bin`` is TensorRT-LLM's flat activation scale buffer: expert ``e``'s scales,
     swizzled (:func:`swizzle_block_scales`), at :func:`act_sf_offset`, zeros elsewhere;
@@ -430,6 +399,8 @@ def write_inputs(
             raise ValueError("finalize inputs need router_scales and dest_row")
         (run_dir / "router_scales.bin").write_bytes(_le_bytes(inputs.router_scales.to(torch.float32)))
         (run_dir / "dest_row.bin").write_bytes(_le_bytes(inputs.dest_row.to(torch.int32)))
+    if inputs.bias is not None:
+        (run_dir / "bias.bin").write_bytes(_le_bytes(inputs.bias.to(output_dtype(inputs.out))))
     if dtype(inputs.act).block_scaled or dtype(inputs.weight).block_scaled:
         a_sf, b_sf = flat_block_scales(inputs)
         (run_dir / "a_sf.bin").write_bytes(_le_bytes(a_sf))
@@ -497,43 +468,90 @@ def dequantize(t: torch.Tensor, dtype_name: str, scales: torch.Tensor | None = N
     return dequantize_mxfp8(t, scales)
 
 
-def reference_rows(inputs: GroupedInputs) -> torch.Tensor:
-    """``alpha_e * A[r] @ B_e^T`` for every permuted row, float32 ``sum(rows) x N``.
+class InexactReference(ValueError):
+    """The kernel's fp32 epilogue would round these inputs, so no exact D can be predicted."""
 
-    Runs on the device the inputs are on. Experts with no rows are skipped.
+
+def reference_rows(inputs: GroupedInputs) -> torch.Tensor:
+    """``alpha_e * A[r] @ B_e^T`` for every permuted row, exactly: float64 ``sum(rows) x N``.
+
+    Runs on the inputs' device. The products accumulate in fp32 where the inputs say that is
+    exact (then any order, blocking or TF32 gives the same sums: the grid values are exact in
+    TF32), in fp64 otherwise. Experts with no rows are skipped.
     """
-    device = inputs.a.device
-    out = torch.zeros(inputs.total_rows, inputs.n, dtype=torch.float32, device=device)
+    accumulate = torch.float32 if inputs.fp32_exact else torch.float64
+    out = torch.zeros(inputs.total_rows, inputs.n, dtype=torch.float64, device=inputs.device)
     for e, rows in inputs.expert_slices():
         if rows.stop == rows.start:
             continue
         a_sf = None if inputs.a_sf is None else inputs.a_sf[rows]
         b_sf = None if inputs.b_sf is None else inputs.b_sf[e]
-        a = dequantize(inputs.a[rows], inputs.act, a_sf)
-        b = dequantize(inputs.b[e], inputs.weight, b_sf)
-        c = a @ b.T
+        a = dequantize(inputs.a[rows], inputs.act, a_sf).to(accumulate)
+        b = dequantize(inputs.b[e], inputs.weight, b_sf).to(accumulate)
+        c = (a @ b.T).to(torch.float64)
         if inputs.alpha is not None:
-            c = c * inputs.alpha[e].to(device=device, dtype=torch.float32)
+            c = c * inputs.alpha[e].to(torch.float64)
         out[rows] = c
     return out
 
 
-def finalize_rows(rows: torch.Tensor, inputs: GroupedInputs) -> torch.Tensor:
-    """Scatter-add ``router_scales[r] * rows[r]`` into row ``dest_row[r]`` of an
-    ``out_rows x N`` zero tensor."""
+def _require_fp32(name: str, values: torch.Tensor) -> None:
+    if not torch.equal(values.to(torch.float32).to(torch.float64), values):
+        raise InexactReference(
+            f"{name} is not exact in fp32 for these inputs: the kernel's epilogue would round "
+            "it and the reference could not say to what"
+        )
+
+
+def _expert_of_rows(inputs: GroupedInputs) -> torch.Tensor:
+    counts = torch.tensor(inputs.rows_per_expert, dtype=torch.int64, device=inputs.device)
+    experts = torch.arange(inputs.experts, device=inputs.device)
+    return torch.repeat_interleave(experts, counts)
+
+
+def finalize_contributions(inputs: GroupedInputs, rows: torch.Tensor) -> torch.Tensor:
+    """Each permuted row's contribution to its token as the finalize epilogue rounds it:
+    ``router * (alpha * acc + bias)`` in fp32 (exact here: checked), converted to the output
+    type (round to nearest), as float64 ``sum(rows) x N``."""
     if inputs.router_scales is None or inputs.dest_row is None:
         raise ValueError("finalize needs router_scales and dest_row")
-    device = rows.device
-    scaled = rows * inputs.router_scales.to(device=device, dtype=torch.float32).unsqueeze(1)
-    out = torch.zeros(inputs.out_rows, inputs.n, dtype=torch.float32, device=device)
-    return out.index_add_(0, inputs.dest_row.to(device=device, dtype=torch.int64), scaled)
+    _require_fp32("alpha * accumulator", rows)
+    if inputs.bias is not None:
+        rows = rows + inputs.bias.to(torch.float64)[_expert_of_rows(inputs)]
+        _require_fp32("alpha * accumulator + bias", rows)
+    scaled = rows * inputs.router_scales.to(torch.float64).unsqueeze(1)
+    _require_fp32("router scale * (alpha * accumulator + bias)", scaled)
+    return scaled.to(torch.float32).to(output_dtype(inputs.out)).to(torch.float64)
+
+
+def expected_output(inputs: GroupedInputs, case: Case) -> Expected:
+    """What a correct kernel writes as D (``out_rows x N``) for ``inputs``, on their device.
+
+    Without fusion: ``alpha * acc`` rounded to fp32 (the epilogue's multiply) and then to the
+    output type, exactly. With finalize: the sum of each token's rounded contributions and
+    how far the order of their adds can move D (:func:`.tolerance.finalize_bound`).
+    """
+    if (case.act, case.weight, case.fusion) != (inputs.act, inputs.weight, inputs.fusion):
+        raise ValueError(f"inputs were made for another case than {case.id}")
+    out_dtype = output_dtype(inputs.out)
+    rows = reference_rows(inputs)
+    if inputs.fusion != "finalize":
+        return Expected(rows.to(torch.float32).to(out_dtype).to(torch.float64), None, out_dtype)
+    v = finalize_contributions(inputs, rows)
+    assert inputs.dest_row is not None
+    dest = inputs.dest_row.to(device=v.device, dtype=torch.int64)
+    shape = (inputs.out_rows, inputs.n)
+    value = torch.zeros(shape, dtype=torch.float64, device=v.device).index_add_(0, dest, v)
+    magnitude = v.abs()
+    abs_sum = torch.zeros_like(value).index_add_(0, dest, magnitude)
+    index = dest.unsqueeze(1).expand_as(magnitude)
+    abs_max = torch.zeros_like(value).scatter_reduce_(0, index, magnitude, "amax")
+    fan_in = torch.bincount(dest, minlength=inputs.out_rows)
+    bound = finalize_bound(abs_sum, abs_max, fan_in, out_dtype)
+    return Expected(value, bound, out_dtype, magnitude=abs_sum)
 
 
 def reference_output(inputs: GroupedInputs, case: Case) -> torch.Tensor:
-    """The expected D in float32: ``out_rows x N`` (``sum(rows) x N`` without fusion)."""
-    if (case.act, case.weight, case.fusion) != (inputs.act, inputs.weight, inputs.fusion):
-        raise ValueError(f"inputs were made for another case than {case.id}")
-    rows = reference_rows(inputs)
-    if inputs.fusion == "finalize":
-        return finalize_rows(rows, inputs)
-    return rows
+    """The expected D as float64 (:attr:`Expected.value`); converted to the output type it is a
+    D a correct kernel may write."""
+    return expected_output(inputs, case).value

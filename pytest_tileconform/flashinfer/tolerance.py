@@ -1,29 +1,18 @@
-"""Numerics policy: when does the kernel's D match the torch reference.
+"""Numerics policy: how far a correct kernel's D may be from the reference, element by element.
 
-An element is bad when ``|actual - expected| > atol * scale + rtol * |expected|``, where
-``scale`` is the RMS of the whole expected tensor (1 where it is all zero). Scaling atol by
-the output's RMS makes the policy independent of K and of how large the generated values are;
-it is what TensorRT-LLM's ``max(tol, tol * |ref|)`` amounts to for its O(1) outputs, and it
-covers finalize, where rows add up to a small sum but each add rounds at the size of the rows.
-A case passes when no element is NaN/Inf and at most ``floor(max_bad_fraction * total)``
-elements are bad.
+The inputs are exact (:mod:`.reference`), so the only freedom a correct kernel has is the one
+docs/numerics.md derives:
 
-Sources of the numbers (one ``tol`` per type, used as both atol and rtol):
+* without fusion, and with ``finalize`` where a token receives one row, none: the epilogue's
+  fp32 math is exact and its conversion to the output type rounds to nearest, so D must hold
+  exactly the value :func:`.reference.expected_output` computes (a kernel that converted with
+  another rounding would be off by one unit in the last place and fail, on purpose);
+* with ``finalize`` where a token receives ``m > 1`` rows, the ``m - 1`` adds into D (red.add in
+  the output type) round in an order the kernel does not fix: :func:`finalize_bound`.
 
-* TensorRT-LLM ``cpp/tests/unit_tests/kernels/mixtureOfExpertsTest.cu``,
-  ``MixtureOfExpertsTest::getTolerance`` (current main), checked with
-  ``ASSERT_NEAR(expected, actual, getTolerance(expected))`` i.e.
-  ``|d - ref| <= max(tol, tol * |ref|)``: float 0.001, half 0.005, bf16 0.05,
-  fp8 0.06 (0.001 only for ReLU without bias and power-of-two diagonal weights),
-  NVFP4 0.05, MXFP8xMXFP4 / FP8xMXFP4 0.1 (0.01 for ReLU without bias). Those cover a whole
-  MoE (two GEMMs, activation, bias), so they are upper bounds for one GEMM.
-* FlashInfer ``tests/moe/test_trtllm_cutlass_fused_moe.py``: ``torch.testing.assert_close``
-  with ``rtol=atol=1e-2`` for fp16/bf16 (``test_moe``, ``test_moe_gelu_tanh``) and
-  ``rtol=atol=1e-1`` for fp8 (``test_moe_fp8``).
-* The rounding bound of this test: inputs are exact in their types and the fp32 accumulation
-  is exact (see reference.py), so without fusion the only error is the conversion to the
-  output type, half an ulp: 2**-9 = 1.95e-3 of |ref| for bf16, 2**-11 = 4.9e-4 for fp16,
-  2**-24 for fp32. Finalize adds one such rounding per row added into a token (<= ~8).
+There is no budget of bad elements and no tolerance relative to the output's size: one element
+off by one unit in the last place fails a case whose result is exact. Errors are reported in
+units in the last place (ulp) of the output type at the expected value.
 """
 
 from __future__ import annotations
@@ -33,101 +22,129 @@ from dataclasses import dataclass
 
 import torch
 
-from ..matrix.cases import Case
+#: The byte the harness fills D with before the kernel runs (``kPoisonByte`` in harness_verdict.h):
+#: all-ones bytes are a NaN in bf16, fp16 and fp32, so an element the kernel never wrote fails,
+#: and :func:`compare` counts it as unwritten.
+POISON_BYTE = 0xFF
 
 
-@dataclass(frozen=True)
-class Tolerance:
-    """``atol`` (in units of the expected output's RMS), ``rtol`` and the bad-element budget."""
+@dataclass(frozen=True, eq=False)
+class Expected:
+    """What a correct kernel's D is, on the device the reference ran on."""
 
-    atol: float
-    rtol: float
-    max_bad_fraction: float
-    source: str = ""
+    #: float64: without fusion the output-type value a correct kernel writes; with finalize the
+    #: exact sum of a token's contributions, each rounded to the output type as the kernel does
+    value: torch.Tensor
+    #: float64 |D - value| a correct kernel may reach (finalize's reduction order); None: 0
+    bound: torch.Tensor | None
+    out_dtype: torch.dtype
+    #: float64 magnitude whose ulp errors are counted in: finalize's sum of |contributions|,
+    #: the scale its adds round at (a token whose rows cancel has a tiny D but not tiny
+    #: rounding); None: the value itself
+    magnitude: torch.Tensor | None = None
 
-    def allowed_bad(self, total: int) -> int:
-        """How many of ``total`` elements may be bad."""
-        return math.floor(self.max_bad_fraction * total + 1e-9)
+    @property
+    def exact(self) -> bool:
+        """Whether D must equal :attr:`value` everywhere."""
+        return self.bound is None or not bool((self.bound > 0).any())
 
-
-#: Per input type (act or weight) tol.
-INPUT_TOL: dict[str, tuple[float, str]] = {
-    # TRT-LLM getTolerance float = 0.001; TF32 or fp32 MMA on exact inputs is exact here.
-    "fp32": (1e-3, "TRT-LLM getTolerance(float)=0.001"),
-    # TRT-LLM getTolerance(half)=0.005 (FlashInfer uses 1e-2 for a whole MoE); 10x the
-    # fp16 half-ulp 4.9e-4.
-    "fp16": (5e-3, "TRT-LLM getTolerance(half)=0.005"),
-    # FlashInfer rtol=atol=1e-2 (TRT-LLM's 0.05 covers two GEMMs + activation + bias);
-    # 5x the bf16 half-ulp 1.95e-3.
-    "bf16": (1e-2, "FlashInfer assert_close bf16 rtol=atol=1e-2"),
-    # TRT-LLM getTolerance fp8 loose = 0.06 (FlashInfer test_moe_fp8 uses 0.1). Leaves room
-    # for Hopper's reduced-precision fp8 accumulation; outputs are bf16/fp16.
-    "fp8_e4m3": (6e-2, "TRT-LLM getTolerance(fp8, loose)=0.06"),
-    # Block-scaled inputs are generated exactly like the others (grid values, power-of-two
-    # block scales: reference.py), so only the alpha scaling and the output conversion round.
-    # These bounds are TRT-LLM's and not yet confirmed here: no block-scaled kernel's output has
-    # been checked (virtual verdicts stop at launch; no SM100/SM120 GPU has run one).
-    # TRT-LLM NVFP4 = 0.05.
-    "nvfp4": (5e-2, "TRT-LLM getTolerance(NVFP4)=0.05 (unconfirmed on hardware)"),
-    # TRT-LLM MXFP8xMXFP4 / FP8xMXFP4 loose = 0.1.
-    "mxfp8": (1e-1, "TRT-LLM getTolerance(MXFP8_MXFP4, loose)=0.1 (unconfirmed on hardware)"),
-    "mxfp4": (1e-1, "TRT-LLM getTolerance(MXFP8_MXFP4, loose)=0.1 (unconfirmed on hardware)"),
-}
-#: Per output type tol: the output rounding alone must never exceed these (same sources).
-OUTPUT_TOL: dict[str, float] = {"fp32": 1e-3, "fp16": 5e-3, "bf16": 1e-2}
-#: Bad-element budget: 0.1% of elements for reduced-precision types (rare outliers, e.g.
-#: fp8 fast accumulation or atomics in finalize); none when everything is fp32.
-BAD_FRACTION = 1e-3
-BAD_FRACTION_FP32 = 0.0
+    @property
+    def nbytes(self) -> int:
+        tensors = (self.value, self.bound, self.magnitude)
+        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
 
-def policy_for(case: Case) -> Tolerance:
-    """The tolerance for a case: the loosest of its act, weight and output types."""
-    try:
-        candidates = [INPUT_TOL[case.act], INPUT_TOL[case.weight]]
-        out_tol = OUTPUT_TOL[case.out]
-    except KeyError as exc:
-        raise ValueError(f"no tolerance for dtype {exc.args[0]!r}") from None
-    tol, source = max(candidates, key=lambda c: c[0])
-    if out_tol > tol:
-        tol, source = out_tol, f"output {case.out} tol={out_tol}"
-    all_fp32 = case.act == case.weight == case.out == "fp32"
-    budget = BAD_FRACTION_FP32 if all_fp32 else BAD_FRACTION
-    return Tolerance(atol=tol, rtol=tol, max_bad_fraction=budget, source=source)
+def _precision(out_dtype: torch.dtype) -> tuple[int, int]:
+    """``(p, emin)``: significand bits (the implicit one included) and the smallest normal
+    exponent of a floating-point output type."""
+    info = torch.finfo(out_dtype)
+    return round(1 - math.log2(info.eps)), round(math.log2(info.tiny))
+
+
+def ulp(x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """The spacing of ``out_dtype``'s values in the binade of ``|x|`` (float64; at 0 and below
+    the normal range, the subnormal spacing)."""
+    p, emin = _precision(out_dtype)
+    _, exponent = torch.frexp(x)  # |x| = m * 2**exponent, m in [0.5, 1)
+    binade = torch.where(x == 0, emin, torch.clamp(exponent - 1, min=emin))
+    return torch.ldexp(torch.ones_like(x, dtype=torch.float64), binade - p + 1)
+
+
+def finalize_bound(
+    abs_sum: torch.Tensor, abs_max: torch.Tensor, fan_in: torch.Tensor, out_dtype: torch.dtype
+) -> torch.Tensor:
+    """The most any order of finalize's reduction can move D from the exact sum of its rounded
+    contributions ``v_1 .. v_m`` (docs/numerics.md).
+
+    D starts at 0 and receives the ``v`` one at a time, each add rounded to nearest in the output
+    type: the first is exact, the ``j``-th (``j >= 2``) errs by at most half an ulp of its
+    result, whose magnitude is at most ``P_j + E_(j-1)`` with ``P_j = min(sum |v|, j * max |v|)``
+    (no ``j`` of the ``v`` add up to more) and ``E_(j-1)`` the bound so far. ``abs_sum`` and
+    ``abs_max`` are ``sum |v|`` and ``max |v|`` per element (float64, ``out_rows x N``),
+    ``fan_in`` the ``m`` of each output row.
+    """
+    bound = torch.zeros_like(abs_sum)
+    if fan_in.numel() == 0:
+        return bound
+    m = fan_in.to(abs_sum.device).unsqueeze(1)
+    for j in range(2, int(fan_in.max()) + 1):
+        partial = torch.minimum(abs_sum, j * abs_max) + bound
+        step = torch.where(partial > 0, ulp(partial, out_dtype) / 2, 0.0)
+        bound = torch.where(m >= j, bound + step, bound)
+    return bound
+
+
+def poison_value(out_dtype: torch.dtype) -> torch.Tensor:
+    """One element of :data:`POISON_BYTE` bytes of ``out_dtype``, as float32 (CPU)."""
+    size = torch.empty((), dtype=out_dtype).element_size()
+    return torch.full((size,), POISON_BYTE, dtype=torch.uint8).view(out_dtype).to(torch.float32)
+
+
+def _count_unwritten(actual: torch.Tensor, out_dtype: torch.dtype) -> int:
+    """Elements of ``actual`` (D as read, float32) that still hold the poison pattern: NaN never
+    equals itself, so the bits are compared."""
+    if actual.dtype != torch.float32:
+        return 0
+    poison = poison_value(out_dtype).view(torch.int32).to(actual.device)
+    return int((actual.view(torch.int32) == poison).sum())
 
 
 @dataclass(frozen=True)
 class NumericsReport:
-    """The outcome of :func:`compare`."""
+    """The outcome of :func:`compare`; errors in ulp of the output type at the expected value
+    (with finalize, at the sum of the magnitudes of a token's contributions)."""
 
     ok: bool
-    max_abs_err: float  #: inf when actual has a NaN/Inf
-    mean_abs_err: float  #: over finite elements
-    bad_elements: int  #: includes the non-finite ones
-    nonfinite: int  #: NaN/Inf elements of actual
     total: int
-    allowed_bad: int
-    worst_index: tuple[int, ...] | None  #: (row, col) of the worst violation, None if empty
+    over_bound: int  #: elements farther from the expected value than allowed (non-finite included)
+    nonfinite: int  #: NaN/Inf elements of D
+    unwritten: int  #: elements that still hold the poison pattern D was filled with
+    exact: bool  #: D had to equal the expected value everywhere
+    max_ulp_err: float  #: inf when D has a NaN/Inf
+    max_bound_ulp: float  #: the loosest element's bound (0 when exact)
+    max_abs_err: float
+    worst_index: tuple[int, ...] | None  #: (row, col) farthest beyond its bound; None if empty
     worst_actual: float
     worst_expected: float
-    atol: float  #: effective: tolerance.atol * scale
-    rtol: float
-    scale: float
-    tolerance: Tolerance
+    worst_bound_ulp: float
+    out: str  #: the output type, as torch names it
 
     def summary(self) -> str:
         """One line for failure messages and reports."""
         verdict = "ok" if self.ok else "MISMATCH"
+        rule = (
+            "exact: correctly rounded" if self.exact else f"finalize order: <= {self.max_bound_ulp:.3g} ulp"
+        )
         where = (
-            f"worst at {self.worst_index}: got {self.worst_actual:.6g}, expected {self.worst_expected:.6g}"
+            f"worst at {self.worst_index}: got {self.worst_actual:.9g}, expected "
+            f"{self.worst_expected:.9g} (bound {self.worst_bound_ulp:.3g} ulp)"
             if self.worst_index is not None
             else "no elements"
         )
         return (
-            f"{verdict}: {self.bad_elements}/{self.total} bad (allowed {self.allowed_bad}, "
-            f"{self.nonfinite} non-finite), max|err|={self.max_abs_err:.4g}, "
-            f"mean|err|={self.mean_abs_err:.4g}, atol={self.atol:.4g} "
-            f"(={self.tolerance.atol:g}*rms {self.scale:.4g}), rtol={self.rtol:g}; {where}"
+            f"{verdict}: {self.over_bound}/{self.total} over the bound ({self.nonfinite} "
+            f"non-finite, {self.unwritten} unwritten), max {self.max_ulp_err:.4g} ulp of "
+            f"{self.out} ({rule}), max|err|={self.max_abs_err:.4g}; {where}"
         )
 
 
@@ -140,55 +157,46 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
-def compare(
-    actual: torch.Tensor,
-    expected: torch.Tensor,
-    policy: Tolerance,
-    *,
-    scale: float | None = None,
-) -> NumericsReport:
-    """Check ``actual`` against ``expected`` (same shape) under ``policy``.
-
-    ``scale`` defaults to the RMS of ``expected`` (1 if that is 0); atol is multiplied by it.
-    """
-    if actual.shape != expected.shape:
-        raise ValueError(f"shape mismatch: actual {tuple(actual.shape)}, expected {tuple(expected.shape)}")
-    act = actual.detach().to(device="cpu", dtype=torch.float64)
-    exp = expected.detach().to(device="cpu", dtype=torch.float64)
-    total = exp.numel()
-    if scale is None:
-        rms = float(exp.square().mean().sqrt()) if total else 0.0
-        scale = rms if rms > 0 and math.isfinite(rms) else 1.0
-    atol = policy.atol * scale
-    allowed = policy.allowed_bad(total)
+def compare(actual: torch.Tensor, expected: Expected) -> NumericsReport:
+    """Check D (``actual``, as :func:`.reference.read_output` returns it) against ``expected``,
+    on the device ``expected`` is on."""
+    if actual.shape != expected.value.shape:
+        raise ValueError(
+            f"shape mismatch: actual {tuple(actual.shape)}, expected {tuple(expected.value.shape)}"
+        )
+    out = str(expected.out_dtype).removeprefix("torch.")
+    total = expected.value.numel()
+    unwritten = _count_unwritten(actual, expected.out_dtype)
     if total == 0:
         return NumericsReport(
-            True, 0.0, 0.0, 0, 0, 0, allowed, None, math.nan, math.nan, atol, policy.rtol, scale, policy
+            True, 0, 0, 0, 0, expected.exact, 0.0, 0.0, 0.0, None, math.nan, math.nan, 0.0, out
         )
+    exp = expected.value
+    act = actual.detach().to(device=exp.device, dtype=torch.float64)
     finite = torch.isfinite(act)
-    err = torch.where(finite, (act - exp).abs(), torch.full_like(act, math.inf))
-    limit = atol + policy.rtol * exp.abs()
-    bad = err > limit
-    nonfinite = int((~finite).sum())
-    bad_count = int(bad.sum())
-    # the worst element is the largest violation relative to its limit (NaN/Inf first)
-    ratio = err / limit.clamp_min(torch.finfo(torch.float64).tiny)
-    flat = int(torch.argmax(ratio.reshape(-1)))
-    index = _unravel(flat, tuple(exp.shape))
-    finite_err = err[finite]
+    err = torch.where(finite, (act - exp).abs(), math.inf)
+    bound = expected.bound if expected.bound is not None else torch.zeros_like(exp)
+    unit = ulp(exp if expected.magnitude is None else expected.magnitude, expected.out_dtype)
+    err_ulp = err / unit
+    bound_ulp = bound / unit
+    over = err > bound
+    flat = int(torch.argmax((err_ulp - bound_ulp).reshape(-1)))
+    finite_err = err_ulp[finite]
+    nonfinite = total - int(finite.sum())
+    over_count = int(over.sum())
     return NumericsReport(
-        ok=nonfinite == 0 and bad_count <= allowed,
-        max_abs_err=float(err.max()),
-        mean_abs_err=float(finite_err.mean()) if finite_err.numel() else math.nan,
-        bad_elements=bad_count,
-        nonfinite=nonfinite,
+        ok=over_count == 0,
         total=total,
-        allowed_bad=allowed,
-        worst_index=index,
+        over_bound=over_count,
+        nonfinite=nonfinite,
+        unwritten=unwritten,
+        exact=expected.exact,
+        max_ulp_err=math.inf if nonfinite else float(finite_err.max()),
+        max_bound_ulp=float(bound_ulp.max()),
+        max_abs_err=float(err.max()),
+        worst_index=_unravel(flat, tuple(exp.shape)),
         worst_actual=float(act.reshape(-1)[flat]),
         worst_expected=float(exp.reshape(-1)[flat]),
-        atol=atol,
-        rtol=policy.rtol,
-        scale=scale,
-        tolerance=policy,
+        worst_bound_ulp=float(bound_ulp.reshape(-1)[flat]),
+        out=out,
     )

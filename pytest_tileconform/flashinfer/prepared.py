@@ -1,0 +1,74 @@
+"""Inputs and expected D shared by the cases of one problem.
+
+The cases of one problem differ in tile, cluster, swap_ab or PDL, never in their inputs, and
+making the inputs and the reference is most of a case's time beside the kernel at real sizes;
+:class:`InputCache` makes them once per problem, dtypes, fusion, seed and device.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+from ..matrix.cases import Case
+from .reference import GroupedInputs, expected_output, make_inputs
+from .tolerance import Expected
+
+#: What one worker's cache may hold: a few problems at decode and mid sizes, one at prefill size.
+DEFAULT_CACHE_BYTES = 8 << 30
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """One problem's inputs and, once asked for, its expected D."""
+
+    inputs: GroupedInputs
+    case: Case
+    _expected: list[Expected]
+
+    def expected(self) -> Expected:
+        if not self._expected:
+            self._expected.append(expected_output(self.inputs, self.case))
+        return self._expected[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.inputs.nbytes + sum(e.nbytes for e in self._expected)
+
+
+class InputCache:
+    """The inputs and expected D of the last few problems. Bounded by the bytes the entries
+    hold: the least recently used entry goes first; the newest stays until the next problem
+    comes, whatever its size (its cases are being judged)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[object, ...], Prepared] = OrderedDict()
+
+    @staticmethod
+    def key(case: Case, seed: int, device: torch.device) -> tuple[object, ...]:
+        """What the inputs and expected D depend on (everything else of a case does not)."""
+        problem = case.problem.model_dump_json()
+        return (case.act, case.weight, case.out, case.fusion, problem, int(seed), str(device))
+
+    def get(self, case: Case, seed: int, device: torch.device | str | None = None) -> Prepared:
+        """``case``'s inputs (and expected D) for ``seed`` on ``device``, made at most once."""
+        where = torch.device(device if device is not None else "cpu")
+        key = self.key(case, seed, where)
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        prepared = Prepared(make_inputs(case, seed, where), case, [])
+        self._entries[key] = prepared
+        self.trim()
+        return prepared
+
+    def trim(self) -> None:
+        """Drop the least recently used entries until the rest fit, the newest aside."""
+        while len(self._entries) > 1 and sum(p.nbytes for p in self._entries.values()) > self.max_bytes:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
