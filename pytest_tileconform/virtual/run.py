@@ -7,7 +7,9 @@ device chose. What the program itself decided is the program's business, in a fo
 backend owns; the backend reads it and hands it over as a :class:`HarnessDecision`.
 :func:`verdict_of` turns both into a :class:`~pytest_tileconform.verdict.Verdict` that is judged
 through ``launch``: no kernel ran, so a virtual ``pass`` means "every host-side stage accepted
-the case and the launch was accepted", and the output must not be compared.
+the case and the launch was accepted", and the output must not be compared. The one exception is
+a fault the host can decide (:mod:`.faults`): a launch the device accepted whose kernel would
+fault by a named rule is a ``run`` failure, still judged through ``launch``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..verdict import Device, Stage, Verdict
+from .faults import RunFault
 from .profiles import ArchProfile
 from .resources import kernel_table, read_images
 
@@ -167,10 +170,15 @@ def run_virtual(
 
 
 def verdict_of(
-    run: VirtualRun, decision: HarnessDecision, source: str, device: Device | None = None
+    run: VirtualRun,
+    decision: HarnessDecision,
+    source: str,
+    device: Device | None = None,
+    fault: RunFault | None = None,
 ) -> Verdict:
     """The case's Verdict from a virtual harness run and what the harness decided (see module
-    docstring).
+    docstring). ``fault``: what the backend found the kernel would fault on when it runs
+    (:mod:`.faults`); it decides a case every host-side stage accepted.
 
     Only the harness stages that speak about the kernel configuration become verdicts
     (can_implement, initialize, launch, pass); anything else (bad inputs, a crash, an exception
@@ -200,6 +208,9 @@ def verdict_of(
         "device": device,
     }
     stage = decision.stage
+    if decision.passed and fault is not None:
+        extra["run_rule"] = fault.rule
+        return Verdict(Stage.RUN, status=fault.status, detail=f"{fault.rule}: {fault.detail}", **common)
     if decision.passed:
         return Verdict(None, **common)
     if stage in HOST_STAGES and not decision.outside_cutlass:
