@@ -1,0 +1,438 @@
+"""``tileconform tactics --arch ARCH --dtype D``: FlashInfer's own tactic ids, named and judged.
+
+FlashInfer's autotuner for ``cutlass_fused_moe`` (``MoERunner``) speaks of tactics as integers:
+``["MoERunner", 17]`` in its config cache, ``... MoERunner object at 0x...> 17`` in its logs,
+``[3, 11]`` in a tactics blocklist. This command lists, for one architecture and dtype combination,
+every id in FlashInfer's own order (the tactics probe runs the binding's ``getTactics``: see
+:mod:`pytest_tileconform.flashinfer.tactics` for how ids are numbered) with the configuration it
+selects (CTA tile, cluster, dynamic CGA, mainloop / epilogue schedule, fusion, swap_ab, whether the
+dispatch takes it) and this project's verdict for it:
+
+expected  what the shipped matrices expect of that configuration (``pass`` or the stage it is
+          known to fail at, with the expectation's recorded source, e.g. ``virtual (sm120
+          profile)``); a matrix case without an expectation is expected to pass;
+observed  the verdicts of the results files given (``pass`` or the stage, and the device kind:
+          ``hardware <GPU>``, or ``virtual <arch>`` whose verdicts go through ``launch`` only);
+          ``not judged`` when neither has the configuration.
+
+``--explain TEXT`` reads ids out of a pasted autotuner line (:mod:`..flashinfer.autotuner_lines`)
+and prints the same for those ids only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..dtypes import label_dtypes, shape_label
+from ..flashinfer.tactics import ConfigKey, Tactic, case_key, runner_tactics, tactic_key
+from ..verdict import Stage
+from .output import EXIT_OK, EXIT_USAGE, CommandError, emit, message
+
+if TYPE_CHECKING:
+    from ..flashinfer.autotuner_lines import Mention
+    from ..flashinfer.sources import FlashInferSources
+    from ..results.model import ResultsDocument, VerdictRecord
+
+NOT_JUDGED = "not judged"
+NOT_TMA = "not judged (SM80-style grouped GEMM, another launcher: not built by this harness)"
+Verdicts = dict[ConfigKey, Counter[str]]
+
+
+# -- verdicts ------------------------------------------------------------------------------------
+def matrix_texts(chosen: Sequence[str]) -> list[tuple[str, str]]:
+    """(name, YAML text) of the matrices whose expectations are shown: ``chosen`` names shipped
+    ones (as ``tileconform matrices`` lists them) or paths; none chosen: every shipped matrix."""
+    from .matrices import SUFFIX, find, shipped_folder
+
+    if not chosen:
+        files = sorted(
+            (f for f in shipped_folder().iterdir() if f.name.endswith(SUFFIX)), key=lambda f: f.name
+        )
+        return [(f.name.removesuffix(SUFFIX), f.read_text(encoding="utf-8")) for f in files]
+    texts = []
+    for name in chosen:
+        path = Path(name)
+        if path.suffix in (".yaml", ".yml") and path.exists():
+            from ..matrix.load import MatrixInvalid, read_text
+
+            try:
+                texts.append((str(path), read_text(path)))
+            except MatrixInvalid as exc:
+                raise CommandError(str(exc)) from None
+        else:
+            texts.append((name.removesuffix(SUFFIX), find(name).file.read_text(encoding="utf-8")))
+    return texts
+
+
+def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdicts:
+    """What ``matrices`` expect of each configuration of ``arch``: ``outcome [matrix]`` or, for a
+    known-bad case, ``stage [matrix, source]`` (a case without an expectation is expected to
+    pass), counted over the matrices' cases (problems)."""
+    from ..flashinfer import NAME
+    from ..matrix.load import MatrixInvalid, load_matrix
+
+    found: Verdicts = {}
+    for name, text in matrices:
+        try:
+            loaded = load_matrix(Path(name), {NAME}, text=text)
+        except MatrixInvalid as exc:
+            message(f"warning: matrix {name} does not load, not used: {str(exc).splitlines()[0]}")
+            continue
+        for case in loaded.cases:
+            if case.arch != arch:
+                continue
+            key = case_key(arch, case.dtype_label, case.tile, case.cluster, case.swap_ab, case.fusion)
+            where = name
+            if case.expectation is not None and case.expectation.source:
+                where += f", {case.expectation.source}"
+            found.setdefault(key, Counter())[f"{case.expected} [{where}]"] += 1
+    return found
+
+
+def _device(verdict: VerdictRecord) -> str:
+    device = verdict.device
+    if device is None:
+        return "device not recorded"
+    if device.kind == "hardware":
+        return f"hardware {device.name}"
+    if device.kind == "virtual":
+        return f"virtual {device.arch or device.name}"
+    return "build"
+
+
+def _word(verdict: VerdictRecord) -> str:
+    """``pass`` only when the kernel ran; a pass of the host-side stages alone says how far."""
+    if verdict.outcome == "pass" and verdict.judged_through.order < Stage.RUN.order:
+        return f"pass through {verdict.judged_through.value}"
+    return str(verdict.outcome)
+
+
+def observed_verdicts(results: Sequence[ResultsDocument], arch: str) -> Verdicts:
+    """The verdicts of ``arch`` in results files, as ``outcome [device]`` counts per configuration."""
+    from ..matrix.schema import DTypes
+
+    found: Verdicts = {}
+    for document in results:
+        for entry, verdict in document.judged():
+            case = entry.case
+            if case is None or case.arch != arch:
+                continue
+            dtypes = DTypes(act=case.act, weight=case.weight, out=case.out).label
+            key = case_key(arch, dtypes, case.shape("tile"), case.shape("cluster"), case.swap_ab, case.fusion)
+            found.setdefault(key, Counter())[f"{_word(verdict)} [{_device(verdict)}]"] += 1
+    return found
+
+
+def _counted(counts: Counter[str] | None) -> str:
+    if not counts:
+        return NOT_JUDGED
+    order = sorted(counts, key=lambda w: (not w.startswith("pass"), w))
+    return "; ".join(w if counts[w] == 1 else f"{w} x{counts[w]}" for w in order)
+
+
+# -- rows ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """One tactic id, what it selects and what is known of it."""
+
+    tactic: Tactic
+    key: ConfigKey | None  # None: not a TMA warp-specialized tactic
+    expected: str
+    observed: str | None  # None: no results file given
+
+    def as_dict(self) -> dict[str, Any]:
+        t = self.tactic
+        tile = t.tile_elements() if t.tma_ws else None
+        return {
+            "arch": f"sm{t.sm}",
+            "runner": t.runner,
+            "gemm": t.gemm,
+            "tactic": t.tactic,
+            "tma_ws": t.tma_ws,
+            "tile": shape_label(tile) if tile else None,
+            "tile_bytes": shape_label(t.tile_bytes) if t.tile_bytes else None,
+            "sm80_tile_config": None if t.tma_ws else t.tile_enum,
+            "cluster": shape_label(t.cluster) if t.cluster else None,
+            "dynamic_cluster": shape_label(t.dynamic_cluster) if t.dynamic_cluster else None,
+            "fallback_cluster": shape_label(t.fallback_cluster) if t.fallback_cluster else None,
+            "mainloop_schedule": t.mainloop or None,
+            "epilogue_schedule": t.epilogue or None,
+            "fusion": t.fusion if t.tma_ws else None,
+            "swap_ab": t.swap_ab if t.tma_ws else None,
+            "dispatch": t.dispatch,
+            "dispatch_error": t.error or None,
+            "expected": self.expected,
+            "observed": self.observed,
+        }
+
+
+def rows_of(tactics: Sequence[Tactic], expected: Verdicts, observed: Verdicts | None) -> list[Row]:
+    rows = []
+    for t in tactics:
+        if not t.tma_ws:
+            rows.append(Row(t, None, NOT_TMA, None if observed is None else NOT_TMA))
+            continue
+        key = tactic_key(t)
+        seen = None if observed is None else _counted(observed.get(key))
+        rows.append(Row(t, key, _counted(expected.get(key)), seen))
+    return rows
+
+
+def select_runners(tactics: Iterable[Tactic], wanted: str) -> list[str]:
+    """The runners (dtype labels) ``wanted`` names: a label (``nvfp4-bf16``) or an activation
+    (``nvfp4``: every output type); an unknown one is a :class:`CommandError` listing the choices."""
+    from ..dtypes import ALIASES
+
+    runners = sorted({t.runner for t in tactics})
+    name = ALIASES.get(wanted.lower(), wanted.lower())
+    if name in runners:
+        return [name]
+    chosen = [r for r in runners if label_dtypes(r)[0] == name]
+    if not chosen:
+        raise CommandError(
+            f"--dtype {wanted}: FlashInfer has no MoE runner of it here; choose from {', '.join(runners)}"
+        )
+    return chosen
+
+
+# -- output --------------------------------------------------------------------------------------
+def _shape(shape: tuple[int, int, int] | None) -> str:
+    return shape_label(shape) if shape else "-"
+
+
+def _cells(row: Row, with_observed: bool) -> list[str]:
+    t = row.tactic
+    if t.tma_ws:
+        dynamic = "-"
+        if t.dynamic_cluster:
+            dynamic = f"{_shape(t.dynamic_cluster)} (fallback {_shape(t.fallback_cluster)})"
+        dispatch = "accepted" if t.dispatch == "accepted" else f"rejected: {t.error}"
+        cells = [
+            f"{_shape(t.tile_elements())} ({_shape(t.tile_bytes)}B)",
+            _shape(t.cluster),
+            dynamic,
+            f"{t.mainloop or '-'} / {t.epilogue or '-'}",
+            t.fusion,
+            str(t.swap_ab).lower(),
+            dispatch,
+        ]
+    else:
+        cells = [f"SM80-style (CutlassTileConfig {t.tile_enum})", "-", "-", "-", "-", "-", "not TMA WS"]
+    cells = [str(t.tactic), str(t.gemm), *cells, row.expected]
+    if with_observed:
+        cells.append(row.observed or NOT_JUDGED)
+    return [c.replace("|", "\\|") for c in cells]
+
+
+COLUMNS = [
+    "tactic",
+    "GEMM",
+    "tile, K in elements (FlashInfer's, K in bytes)",
+    "cluster",
+    "dynamic CGA",
+    "mainloop / epilogue",
+    "fusion",
+    "swap_ab",
+    "dispatch",
+    "expected (shipped matrices)",
+]
+
+
+def to_markdown(sections: Sequence[tuple[str, list[Row]]], with_observed: bool, header: Sequence[str]) -> str:
+    columns = [*COLUMNS, *(["observed (results)"] if with_observed else [])]
+    lines = list(header)
+    for title, rows in sections:
+        lines += ["", f"## {title}", ""]
+        lines += ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+        lines += ["| " + " | ".join(_cells(r, with_observed)) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _ranges(tactics: Sequence[Tactic]) -> str:
+    parts = []
+    for gemm in (1, 2):
+        ids = [t.tactic for t in tactics if t.gemm == gemm]
+        parts.append(f"GEMM {gemm}: {ids[0]}-{ids[-1]}" if ids else f"GEMM {gemm}: none")
+    return ", ".join(parts)
+
+
+def resolve(mention: Mention, tactics: Sequence[Tactic]) -> tuple[list[tuple[int, Tactic]], list[str]]:
+    """The tactics of one runner (id order) that ``mention``'s ids name, and why any does not.
+    ``-1`` is FlashInfer's default: the first tactic of the GEMM (setRunnerProfiles)."""
+    found, problems = [], []
+    for wanted in mention.ids:
+        if wanted == -1:
+            gemms = [mention.gemm] if mention.gemm else [1, 2]
+            for gemm in gemms:
+                first = next((t for t in tactics if t.gemm == gemm), None)
+                if first is not None:
+                    found.append((wanted, first))
+            continue
+        if not 0 <= wanted < len(tactics):
+            problems.append(f"{wanted} is not an id of this runner ({_ranges(tactics)})")
+            continue
+        t = tactics[wanted]
+        if mention.gemm is not None and t.gemm != mention.gemm:
+            problems.append(
+                f"{wanted} is a GEMM {t.gemm} id, but the line names gemm{mention.gemm} "
+                f"({_ranges(tactics)}): is it another runner's (dtype) or FlashInfer version's id?"
+            )
+            continue
+        found.append((wanted, t))
+    return found, problems
+
+
+# -- the command ---------------------------------------------------------------------------------
+def _sources(args: argparse.Namespace) -> FlashInferSources | None:
+    """FlashInfer's sources: a release (--flashinfer), a folder, the installed package; None
+    when a saved probe output is replayed and nothing else needs them."""
+    from .cli import _sources as installed
+
+    if args.flashinfer is None:
+        return None if args.tactics is not None else installed(args.flashinfer_sources)
+    if args.flashinfer_sources is not None:
+        raise CommandError("--flashinfer and --flashinfer-sources both name FlashInfer's sources: give one")
+    from ..compile.cache import default_cache_dir
+    from ..flashinfer.releases import ReleaseError, resolve_release
+    from .output import EXIT_ENVIRONMENT
+
+    try:
+        return resolve_release(args.flashinfer, args.cache_dir or default_cache_dir()).sources()
+    except ReleaseError as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+
+
+def _explain_text(value: str) -> str:
+    if value != "-":
+        return value
+    from ..flashinfer.autotuner_lines import MAX_TEXT
+
+    return sys.stdin.read(MAX_TEXT + 1)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..flashinfer.autotuner_lines import LineError, mentions
+    from ..flashinfer.tactics import PROBE_SMS, ProbeError
+    from .cli import _load_results, _tactics
+
+    arch = args.arch
+    if args.tactics is None and arch not in PROBE_SMS:
+        raise CommandError(f"--arch {arch}: the tactics probe answers for {', '.join(PROBE_SMS)}")
+    said = None
+    if args.explain is not None:  # before the probe may be built: bad text fails fast
+        try:
+            said = mentions(_explain_text(args.explain))
+        except LineError as exc:
+            raise CommandError(f"--explain: {exc}") from None
+    results = _load_results(args)
+    sources = _sources(args)
+    everything = _tactics(args, arch, sources)
+    runners = select_runners(everything, args.dtype)
+    expected = expected_verdicts(arch, matrix_texts(args.matrix))
+    observed = observed_verdicts(results, arch) if results else None
+    origin = (
+        f"replayed from {args.tactics}"
+        if args.tactics
+        else f"FlashInfer {sources.version if sources else ''}"
+    )
+    sections = []
+    problems = []
+    for runner in runners:
+        try:
+            listed = runner_tactics(everything, PROBE_SMS.get(arch, int(arch[2:])), runner)
+        except ProbeError as exc:
+            raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", 3) from None
+        rows = rows_of(listed, expected, observed)
+        if said is not None:
+            picked = []
+            for mention in said:
+                found, wrong = resolve(mention, listed)
+                picked += [(m, rows[t.tactic]) for m, t in found]
+                problems += [f"{runner}, line {mention.line}: {w}" for w in wrong]
+            title = f"{arch} {runner}: " + ", ".join(
+                f"{m} = GEMM {r.tactic.gemm} #{r.tactic.tactic}" if m == -1 else str(m) for m, r in picked
+            )
+            chosen = [r for _, r in picked]
+        else:
+            chosen = [r for r in rows if args.gemm is None or r.tactic.gemm == args.gemm]
+            title = f"{arch} {runner}" + ("" if args.gemm is None else f", GEMM {args.gemm}")
+        if chosen:
+            sections.append((f"{title} ({_ranges(listed)})", chosen))
+    for problem in problems:
+        message(problem)
+    if said is not None and not sections:
+        raise CommandError("none of the pasted ids is a tactic of " + ", ".join(runners), EXIT_USAGE)
+    if args.json:
+        emit(json.dumps([r.as_dict() for _, rows in sections for r in rows], indent=1), args.output)
+    else:
+        header = [
+            f"# FlashInfer's MoERunner tactics for {arch} ({origin})",
+            "",
+            "Ids as FlashInfer's autotuner, config cache and blocklist write them: one list per dtype "
+            "combination, GEMM 1's ids first, GEMM 2's after them (use_fused_finalize=True, "
+            "FlashInfer's default). Expected: the shipped matrices' expectation "
+            "(a case without one is expected to pass); "
+            + ("observed: " + ", ".join(f"`{p.name}`" for p in args.results) + "; " if args.results else "")
+            + "virtual verdicts go through launch only.",
+        ]
+        emit(to_markdown(sections, observed is not None, header), args.output)
+    return EXIT_OK
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .options import add_arch, add_output, add_results, add_tactics
+
+    parser = subparsers.add_parser(
+        "tactics",
+        help="FlashInfer's MoE tactic ids -> tile, cluster, schedule, fusion, swap_ab and verdict",
+        description="List FlashInfer's cutlass_fused_moe tactics (MoERunner ids, as its autotuner "
+        "logs, config cache and tactics blocklist write them) for one architecture and dtype "
+        "combination, in FlashInfer's own order (its getTactics, run by the tactics probe: "
+        "compiled once, no GPU needed), with the configuration each selects and this project's "
+        "verdict: what the shipped matrices expect and what the results files observed.",
+        epilog="Exit status: 0 listed, 2 bad usage or input (an id that is no tactic of the "
+        "runner), 3 FlashInfer or nvcc missing or failing.",
+    )
+    add_arch(parser)
+    parser.add_argument(
+        "--dtype",
+        required=True,
+        metavar="DTYPES",
+        help="the runner's dtypes as case ids spell them (nvfp4-bf16, fp8_e4m3-fp16, bf16) or an "
+        "activation (nvfp4: every output type)",
+    )
+    parser.add_argument("--gemm", type=int, choices=(1, 2), default=None, help="only this GEMM's ids")
+    parser.add_argument(
+        "--explain",
+        default=None,
+        metavar="TEXT",
+        help="only the ids a pasted autotuner line names (a config-cache entry, a log line, a "
+        "blocklist entry or a bare id; '-' reads it from stdin)",
+    )
+    parser.add_argument(
+        "--flashinfer",
+        default=None,
+        metavar="VERSION|WHEEL|DIR",
+        help="ask this FlashInfer release instead of the installed one (fetched as "
+        "--tile-flashinfer fetches it)",
+    )
+    parser.add_argument(
+        "--matrix",
+        action="append",
+        default=[],
+        metavar="NAME|PATH",
+        help="take expectations from this matrix (a shipped one's name or a YAML file; repeatable; "
+        "default: every shipped matrix)",
+    )
+    add_results(parser, required=False)
+    parser.add_argument("--json", action="store_true", help="write JSON rows instead of Markdown")
+    add_output(parser, "the table")
+    add_tactics(parser)
+    parser.set_defaults(handler=main)

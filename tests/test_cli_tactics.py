@@ -1,0 +1,335 @@
+"""tileconform tactics: FlashInfer's MoERunner tactic ids -> configuration and verdict.
+
+The probe outputs replayed here are FlashInfer 0.7.4's own (``data/tactics-sm90-sm100-flashinfer-
+0.7.4.jsonl`` and ``data/tactics-sm120-flashinfer-0.7.4.jsonl``: the tactics probe run for those
+SMs, ``offered_tactics(find_sources(), [arch], cache)``). ``data/tactics-flashinfer-0.7.4.key.json``
+says which sources they are current for: :func:`numbering_digest` of FlashInfer's heuristic,
+getConfigs/getTactics, config enums, dispatch, binding and ``MoERunner`` plus the probe's source.
+When a test below says the key is stale, run the probe again for sm90, sm100 and sm120 (the slow
+tests do), replace the two files with its output and write the new digest into the key.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tileconform.commands.cli import main
+from pytest_tileconform.dtypes import label_dtypes, tile_k_elements
+from pytest_tileconform.flashinfer.autotuner_lines import LineError, mentions
+from pytest_tileconform.flashinfer.sources import FlashInferSources
+from pytest_tileconform.flashinfer.tactics import TacticIndex, numbering_digest, parse
+from pytest_tileconform.matrix.load import load_matrix
+
+DATA = Path(__file__).resolve().parent / "data"
+REPO = DATA.parent.parent
+SM90_SM100 = DATA / "tactics-sm90-sm100-flashinfer-0.7.4.jsonl"
+SM120 = DATA / "tactics-sm120-flashinfer-0.7.4.jsonl"
+KEY = DATA / "tactics-flashinfer-0.7.4.key.json"
+RECORDED = {"sm90": SM90_SM100, "sm100": SM90_SM100, "sm120": SM120}
+SM120_RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
+
+
+@pytest.fixture(scope="module")
+def flashinfer_074(generator_sources: FlashInferSources) -> FlashInferSources:
+    if generator_sources.version != "0.7.4":
+        pytest.skip(
+            f"the recorded probe outputs are FlashInfer 0.7.4's, installed is {generator_sources.version}"
+        )
+    return generator_sources
+
+
+def _raw(arch: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(line) for line in RECORDED[arch].read_text().splitlines() if f'"sm":{arch[2:]},' in line
+    ]
+
+
+def _runners(arch: str) -> list[str]:
+    return sorted({row["runner"] for row in _raw(arch)})
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, Any]]:
+    assert main(["tactics", *argv, "--json"]) == 0
+    rows: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+    return rows
+
+
+def _expected_rows(arch: str, runner: str) -> list[dict[str, Any]]:
+    """What the binding's numbering gives, read off the probe's lines without the command: one
+    runner's GEMM 1 list, then its GEMM 2 list; an id is the position in that concatenation."""
+    mine = [row for row in _raw(arch) if row["runner"] == runner]
+    ordered = [row for row in mine if row["gemm"] == 1] + [row for row in mine if row["gemm"] == 2]
+    expected = []
+    for position, row in enumerate(ordered):
+        tile = None
+        if row["tma_ws"]:
+            if row.get("instantiation"):
+                tile = "x".join(map(str, row["instantiation"]["tile"]))
+            else:
+                m, n, k = row["tile_bytes"]
+                tile = f"{m}x{n}x{tile_k_elements(k, label_dtypes(runner)[0])}"
+        expected.append(
+            {
+                "tactic": position,
+                "gemm": row["gemm"],
+                "tile": tile,
+                "cluster": "x".join(map(str, row["cluster"])) if row.get("cluster") else None,
+                "dynamic_cluster": "x".join(map(str, row["dynamic_cluster"]))
+                if row.get("dynamic_cluster")
+                else None,
+                "fusion": row.get("fusion") if row["tma_ws"] else None,
+                "swap_ab": row.get("swap_ab") if row["tma_ws"] else None,
+                "dispatch": row["dispatch"],
+            }
+        )
+    return expected
+
+
+@pytest.mark.parametrize("arch", ["sm90", "sm100", "sm120"])
+@pytest.mark.parametrize("gemm", [1, 2])
+def test_every_id_maps_to_flashinfers_config(
+    arch: str, gemm: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every id FlashInfer 0.7.4 offers for the arch, every runner, one GEMM at a time."""
+    checked = 0
+    for runner in _runners(arch):
+        rows = _json(
+            capsys, "--arch", arch, "--dtype", runner, "--gemm", str(gemm), "--tactics", str(RECORDED[arch])
+        )
+        keys = ("tactic", "gemm", "tile", "cluster", "dynamic_cluster", "fusion", "swap_ab", "dispatch")
+        got = [{k: row[k] for k in keys} for row in rows]
+        want = [row for row in _expected_rows(arch, runner) if row["gemm"] == gemm]
+        assert got == want, runner
+        assert all(row["runner"] == runner and row["arch"] == arch for row in rows)
+        checked += len(rows)
+    assert checked == sum(1 for row in _raw(arch) if row["gemm"] == gemm)
+
+
+def _moe_runner_get_valid_tactics(core: Path) -> Any:
+    """FlashInfer's own ``MoERunner.get_valid_tactics`` (flashinfer/fused_moe/core.py), compiled
+    from its source: the class is built inside the JIT module loader, which needs a GPU."""
+    tree = ast.parse(core.read_text())
+    runner = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "MoERunner")
+    function = next(
+        n for n in runner.body if isinstance(n, ast.FunctionDef) and n.name == "get_valid_tactics"
+    )
+    ActivationType = enum.Enum("ActivationType", "Swiglu ClampedRelu2")  # what the function reads of it
+    namespace: dict[str, Any] = {
+        "ActivationType": ActivationType,
+        "logger": logging.getLogger("flashinfer-test"),
+    }
+    exec(compile(ast.Module(body=[function], type_ignores=[]), str(core), "exec"), namespace)
+    return namespace["get_valid_tactics"], ActivationType
+
+
+class _Binding:
+    """The binding's answers the Python side asks for (counts; every tactic fits the device)."""
+
+    def __init__(self, gemm1: int, gemm2: int) -> None:
+        self.counts = (gemm1, gemm2)
+
+    def get_gemm1_tactic_count(self) -> int:
+        return self.counts[0]
+
+    def get_gemm2_tactic_count(self) -> int:
+        return self.counts[1]
+
+    def get_tactic_occupancy(self, _tactic: int) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("arch", ["sm90", "sm100", "sm120"])
+def test_flashinfers_python_offers_the_same_ids(
+    arch: str, flashinfer_074: FlashInferSources, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What MoERunner.get_valid_tactics offers the autotuner for trtllm::fused_moe::gemm1 and gemm2
+    (the ids a log line or cache entry carries) are the command's GEMM 1 and GEMM 2 ids."""
+    core = flashinfer_074.root.parent / "fused_moe" / "core.py"
+    if not core.is_file():
+        pytest.skip(f"no {core}: FlashInfer's Python package is not beside its sources")
+    get_valid_tactics, activation = _moe_runner_get_valid_tactics(core)
+    for runner in _runners(arch):
+        rows = _json(capsys, "--arch", arch, "--dtype", runner, "--tactics", str(RECORDED[arch]))
+        ids = {gemm: [r["tactic"] for r in rows if r["gemm"] == gemm] for gemm in (1, 2)}
+        for stage in (1, 2):
+            fake = type("MoERunner", (), {})()
+            fake.fused_moe_runner = _Binding(len(ids[1]), len(ids[2]))
+            fake.gemm_idx_for_tuning = stage
+            fake.activation_type = activation.Swiglu
+            fake.use_w4_group_scaling = False
+            assert get_valid_tactics(fake, [], None) == ids[stage], (runner, stage)
+
+
+def test_committed_outputs_are_current(flashinfer_074: FlashInferSources) -> None:
+    key = json.loads(KEY.read_text())
+    assert key["flashinfer"] == flashinfer_074.version
+    assert numbering_digest(flashinfer_074) == key["numbering_digest"], (
+        "FlashInfer's heuristic, dispatch, binding or MoERunner, or the probe, changed since the "
+        "probe outputs in tests/data were recorded: record them again (module docstring)"
+    )
+
+
+@pytest.mark.slow
+def test_probe_reproduces_sm90_and_sm100(flashinfer_074: FlashInferSources) -> None:
+    """Builds the tactics probe (about 65 s and 2 GB once; cached in the user build cache)."""
+    from pytest_tileconform.compile.cache import default_cache_dir
+    from pytest_tileconform.flashinfer.tactics import offered_tactics
+
+    lines = offered_tactics(flashinfer_074, ["sm90", "sm100"], default_cache_dir())
+    assert lines == SM90_SM100.read_text().splitlines()
+
+
+# -- pasted autotuner lines ----------------------------------------------------------------------
+SKIPPING = (
+    "(Worker_PP0 pid=38385) 2025-11-11 06:41:27,319 - WARNING - autotuner.py:485 - flashinfer.jit: "
+    "[Autotuner]: Skipping tactic <flashinfer.fused_moe.core.get_cutlass_fused_moe_module.<locals>."
+    "MoERunner object at 0x7c70ccce8350> 15, due to failure while profiling: [TensorRT-LLM][ERROR] "
+    "Assertion failed: Failed to initialize cutlass TMA WS grouped gemm. Error: Error Internal"
+)
+CACHE_ENTRY = (
+    "\"('trtllm::fused_moe::gemm2', 'MoERunner', ((8, 7168), (64, 4096, 3584)), (torch.uint8, "
+    "torch.int64, torch.bfloat16, 8, 1, 1, 1, False, False, False, False, False, False, True, 3, "
+    'False, True))": ["MoERunner", 27, "hot_l2"],'
+)
+CHOSEN = (
+    "[Autotuner]: profiling chosen runner: <flashinfer.fused_moe.core.get_cutlass_fused_moe_module."
+    "<locals>.MoERunner object at 0x7f00aa> 3 for ProfilingCacheKey(custom_op='trtllm::fused_moe::gemm1', "
+    "runner_class_name='MoERunner', runner_hash=1, nearest_profile=((8, 7168),), extras=())"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "gemm", "ids"),
+    [
+        (SKIPPING, None, (15,)),
+        (CACHE_ENTRY, 2, (27,)),
+        ('["MoERunner", 17]', None, (17,)),
+        (CHOSEN, 1, (3,)),
+        ('"trtllm::fused_moe::gemm1::MoERunner": [3, 11]', 1, (3, 11)),
+        (" 17\n", None, (17,)),
+        ('["MoERunner", -1]', None, (-1,)),
+    ],
+)
+def test_autotuner_lines(text: str, gemm: int | None, ids: tuple[int, ...]) -> None:
+    (found,) = mentions(text)
+    assert (found.gemm, found.ids) == (gemm, ids)
+
+
+def test_a_pasted_cache_file_names_every_entry() -> None:
+    text = "{\n" + CACHE_ENTRY + "\n" + CACHE_ENTRY.replace("gemm2", "gemm1").replace("27", "4") + "\n}"
+    assert [(m.line, m.gemm, m.ids) for m in mentions(text)] == [(2, 2, (27,)), (3, 1, (4,))]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("no tactic here", "no MoERunner tactic in the pasted text"),
+        ("", "(empty)"),
+        ('fused_moe::gemm1 fused_moe::gemm2 ["MoERunner", 3]', "names both fused_moe::gemm1 and gemm2"),
+    ],
+)
+def test_lines_naming_no_tactic(text: str, said: str) -> None:
+    with pytest.raises(LineError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        mentions(text)
+
+
+def _matrix_expectation(case_id: str) -> str:
+    matrix = load_matrix(REPO / "matrices" / "sm120-flashinfer.yaml")
+    case = next(c for c in matrix.cases if c.id == case_id)
+    source = f", {case.expectation.source}" if case.expectation and case.expectation.source else ""
+    return f"{case.expected} [sm120-flashinfer{source}]"
+
+
+def test_explain_a_cache_entry(capsys: pytest.CaptureFixture[str]) -> None:
+    """GEMM 2's id 27 of the NVFP4 -> bf16 runner: the finalize tile the virtual sm120 device fails."""
+    argv = [
+        "--arch",
+        "sm120",
+        "--dtype",
+        "nvfp4-bf16",
+        "--tactics",
+        str(SM120),
+        "--matrix",
+        "sm120-flashinfer",
+    ]
+    (row,) = _json(capsys, *argv, "--explain", CACHE_ENTRY, str(SM120_RESULTS))
+    assert (row["gemm"], row["tactic"], row["tile"], row["fusion"], row["swap_ab"]) == (
+        2,
+        27,
+        "128x256x128",
+        "finalize",
+        False,
+    )
+    assert row["expected"] == _matrix_expectation("sm120-nvfp4-bf16-128x256x128-c1x1x1-finalize")
+    assert row["observed"] == "initialize [virtual sm120]"
+    assert main(["tactics", *argv, "--explain", CACHE_ENTRY]) == 0
+    out = capsys.readouterr().out
+    assert "## sm120 nvfp4-bf16: 27 (GEMM 1: 0-15, GEMM 2: 16-47)" in out
+    assert (
+        "| 27 | 2 | 128x256x128 (128x256x64B) | 1x1x1 | - | auto / auto | finalize | false | accepted |"
+        in out
+    )
+
+
+def test_a_virtual_pass_says_how_far_it_was_judged(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--arch", "sm120", "--dtype", "nvfp4-bf16", "--tactics", str(SM120), "--explain", "17"]
+    (row,) = _json(capsys, *argv, str(SM120_RESULTS))
+    assert row["tile"] == "128x128x128" and row["observed"] == "pass through launch [virtual sm120]"
+
+
+def test_default_id_and_wrong_gemm(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["tactics", "--arch", "sm120", "--dtype", "nvfp4-bf16", "--tactics", str(SM120)]
+    rows = _json(capsys, *base[1:], "--explain", '"trtllm::fused_moe::gemm2::MoERunner": [-1]')
+    assert [(r["gemm"], r["tactic"]) for r in rows] == [(2, 16)]  # setRunnerProfiles' GEMM 2 default
+    assert main([*base, "--explain", '"trtllm::fused_moe::gemm1::MoERunner": [27]']) == 2
+    err = capsys.readouterr().err
+    assert "27 is a GEMM 2 id, but the line names gemm1 (GEMM 1: 0-15, GEMM 2: 16-47)" in err
+    assert main([*base, "--explain", "48"]) == 2
+    assert "48 is not an id of this runner" in capsys.readouterr().err
+
+
+def test_bad_text_fails_before_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tactics", "--arch", "sm120", "--dtype", "nvfp4", "--flashinfer-sources", "/nonexistent"]
+    assert main([*argv, "--explain", "nothing"]) == 2
+    assert "--explain: no MoERunner tactic" in capsys.readouterr().err
+
+
+def test_dtype_selection(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--arch", "sm120", "--tactics", str(SM120), "--explain", "0"]
+    assert {r["runner"] for r in _json(capsys, *base, "--dtype", "nvfp4")} == {"nvfp4-bf16", "nvfp4-fp16"}
+    assert {r["runner"] for r in _json(capsys, *base, "--dtype", "fp8")} == {"fp8_e4m3-bf16", "fp8_e4m3-fp16"}
+    assert main(["tactics", *base, "--dtype", "int4"]) == 2
+    assert (
+        "--dtype int4: FlashInfer has no MoE runner of it here; choose from bf16, fp16"
+        in capsys.readouterr().err
+    )
+
+
+def test_sm80_style_tactics_are_named_not_judged(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _json(capsys, "--arch", "sm120", "--dtype", "bf16", "--tactics", str(SM120))
+    assert len(rows) == 18 and not any(r["tma_ws"] for r in rows)
+    assert rows[0]["sm80_tile_config"] == 4 and rows[0]["expected"].startswith("not judged (SM80-style")
+
+
+def test_flashinfer_and_sources_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tactics", "--arch", "sm120", "--dtype", "nvfp4", "--flashinfer", "0.6.0"]
+    assert main([*argv, "--flashinfer-sources", "/x"]) == 2
+    assert "--flashinfer and --flashinfer-sources both" in capsys.readouterr().err
+
+
+def test_the_index_reports_and_blocklists_use() -> None:
+    """A results file's case -> its ids: what a report or the blocklist writes next to the tile."""
+    index = TacticIndex(parse(SM120.read_text().splitlines()), "sm120")
+    assert index.case_ids("nvfp4-bf16", (128, 256, 128), (1, 1, 1), False, "finalize") == [(2, 27)]
+    assert index.case_ids("nvfp4-bf16", (128, 128, 128), (1, 1, 1), False, "none") == [(1, 1), (2, 17)]
+    assert index.case_ids("nvfp4-bf16", (128, 16, 128), (1, 1, 1), False, "none") == []
+    sm100 = TacticIndex(parse(SM90_SM100.read_text().splitlines()), "sm100")
+    # the harness's SM100 cases build the TMA epilogue without a dynamic cluster
+    assert sm100.case_ids("bf16", (128, 64, 64), (1, 1, 1), False, "none")
