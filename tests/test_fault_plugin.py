@@ -9,6 +9,7 @@ import gc
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -19,8 +20,9 @@ from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.buildscript import kernel_config
 from pytest_tileconform.flashinfer.harness_report import VERDICT_FILE
-from pytest_tileconform.flashinfer.reference import _le_bytes, make_inputs, output_dtype, reference_output
+from pytest_tileconform.flashinfer.reference import _le_bytes, expected_output, make_inputs, output_dtype
 from pytest_tileconform.flashinfer.runner import CaseRun
+from pytest_tileconform.flashinfer.tolerance import POISON_BYTE
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.load import load_matrix
 
@@ -35,17 +37,27 @@ suites:
     problems: {experts: 2, rows: 8, n: 64, k: 64}
 """
 FAULTY = "sm90-bf16-128x64x64-c1x1x1-none"
+#: the faults of the plugin and the stage each must end its case at (tileconform_faults.FAULTS)
+FAULTS = {
+    "trap": "run",
+    "uninit-workspace": "numerics",
+    "unwritten-d": "numerics",
+    "race": "graph",
+    "pending-error": "pass",
+}
 GOOD = "sm90-bf16-128x128x64-c1x1x1-none"
 
 
 class StandInRunner:
-    """The case runner's part. A case whose problem.txt asks for the trap ends as a trapping
-    kernel does (harness.cu: the sticky ``cudaErrorLaunchFailure`` at ``run``); any other
-    writes the reference D and passes."""
+    """The case runner's part. A case whose problem.txt names a hook gets what the harness
+    leaves behind with that fault (tileconform_faults_hook.cu on a GPU): the trap's sticky
+    error at run, a D the poison shows in, a graph replay that changed D, a cleared pending
+    error; any other case writes the reference D and passes."""
 
     def __init__(self, cases: list[Case]) -> None:
         self.cases = {kernel_config(case).name: case for case in cases}
         self.problems: dict[str, str] = {}  # case id -> its problem.txt as the harness read it
+        self.hooks: dict[str, bool] = {}  # case id -> whether the hook library it named was there
 
     def start(self) -> None:
         pass
@@ -54,12 +66,29 @@ class StandInRunner:
         case = self.cases[name]
         problem = (run_dir / "problem.txt").read_text()
         self.problems[case.id] = problem
-        if "inject_fault trap" in problem:
-            fields = {"final": True, "stage": "run", "status": "cudaErrorLaunchFailure", "message": "trap"}
-        else:
-            expected = reference_output(make_inputs(case, 0), case)
-            (run_dir / "d.bin").write_bytes(_le_bytes(expected.to(output_dtype(case.out))))
-            fields = {"final": True, "stage": "pass", "status": "Success", "message": ""}
+        hook = [line.split() for line in problem.splitlines() if line.startswith("hook ")]
+        fault = hook[0][2] if hook else None
+        if hook:
+            self.hooks[case.id] = Path(hook[0][1]).is_file()
+        d = bytearray(_le_bytes(expected_output(make_inputs(case, 0), case).value.to(output_dtype(case.out))))
+        fields: dict[str, Any] = {"final": True, "stage": "pass", "status": "Success", "message": ""}
+        if fault == "trap":
+            fields.update(stage="run", status="cudaErrorLaunchFailure", message="trap")
+        elif fault == "uninit-workspace":
+            d[:256] = bytes(byte | POISON_BYTE for byte in d[:256])
+        elif fault == "unwritten-d":
+            d[:] = bytes([POISON_BYTE]) * len(d)
+        elif fault == "race":
+            (run_dir / "d.graph.bin").write_bytes(b"\x3c" * 256 + bytes(d[256:]))
+            fields["graph"] = {
+                "runs": 8,
+                "changed_runs": 8,
+                "most_changed_elements": 128,
+                "saved": "d.graph.bin",
+            }
+        elif fault == "pending-error":
+            fields["cleared_errors"] = [{"when": "before the case", "name": "cudaErrorMemoryAllocation"}]
+        (run_dir / "d.bin").write_bytes(bytes(d))
         (run_dir / VERDICT_FILE).write_text(json.dumps(fields))
         return CaseRun(0 if fields["stage"] == "pass" else 1, None)
 
@@ -83,6 +112,9 @@ def runner(tc: TileRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Stan
     monkeypatch.setattr(FlashInferBackend, "gpu", property(lambda self: gpu))
     monkeypatch.setattr(FlashInferBackend, "_hardware_runner", property(lambda self: stand_in))
     monkeypatch.syspath_prepend(str(PLUGINS))
+    from tileconform_faults import FAULTS as known
+
+    assert known == FAULTS
     return stand_in
 
 
@@ -94,23 +126,36 @@ def _outcomes(tc: TileRun) -> dict[str, str]:
     return {record["id"]: record["outcome"] for record in tc.log("verdicts.jsonl")}
 
 
-def test_an_injected_fault_fails_only_its_case_at_run(
-    tc: TileRun, runner: StandInRunner, tmp_path: Path
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_an_injected_fault_fails_its_case_at_its_stage_and_no_other(
+    tc: TileRun, runner: StandInRunner, tmp_path: Path, fault: str
 ) -> None:
     threads = torch.get_num_threads()
-    result = tc.run(*_args(tmp_path), "--tile-inject-fault", FAULTY)
-    assert result.ret == 1, output(result)
-    result.assert_outcomes(passed=1, failed=1)
-    assert _outcomes(tc) == {FAULTY: "run", GOOD: "pass"}
-    assert "status='cudaErrorLaunchFailure'" in output(result)
-    assert runner.problems[FAULTY].endswith("inject_fault trap\n")
-    assert "inject_fault" not in runner.problems[GOOD]
+    result = tc.run(*_args(tmp_path), "--tile-inject-fault", f"{FAULTY}={fault}")
+    expected = FAULTS[fault]
+    assert result.ret == (0 if expected == "pass" else 1), output(result)
+    assert _outcomes(tc) == {FAULTY: expected, GOOD: "pass"}
+    assert runner.problems[FAULTY].endswith(f" {fault}\n") and runner.hooks[FAULTY]
+    assert "hook" not in runner.problems[GOOD]
     # the session restored what judging changed in this process (backend.finish at its end)
     assert torch.get_num_threads() == threads and gc.get_freeze_count() == 0
+
+
+def test_a_fault_without_a_kind_is_the_trap(tc: TileRun, runner: StandInRunner, tmp_path: Path) -> None:
+    result = tc.run(*_args(tmp_path), "--tile-inject-fault", FAULTY)
+    assert result.ret == 1, output(result)
+    assert _outcomes(tc) == {FAULTY: "run", GOOD: "pass"}
+    assert "status='cudaErrorLaunchFailure'" in output(result)
+
+
+def test_an_unknown_fault_is_a_usage_error(tc: TileRun, runner: StandInRunner, tmp_path: Path) -> None:
+    result = tc.run(*_args(tmp_path), "--tile-inject-fault", f"{FAULTY}=meteor")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown fault 'meteor'; known: trap, uninit-workspace" in output(result)
 
 
 def test_without_the_option_every_case_passes(tc: TileRun, runner: StandInRunner, tmp_path: Path) -> None:
     result = tc.run(*_args(tmp_path))
     assert result.ret == 0, output(result)
     assert _outcomes(tc) == {FAULTY: "pass", GOOD: "pass"}
-    assert not any("inject_fault" in problem for problem in runner.problems.values())
+    assert not any("hook" in problem for problem in runner.problems.values())

@@ -21,6 +21,7 @@ from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, UnsupportedConfig
 from pytest_tileconform.flashinfer.harness_report import STAGES, VERDICT_FILE, HarnessReport
 from pytest_tileconform.flashinfer.planner import plan_units
+from pytest_tileconform.flashinfer.sanitizer import SanitizerRun
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.sources import FlashInferSources
 from pytest_tileconform.verdict import Device, Stage, Verdict
@@ -30,13 +31,20 @@ from pytest_tileconform.virtual.run import VirtualRun, verdict_of
 GB = 1_000_000_000
 
 
+def _harness_source() -> str:
+    return "".join(path.read_text() for path in sorted(HARNESS_DIR.iterdir()) if path.suffix in (".cu", ".h"))
+
+
 def _harness_stage_names() -> set[str]:
-    """Every stage name harness.cu can write: assigned, thrown, or a launcher message's."""
-    source = (HARNESS_DIR / "harness.cu").read_text()
+    """Every stage name the harness can write: assigned, thrown, a launcher message's, a
+    preliminary verdict's or the stage argument of a step that throws."""
+    source = _harness_source()
     return {
         *re.findall(r'stage = "(\w+)"', source),
         *re.findall(r'StageError\("(\w+)"', source),
         *re.findall(r'\{"[^"]+", "(\w+)"\}', source),
+        *re.findall(r'running\(run_dir, verdict, "(\w+)"', source),
+        *re.findall(r'(?:reset_d|finish)\("(\w+)"\)', source),
     }
 
 
@@ -44,6 +52,16 @@ def test_the_stage_map_covers_exactly_what_the_harness_writes() -> None:
     names = _harness_stage_names()
     assert names - set(STAGES) == {"setup", "pass"}  # no stage of the case: a fault, or none
     assert set(STAGES) <= names
+    assert {"prepare", "graph", "repeat"} <= names
+
+
+def test_the_poison_is_the_one_the_numerics_check_knows() -> None:
+    """The harness fills memory with kPoisonByte; the check of D recognises unwritten elements
+    by tolerance.POISON_BYTE: two languages, one value."""
+    from pytest_tileconform.flashinfer.tolerance import POISON_BYTE
+
+    found = re.findall(r"constexpr unsigned char kPoisonByte = (0x[0-9A-Fa-f]+);", _harness_source())
+    assert [int(value, 16) for value in found] == [POISON_BYTE]
 
 
 def test_a_missing_or_broken_report_is_empty(tmp_path: Path) -> None:
@@ -52,10 +70,32 @@ def test_a_missing_or_broken_report_is_empty(tmp_path: Path) -> None:
     report = HarnessReport.read(tmp_path)
     assert (report.final, report.name, report.stage, report.passed) == (False, None, None, False)
     (tmp_path / VERDICT_FILE).write_text(
-        json.dumps({"final": True, "stage": "launcher", "status": "exception"})
+        json.dumps({"final": True, "stage": "prepare", "status": "exception"})
     )
     report = HarnessReport.read(tmp_path)
-    assert (report.stage, report.outside_cutlass, report.status) == (Stage.CAN_IMPLEMENT, True, "exception")
+    assert (report.stage, report.outside_cutlass, report.status) == (Stage.PREPARE, True, "exception")
+
+
+@pytest.mark.parametrize(
+    ("fields", "interrupted", "decided"),
+    [
+        ({"final": False, "stage": "run"}, Stage.RUN, False),
+        ({"final": False, "stage": "graph"}, Stage.GRAPH, False),
+        ({"final": False, "stage": "repeat"}, Stage.REPEAT, False),
+        ({"final": True, "stage": "graph"}, None, False),
+        ({"final": True, "stage": "prepare"}, None, True),
+        ({"final": True, "stage": "initialize"}, None, True),
+        ({"final": True, "stage": "pass"}, None, False),
+        ({}, None, False),
+    ],
+)
+def test_where_a_harness_process_ended(
+    fields: dict[str, Any], interrupted: Stage | None, decided: bool
+) -> None:
+    """A preliminary verdict names the stage the process was in when it ended; a final one
+    before the kernel ran decides the case whatever became of the process afterwards."""
+    report = HarnessReport(fields)
+    assert (report.interrupted_stage, report.decided_before_run) == (interrupted, decided)
 
 
 def _hardware(fields: dict[str, Any], backend_settings: Callable[..., Settings], tmp_path: Path) -> Verdict:
@@ -65,10 +105,12 @@ def _hardware(fields: dict[str, Any], backend_settings: Callable[..., Settings],
     def execute(_unit: Path, _run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
         return HarnessReport(fields), None
 
+    def sanitize(_unit: Path, _run_dir: Path, _name: str) -> SanitizerRun:
+        raise AssertionError("no sanitize stage without --tile-sanitize")
+
     build = BuildResult(ok=True, path=tmp_path, seconds=0.0)
-    return hardware.judge(
-        make_case(), build, {}, gpu, backend_settings(device="hardware"), execute, lambda _c, _d: None
-    )
+    settings = backend_settings(device="hardware")
+    return hardware.judge(make_case(), build, {}, gpu, settings, execute, lambda _c, _d: None, sanitize)
 
 
 def _virtual(fields: dict[str, Any]) -> Verdict:
@@ -77,15 +119,17 @@ def _virtual(fields: dict[str, Any]) -> Verdict:
     return verdict_of(run, HarnessReport(fields), "virtual (sm120 profile)", profile.device)
 
 
-def test_the_launchers_own_refusal_is_a_verdict_on_hardware_only(
+def test_a_refused_preparation_is_the_prepare_stage_never_can_implement(
     backend_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    """On a GPU the launcher's checks refuse the arguments as can_implement does; on a virtual
-    device they may answer to the runtime rather than the case, so no verdict comes of them."""
-    fields = {"final": True, "stage": "launcher", "status": "exception", "message": "swap_ab mismatch"}
+    """On a GPU a failed preparation of the launcher's inputs (the harness's own, or the
+    launcher's checks of what it was given, before CUTLASS) is the prepare stage, so an update
+    never writes it into a matrix as a tile rejection; on a virtual device it may answer to
+    the runtime rather than the case, so no verdict comes of it."""
+    fields = {"final": True, "stage": "prepare", "status": "exception", "message": "swap_ab mismatch"}
     verdict = _hardware(fields, backend_settings, tmp_path)
-    assert (verdict.failed_stage, verdict.detail) == (Stage.CAN_IMPLEMENT, "swap_ab mismatch")
-    with pytest.raises(RuntimeError, match="virtual harness stopped at 'launcher': exception: swap_ab"):
+    assert (verdict.failed_stage, verdict.detail) == (Stage.PREPARE, "swap_ab mismatch")
+    with pytest.raises(RuntimeError, match="virtual harness stopped at 'prepare': exception: swap_ab"):
         _virtual(fields)
     assert _virtual({**fields, "stage": "can_implement"}).failed_stage is Stage.CAN_IMPLEMENT
 
@@ -140,4 +184,4 @@ def test_plan_units_is_the_backends_plan_for_a_given_host(
     monkeypatch.setattr("pytest_tileconform.flashinfer.backend.available_cores", lambda: 16)
     monkeypatch.setattr("pytest_tileconform.flashinfer.backend.available_memory", lambda: 134 * GB)
     monkeypatch.setattr(backend, "_spec", lambda group: len(group))
-    assert backend._plan_units(cases, 36) == [(unit, len(unit)) for unit in units]
+    assert backend._plan_units(cases, 36) == [(unit, len(unit)) for unit in units]  # type: ignore[comparison-overlap]

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from pytest_tileconform.compile.hostbuild import cxx
+from pytest_tileconform.flashinfer.hardware import execute
 from pytest_tileconform.flashinfer.runner import LOG, HarnessRunner, build_runner
+from pytest_tileconform.verdict import Stage
 
 STAND_IN_UNIT = r"""
 #include <csignal>
@@ -36,8 +38,16 @@ extern "C" int tileconform_run_case(const char* run_dir, const char* name, int* 
   std::printf("stdout of %s\n", name);
   std::fprintf(stderr, "stderr of %s\n", name);
   if (std::strcmp(name, "missing") == 0) return 2;
+  // "STAGE-then-crash": the harness wrote verdict STAGE (final unless STAGE is one of the
+  // stages it writes a preliminary verdict for), then the process died
+  const std::string whole = name;
+  const auto cut = whole.find("-then-crash");
+  const std::string stage = whole.substr(0, cut);
+  const bool preliminary = stage == "run" || stage == "graph" || stage == "repeat";
   std::ofstream(std::string(run_dir) + "/verdict.json")
-      << "{\"stage\": \"" << name << "\", \"pid\": " << getpid() << "}";
+      << "{\"stage\": \"" << stage << "\", \"final\": " << (preliminary ? "false" : "true")
+      << ", \"pid\": " << getpid() << "}";
+  if (cut != std::string::npos) std::raise(SIGSEGV);
   if (std::strcmp(name, "crash") == 0) std::raise(SIGSEGV);
   if (std::strcmp(name, "hang") == 0) sleep(60);
   if (std::strcmp(name, "exit") == 0) {
@@ -155,3 +165,24 @@ def test_closing_does_not_wait_for_the_runner_to_tear_down(
     started = time.monotonic()
     runner.close()
     assert time.monotonic() - started < 3  # the unit's teardown alone takes 30 s
+
+
+@pytest.mark.parametrize(
+    ("case", "failure", "stage"),
+    [
+        ("run-then-crash", "harness killed by SIGSEGV", None),
+        ("graph-then-crash", "harness killed by SIGSEGV", Stage.GRAPH),
+        ("repeat-then-crash", "harness killed by SIGSEGV", Stage.REPEAT),
+        ("prepare-then-crash", None, Stage.PREPARE),
+        ("initialize-then-crash", None, Stage.INITIALIZE),
+    ],
+)
+def test_a_runner_that_dies_is_charged_to_the_stage_the_harness_was_in(
+    runner: HarnessRunner, unit: Path, tmp_path: Path, case: str, failure: str | None, stage: Stage | None
+) -> None:
+    """A process that dies during a stage that runs the kernel (its preliminary verdict names
+    it) fails there; one whose harness had already decided the case leaves that verdict."""
+    report, why = execute(runner, unit, tmp_path, case, 30)
+    assert why == failure
+    assert (report.interrupted_stage if why else report.stage) == (stage or Stage.RUN)
+    runner.close()

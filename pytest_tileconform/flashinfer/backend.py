@@ -51,6 +51,7 @@ from .environment import (
 from .harness_report import HarnessReport
 from .planner import DEFAULT_GROUP, compile_ram, plan_units, unit_seconds
 from .runner import HarnessRunner, build_runner
+from .sanitizer import SanitizerRun, find_sanitizer, sanitize
 from .settings import DEVICES, Settings
 from .settling import CaseSettling
 from .sources import FlashInferSources, FlashInferSourcesError, build_salt
@@ -400,7 +401,8 @@ class FlashInferBackend:
         profile = self._profile(case)
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
-            write_inputs(make_inputs(case, self.settings.seed), run_dir)
+            entries = hardware.harness_entries(case, self.settings, on_hardware=False)
+            write_inputs(make_inputs(case, self.settings.seed), run_dir, extra_problem=entries)
             self._before_run(case, run_dir)
             executable = build.path / (build.artifact.name + VIRTUAL_SUFFIX)
             args = [str(run_dir), kernel_config(case).name]
@@ -408,15 +410,27 @@ class FlashInferBackend:
             report = HarnessReport.read(run_dir)
             verdict = verdict_of(run, report, f"virtual ({profile.arch} profile)", profile.device)
         verdict.extra.update(base)
+        verdict.extra.update(hardware.launch_record(case, self.settings))
         return verdict
 
     def _run(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
         self._settle_case(case)
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
-        return hardware.judge(case, build, base, gpu, self.settings, self._execute, self._before_run)
+        return hardware.judge(
+            case, build, base, gpu, self.settings, self._execute, self._before_run, self._sanitize
+        )
 
     def _execute(self, unit: Path, run_dir: Path, name: str) -> tuple[HarnessReport, str | None]:
         """Run case ``name`` of the harness ``unit`` in this worker's runner
         (:func:`.hardware.execute`)."""
         return hardware.execute(self._hardware_runner, unit, run_dir, name, self.settings.timeout)
+
+    def _sanitize(self, unit: Path, run_dir: Path, name: str) -> SanitizerRun:
+        """Run case ``name`` of ``unit`` under compute-sanitizer (:mod:`.sanitizer`), through
+        the runner's one-case mode, in a process of its own."""
+        mode = self.settings.sanitize
+        assert mode is not None  # judge asks only with --tile-sanitize
+        tool = find_sanitizer(self.toolchain[0])
+        runner = self._hardware_runner.executable
+        return sanitize(tool, mode, runner, unit, run_dir, name, self.settings.timeout)

@@ -1,5 +1,12 @@
 """A case on the GPU: its inputs written, the harness run in this worker's runner (:mod:`.runner`),
-D checked against torch's reference, and where the case's time went.
+D checked against torch's reference, then the stages that run the case again (``graph``,
+``repeat``, ``sanitize``), and where the case's time went.
+
+The stages are judged in their order (:class:`..verdict.Stage`): a case whose checked run is
+wrong fails at ``numerics`` even when a later stage also went wrong. D of a graph replay or of
+a repeat must equal the checked run's bit for bit where the epilogue is deterministic; where it
+is not (finalize with red.add: several rows reduce into one output row in an order the
+schedule decides), the run that changed D most is checked against the reference instead.
 
 torch is imported inside :func:`judge`, not at plugin load: most pytest runs never judge on
 hardware.
@@ -7,13 +14,14 @@ hardware.
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..compile.cache import BuildResult
 from ..core.devices import Gpu
@@ -23,18 +31,53 @@ from ..verdict import Device, Stage, Verdict
 from .buildscript import kernel_config
 from .harness_report import HarnessReport
 from .runner import HarnessRunner
+from .sanitizer import SanitizerRun
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .reference import GroupedInputs
+    from .tolerance import Expected, NumericsReport
 
 #: Called with a case and its run directory once the inputs are there, before the harness runs.
 BeforeRun = Callable[[Case, Path], None]
 #: Runs case NAME of the harness UNIT on the inputs in RUN_DIR: (unit, run_dir, name) -> what
 #: the harness reported and, if the process running it failed, why (:func:`execute`).
 Execute = Callable[[Path, Path, str], tuple[HarnessReport, str | None]]
+#: Runs case NAME of the harness UNIT under compute-sanitizer on RUN_DIR's inputs (:mod:`.sanitizer`).
+Sanitize = Callable[[Path, Path, str], SanitizerRun]
+
+#: The oldest architecture on which FlashInfer enables programmatic dependent launch by default
+#: (``device_support_pdl``: compute capability 9 and later).
+PDL_SINCE_SM = 90
 
 
 def gpu_device(gpu: Gpu) -> Device:
     """What a verdict judged on ``gpu`` names as its device."""
     return Device("hardware", gpu.name, gpu.arch, f"{gpu.sm // 10}.{gpu.sm % 10}")
+
+
+def pdl_for(case: Case) -> bool:
+    """Whether ``case`` launches with programmatic dependent launch: its ``pdl``, else what
+    FlashInfer's ``cutlass_fused_moe`` does with ``enable_pdl=None`` on the case's arch."""
+    return case.pdl if case.pdl is not None else case.sm >= PDL_SINCE_SM
+
+
+def harness_entries(case: Case, settings: Settings, *, on_hardware: bool) -> dict[str, int]:
+    """problem.txt's entries beside the problem's own (PROTOCOL.md): PDL always; on hardware the
+    timing and the stages that run the case again."""
+    entries = {"enable_pdl": int(pdl_for(case))}
+    if on_hardware:
+        entries.update(
+            timing_iters=settings.timing_iters,
+            graph_replays=settings.graph_replays,
+            repeats=settings.repeats,
+        )
+    return entries
+
+
+def launch_record(case: Case, settings: Settings) -> dict[str, Any]:
+    """What every verdict records about how its case was launched and its inputs made."""
+    return {"seed": settings.seed, "problem": case.problem.name, "pdl": pdl_for(case)}
 
 
 def execute(
@@ -49,6 +92,60 @@ def execute(
     return report, failure
 
 
+class _Check:
+    """D of the case's runs against its reference (made once, when first needed)."""
+
+    def __init__(self, case: Case, inputs: GroupedInputs, run_dir: Path) -> None:
+        self.case, self.inputs, self.run_dir = case, inputs, run_dir
+        self._expected: Expected | None = None
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name: str) -> NumericsReport:
+        from .reference import expected_output, read_output
+        from .tolerance import compare
+
+        started = time.perf_counter()
+        where = self.run_dir
+        if name != "d.bin":  # read_output reads a folder's d.bin: give the saved D one of its own
+            where = self.run_dir / name.removesuffix(".bin")
+            where.mkdir(exist_ok=True)
+            (where / "d.bin").unlink(missing_ok=True)
+            os.link(self.run_dir / name, where / "d.bin")
+        actual = read_output(where, self.case, self.inputs)
+        read_done = time.perf_counter()
+        if self._expected is None:
+            self._expected = expected_output(self.inputs, self.case)
+        reference_done = time.perf_counter()
+        report = compare(actual, self._expected)
+        done = time.perf_counter()
+        for part, seconds in (
+            ("check_read", read_done - started),
+            ("check_reference", reference_done - read_done),
+            ("check_compare", done - reference_done),
+        ):
+            self.seconds[part] = round(self.seconds.get(part, 0.0) + seconds, 4)
+        return report
+
+
+def replay_failure(stage: Stage, fields: Mapping[str, Any], deterministic: bool, check: _Check) -> str | None:
+    """Why the runs of ``stage`` (the harness's ``graph`` or ``repeat`` record) fail it, None if
+    they do not: D changed where it may not, or changed beyond what the reference allows."""
+    changed, runs = fields.get("changed_runs", 0), fields.get("runs", 0)
+    if not changed:
+        return None
+    most = fields.get("most_changed_elements")
+    what = f"{changed} of {runs} {stage.value} runs changed D (up to {most} elements)"
+    if deterministic:
+        return f"{what}; the epilogue is deterministic, so D must not change"
+    saved = fields.get("saved")
+    numerics = check(saved) if isinstance(saved, str) else None
+    if numerics is None:
+        return f"{what}; the harness saved no D of them"
+    if not numerics.ok:
+        return f"{what}, beyond what the reduction order allows: {numerics.summary()}"
+    return None
+
+
 def judge(
     case: Case,
     build: BuildResult,
@@ -57,11 +154,11 @@ def judge(
     settings: Settings,
     execute: Execute,
     before_run: BeforeRun,
+    sanitize: Sanitize,
 ) -> Verdict:
-    """``case``'s verdict from its unit ``build`` run on ``gpu`` through ``execute``; ``base``
-    starts every verdict's ``extra``."""
-    from .reference import make_inputs, read_output, reference_output, write_inputs
-    from .tolerance import compare, policy_for
+    """``case``'s verdict from its unit ``build`` run on ``gpu`` through ``execute`` (and, with
+    ``settings.sanitize``, ``sanitize``); ``base`` starts every verdict's ``extra``."""
+    from .reference import make_inputs, write_inputs
 
     source = f"hardware ({gpu.describe()})"
     run_dir = Path(tempfile.mkdtemp(prefix="tileconform-run-"))
@@ -69,10 +166,11 @@ def judge(
     collected = COLLECTOR_TIME.seconds
     try:
         inputs = make_inputs(case, settings.seed)
-        write_inputs(inputs, run_dir, extra_problem={"timing_iters": settings.timing_iters})
+        write_inputs(inputs, run_dir, extra_problem=harness_entries(case, settings, on_hardware=True))
         before_run(case, run_dir)
         inputs_done = time.perf_counter()
-        report, failure = execute(build.artifact, run_dir, kernel_config(case).name)
+        name = kernel_config(case).name
+        report, failure = execute(build.artifact, run_dir, name)
         harness_done = time.perf_counter()
         # where a case's time goes beside the kernel: writing its inputs, the harness call
         # (the runner's round trip included) and, below, the check of D
@@ -80,54 +178,92 @@ def judge(
             "inputs": round(inputs_done - started, 4),
             "harness": round(harness_done - inputs_done, 4),
         }
-        extra: dict[str, Any] = {**base, "gpu": f"{gpu.index} ({gpu.uuid})", "seconds": seconds}
-        extra.update(report.given("kernel_ms", "device", "cuda_error"))
-        common: dict[str, Any] = {
-            "judged_through": Stage.NUMERICS,
-            "source": source,
-            "smem_requested": report.smem_requested,
-            "smem_limit": report.smem_limit,
-            "workspace_bytes": report.workspace_bytes,
-            "device": gpu_device(gpu),
+        extra: dict[str, Any] = {
+            **base,
+            **launch_record(case, settings),
+            "graph_replays": settings.graph_replays,
+            "repeats": settings.repeats,
+            "gpu": f"{gpu.index} ({gpu.uuid})",
+            "seconds": seconds,
         }
+        extra.update(report.given("kernel_ms", "device", "cuda_error", "graph", "repeat"))
+        if report.cleared_errors:
+            extra["cleared_errors"] = report.cleared_errors
+        judged = [Stage.NUMERICS]
+        if settings.graph_replays:
+            judged.append(Stage.GRAPH)
+        if settings.repeats:
+            judged.append(Stage.REPEAT)
+        if settings.sanitize:
+            judged.append(Stage.SANITIZE)
+        extra["stages"] = [stage.value for stage in judged]
+
+        def verdict(stage: Stage | None, status: str = "", detail: str = "") -> Verdict:
+            return Verdict(
+                stage,
+                judged[-1],
+                source,
+                status=status,
+                detail=detail,
+                smem_requested=report.smem_requested,
+                smem_limit=report.smem_limit,
+                workspace_bytes=report.workspace_bytes,
+                extra=extra,
+                device=gpu_device(gpu),
+            )
+
+        check = _Check(case, inputs, run_dir)
+
+        def numerics_failure() -> Verdict | None:
+            """The checked run's D against the reference: a NUMERICS verdict if it is wrong."""
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            check_started = time.perf_counter()
+            numerics = check("d.bin")
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            seconds["check"] = round(time.perf_counter() - check_started, 4)
+            # what the operating system did to the process meanwhile: page faults and
+            # preemptions show when torch's threads were held up (settling.case_threads)
+            extra["check_usage"] = {
+                "minor_faults": after.ru_minflt - usage.ru_minflt,
+                "major_faults": after.ru_majflt - usage.ru_majflt,
+                "involuntary_switches": after.ru_nivcsw - usage.ru_nivcsw,
+            }
+            extra["numerics"] = numerics.summary()
+            return None if numerics.ok else verdict(Stage.NUMERICS, "mismatch", numerics.summary())
+
+        def finish(result: Verdict) -> Verdict:
+            seconds.update(check.seconds)
+            seconds["gc"] = round(COLLECTOR_TIME.seconds - collected, 4)  # within the parts above
+            return result
+
         if failure is not None:
-            return Verdict(Stage.RUN, status=failure, detail=failure, extra=extra, **common)
+            stage = report.interrupted_stage or Stage.RUN
+            if stage is not Stage.RUN and (wrong := numerics_failure()) is not None:
+                return finish(wrong)
+            return finish(verdict(stage, failure, failure))
         if report.setup_failed:  # the harness never reached the launcher: our fault, not a verdict
             raise RuntimeError(f"harness setup failed: {report.describe()}")
         if not report.passed:
-            return Verdict(
-                report.stage or Stage.RUN,
-                status=report.status,
-                detail=report.message,
-                extra=extra,
-                **common,
-            )
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        actual = read_output(run_dir, case, inputs)
-        read_done = time.perf_counter()
-        expected = reference_output(inputs, case)
-        reference_done = time.perf_counter()
-        numerics = compare(actual, expected, policy_for(case))
-        check_done = time.perf_counter()
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        seconds["check"] = round(check_done - harness_done, 4)
-        # the check's parts, and what the operating system did to the process meanwhile: page
-        # faults and preemptions show when torch's threads were held up (settling.case_threads)
-        seconds["check_read"] = round(read_done - harness_done, 4)
-        seconds["check_reference"] = round(reference_done - read_done, 4)
-        seconds["check_compare"] = round(check_done - reference_done, 4)
-        seconds["gc"] = round(COLLECTOR_TIME.seconds - collected, 4)  # within the parts above
-        extra["check_usage"] = {
-            "minor_faults": after.ru_minflt - usage.ru_minflt,
-            "major_faults": after.ru_majflt - usage.ru_majflt,
-            "involuntary_switches": after.ru_nivcsw - usage.ru_nivcsw,
-        }
-        extra["numerics"] = numerics.summary()
-        if not numerics.ok:
-            return Verdict(
-                Stage.NUMERICS, status="mismatch", detail=numerics.summary(), extra=extra, **common
-            )
-        return Verdict(None, extra=extra, **common)
+            stage = report.stage or Stage.RUN
+            if stage in (Stage.GRAPH, Stage.REPEAT) and (wrong := numerics_failure()) is not None:
+                return finish(wrong)
+            return finish(verdict(stage, report.status, report.message))
+        if (wrong := numerics_failure()) is not None:
+            return finish(wrong)
+        deterministic = not report.use_reduction
+        for stage in (Stage.GRAPH, Stage.REPEAT):
+            fields = report.fields.get(stage.value)
+            if isinstance(fields, dict) and (why := replay_failure(stage, fields, deterministic, check)):
+                return finish(verdict(stage, "changed", why))
+        if settings.sanitize:
+            sanitized = sanitize(build.artifact, run_dir, name)
+            extra["sanitizer"] = sanitized.as_dict()
+            if sanitized.result == "unavailable":
+                judged.remove(Stage.SANITIZE)  # not judged here: the verdict says so and why
+                extra["stages"] = [stage.value for stage in judged]
+            elif sanitized.failed_stage:
+                return finish(verdict(Stage.SANITIZE, sanitized.result, sanitized.summary))
+        return finish(verdict(None))
     finally:
         if not settings.keep_runs:
             shutil.rmtree(run_dir, ignore_errors=True)

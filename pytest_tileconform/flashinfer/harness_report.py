@@ -1,10 +1,12 @@
 """What the harness decided about a case: its ``verdict.json`` (written by ``harness/harness.cu``,
 schema ``tileconform.flashinfer.verdict/1``), read from the case's run directory.
 
-The harness names the stage it stopped at: ``setup`` (it never reached the launcher: bad inputs,
-no device), ``can_implement``, ``launcher``, ``initialize``, ``launch``, ``run`` or ``pass``.
-:data:`STAGES` is the one map from those names to the stages a case can fail at; the hardware
-run and the virtual device each decide from it which of them are verdicts where they judge.
+The harness names the stage it stopped at: ``setup`` (it never reached its own preparation of
+the launcher's inputs: bad inputs, no device), ``prepare`` (its preparation failed, or the
+launcher refused what it prepared before CUTLASS judged anything), ``can_implement``,
+``initialize``, ``launch``, ``run``, ``graph``, ``repeat`` or ``pass``. :data:`STAGES` is the one
+map from those names to the stages a case can fail at; the hardware run and the virtual device
+each decide from it which of them are verdicts where they judge.
 """
 
 from __future__ import annotations
@@ -19,17 +21,19 @@ from ..verdict import Stage
 
 VERDICT_FILE = "verdict.json"
 
-#: The harness's stage names that say where a case failed. "launcher" is a TensorRT-LLM check
-#: in the launcher itself (before CUTLASS): it refuses the arguments, as can_implement does.
+#: The harness's stage names that say where a case failed.
 STAGES: dict[str, Stage] = {
+    "prepare": Stage.PREPARE,
     "can_implement": Stage.CAN_IMPLEMENT,
-    "launcher": Stage.CAN_IMPLEMENT,
     "initialize": Stage.INITIALIZE,
     "launch": Stage.LAUNCH,
     "run": Stage.RUN,
+    "graph": Stage.GRAPH,
+    "repeat": Stage.REPEAT,
 }
-#: The stage name of the launcher's own checks (see :data:`STAGES`).
-LAUNCHER = "launcher"
+#: The stages during which the harness writes a preliminary verdict (``final`` false): a
+#: process that ends then leaves that stage behind.
+RUNNING = ("run", "graph", "repeat")
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,9 @@ class HarnessReport:
 
     @property
     def outside_cutlass(self) -> bool:
-        """The launcher's own checks refused the case, not CUTLASS's host code."""
-        return self.name == LAUNCHER
+        """The harness's preparation or the launcher's own checks refused the case, not
+        CUTLASS's host code."""
+        return self.name == "prepare"
 
     @property
     def setup_failed(self) -> bool:
@@ -79,9 +84,17 @@ class HarnessReport:
 
     @property
     def decided_before_run(self) -> bool:
-        """The harness stopped before the kernel ran (so a runner that died afterwards did not
-        decide the case)."""
-        return self.name not in (None, "run", "pass")
+        """The harness reached its verdict before the kernel ran (so a runner that died
+        afterwards did not decide the case)."""
+        return self.final and self.name not in (None, *RUNNING, "pass")
+
+    @property
+    def interrupted_stage(self) -> Stage | None:
+        """The stage whose preliminary verdict is all the harness wrote: the process ended
+        there. None when the harness finished its verdict (or wrote none)."""
+        if self.final or self.name not in RUNNING:
+            return None
+        return STAGES[self.name]
 
     @property
     def status(self) -> str:
@@ -109,6 +122,19 @@ class HarnessReport:
     def cuda_error(self) -> dict[str, Any] | None:
         """The first failed CUDA call the harness saw (call, name, string), if any."""
         return self.fields.get("cuda_error")
+
+    @property
+    def cleared_errors(self) -> list[dict[str, Any]]:
+        """Pending (non-sticky) CUDA errors the harness cleared before or after the case."""
+        errors = self.fields.get("cleared_errors")
+        return errors if isinstance(errors, list) else []
+
+    @property
+    def use_reduction(self) -> bool:
+        """The finalize epilogue reduced several rows into one output row (red.add): D may
+        then differ run to run within the reduction order's rounding."""
+        problem = self.fields.get("problem")
+        return isinstance(problem, dict) and bool(problem.get("use_reduction"))
 
     def given(self, *keys: str) -> dict[str, Any]:
         """Those of ``keys`` the report has, with their values (null ones too)."""

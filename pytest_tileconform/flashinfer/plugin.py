@@ -12,6 +12,7 @@ import pytest
 from ..compile.cache import default_cache_dir
 from ..core.inikeys import add_ini_key, spelled
 from .header import progress_line
+from .sanitizer import MODES as SANITIZER_MODES
 
 if TYPE_CHECKING:
     from ..matrix.cases import Case
@@ -94,6 +95,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="on hardware, also time N back-to-back launcher calls with CUDA events after the "
         "checked run; the mean goes into each verdict as kernel_ms (default 0: no timing)",
     )
+    group.addoption(
+        "--tile-graph-replays",
+        type=int,
+        default=8,
+        metavar="N",
+        help="on hardware, the graph stage: capture each case's run in a CUDA graph and replay it "
+        "N times, checking D after each replay (default 8; 0: no graph stage)",
+    )
+    group.addoption(
+        "--tile-repeats",
+        type=int,
+        default=3,
+        metavar="N",
+        help="on hardware, the repeat stage: run each case N more times; D must not change beyond "
+        "what its epilogue's reduction order allows (default 3; 0: no repeat stage)",
+    )
+    group.addoption(
+        "--tile-sanitize",
+        default=None,
+        metavar="|".join(SANITIZER_MODES),
+        help="on hardware, the sanitize stage: run each case once more under compute-sanitizer "
+        "with this tool; its report is kept next to that run's verdict.json",
+    )
     group.addoption("--tile-seed", type=int, default=0, metavar="N", help="input seed (default 0)")
     group.addoption(
         "--tile-keep-runs",
@@ -109,6 +133,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 #: the most timing iterations and the seed range (torch's generator takes 64-bit seeds)
 MAX_TIMING_ITERS = 1_000_000
 MAX_SEED = 2**64 - 1
+#: the most graph replays and repeats of one case
+MAX_REPLAYS = 10_000
 
 
 def _check_options(config: pytest.Config) -> None:
@@ -133,6 +159,16 @@ def _check_options(config: pytest.Config) -> None:
         raise pytest.UsageError("--tile-timing-iters: must be 0 or more")
     if iters > MAX_TIMING_ITERS:
         raise pytest.UsageError(f"--tile-timing-iters {iters}: must be at most {MAX_TIMING_ITERS:,}")
+    for option, spelling in (
+        ("tile_graph_replays", "--tile-graph-replays"),
+        ("tile_repeats", "--tile-repeats"),
+    ):
+        value = config.getoption(option)
+        if not 0 <= value <= MAX_REPLAYS:
+            raise pytest.UsageError(f"{spelling} {value}: must be between 0 and {MAX_REPLAYS:,}")
+    mode = config.getoption("tile_sanitize")
+    if mode is not None and mode not in SANITIZER_MODES:
+        raise pytest.UsageError(f"--tile-sanitize {mode}: must be one of {', '.join(SANITIZER_MODES)}")
     seed = config.getoption("tile_seed")
     if not 0 <= seed <= MAX_SEED:
         raise pytest.UsageError(f"--tile-seed {seed}: must be between 0 and 2**64-1")
@@ -234,6 +270,9 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
         worker_count=int(workerinput["workercount"]) if workerinput else 1,
         worker_index=int(workerinput["workerid"].removeprefix("gw")) if workerinput else 0,
         release=release_ident,
+        graph_replays=config.getoption("tile_graph_replays"),
+        repeats=config.getoption("tile_repeats"),
+        sanitize=config.getoption("tile_sanitize"),
     )
     worker = workerinput["workerid"] if workerinput else ""
 

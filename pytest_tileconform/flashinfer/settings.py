@@ -1,5 +1,6 @@
 """What the FlashInfer backend is told by its plugin's options: where cases are judged, where
-builds go, how many run at once, and which FlashInfer release the sources are."""
+builds go, how many run at once, which FlashInfer release the sources are, and which stages
+after numerics a hardware case goes through."""
 
 from __future__ import annotations
 
@@ -27,3 +28,9 @@ class Settings:
     #: hash); every verdict names it as ``extra["flashinfer_release"]``. None: the installed
     #: FlashInfer or a sources folder.
     release: str | None = None
+    #: Hardware only: replays of the case's run captured in a CUDA graph (the ``graph`` stage)
+    #: and further runs after the checked one (the ``repeat`` stage); 0 leaves a stage out.
+    graph_replays: int = 8
+    repeats: int = 3
+    #: Hardware only: the compute-sanitizer tool the ``sanitize`` stage runs (None: no stage).
+    sanitize: str | None = None

@@ -1,21 +1,44 @@
-"""A pytest plugin for testing the plugin on a GPU: ``--tile-inject-fault CASE_ID`` makes that
-case's harness run a kernel that executes ``__trap()`` after the GEMM (the harness's
-``inject_fault trap`` input, ``harness/harness.cu``), so a run shows that a case that traps costs
-only its own verdict and the cases after it still pass.
+"""A pytest plugin for testing the plugin on a GPU: ``--tile-inject-fault CASE_ID[=KIND]`` makes
+that case's harness load a hook library (``harness/tileconform_hook.h``) that injects a fault
+(``tileconform_faults_hook.cu`` beside this file, built once per session with the CUDA
+toolkit's nvcc), through problem.txt's ``hook PATH KIND`` line. The faults and the stage each
+must fail at:
+
+==================  ===========================================================================
+trap (default)      run: a sticky error; the cases after it get a new runner and still pass
+uninit-workspace    numerics: D computed from workspace memory nobody wrote (the poison shows)
+unwritten-d         numerics: D left as it was before the run
+race                graph (or repeat without graphs): a second kernel writes D racing the GEMM
+pending-error       none: a pending non-sticky error before the case is cleared and recorded
+==================  ===========================================================================
 
 Not part of the package: load it with ``-p tileconform_faults`` and this folder on PYTHONPATH.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from pytest_tileconform.flashinfer.codegen import HARNESS_DIR
+from pytest_tileconform.flashinfer.sources import find_cuda_home
 from pytest_tileconform.matrix.cases import Case
 
-#: The line the harness reads from problem.txt (``harness.cu``'s ``read_problem``).
-FAULT_LINE = "inject_fault trap\n"
+#: The faults the hook library knows, and the stage a case with each must end at ("pass": none).
+FAULTS = {
+    "trap": "run",
+    "uninit-workspace": "numerics",
+    "unwritten-d": "numerics",
+    "race": "graph",
+    "pending-error": "pass",
+}
+HOOK_SOURCE = Path(__file__).with_name("tileconform_faults_hook.cu")
+LIBRARY = "libtileconform_faults.so"
+_LIBRARY_KEY = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -23,12 +46,56 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--tile-inject-fault",
         action="append",
         default=[],
-        metavar="CASE_ID",
-        help="make this case's kernel trap after its GEMM (repeatable; a test plugin)",
+        metavar="CASE_ID[=KIND]",
+        help=f"inject a fault into this case's run (repeatable; a test plugin): {', '.join(FAULTS)} "
+        "(default trap)",
     )
 
 
+def injected(config: pytest.Config) -> dict[str, str]:
+    """Case id -> fault, from the options; an unknown fault is a usage error."""
+    faults: dict[str, str] = {}
+    for spec in config.getoption("tile_inject_fault"):
+        case_id, _, kind = spec.partition("=")
+        kind = kind or "trap"
+        if kind not in FAULTS:
+            raise pytest.UsageError(
+                f"--tile-inject-fault {spec}: unknown fault {kind!r}; known: {', '.join(FAULTS)}"
+            )
+        faults[case_id] = kind
+    return faults
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    injected(config)  # a bad value stops the session before anything is built
+
+
+def hook_library(config: pytest.Config) -> Path:
+    """The hook library, built on first use into this session's temporary folder."""
+    if _LIBRARY_KEY not in config.stash:
+        folder = Path(tempfile.mkdtemp(prefix="tileconform-faults-"))
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        library = folder / LIBRARY
+        command = [
+            str(find_cuda_home() / "bin" / "nvcc"),
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "--cudart=static",
+            "-gencode=arch=compute_90,code=[sm_90,compute_90]",
+            "-I",
+            str(HARNESS_DIR),
+            str(HOOK_SOURCE),
+            "-o",
+            str(library),
+        ]
+        subprocess.run(command, check=True, capture_output=True)
+        config.stash[_LIBRARY_KEY] = library
+    return config.stash[_LIBRARY_KEY]
+
+
 def pytest_tileconform_before_run(config: pytest.Config, case: Case, run_dir: Path) -> None:
-    if case.id in config.getoption("tile_inject_fault"):
+    kind = injected(config).get(case.id)
+    if kind is not None:
         with (run_dir / "problem.txt").open("a") as handle:
-            handle.write(FAULT_LINE)
+            handle.write(f"hook {hook_library(config)} {kind}\n")
