@@ -44,7 +44,7 @@ from .blockscale import (
     swizzle_block_scales,
     weight_sf_offset,
 )
-from .tolerance import Expected, finalize_bound
+from .tolerance import Expected, finalize_bound, poison_value
 
 # ------------------------------------------------------------------------------------------
 # Element types and the value grid
@@ -68,10 +68,6 @@ ROUTER_DENOMINATOR = 8
 #: Tokens per finalize problem are sized so that a token receives about this many rows, where
 #: the problem does not say how many tokens its rows were routed from.
 SIMULATED_TOP_K = 8
-#: The byte D is filled with before the kernel runs (the harness's ``kPoisonByte``): all-ones
-#: bytes are NaN in bf16, fp16 and fp32, so an element the kernel never writes fails numerics
-#: and :func:`.tolerance.compare` counts it as unwritten.
-POISON_BYTE = 0xFF
 
 
 def storage_dtype(element: DType) -> torch.dtype:
@@ -88,11 +84,8 @@ def output_dtype(name: str) -> torch.dtype:
 
 def poison_output(rows: int, n: int, out: str) -> torch.Tensor:
     """D as the harness leaves it before the kernel runs (without fusion): every byte
-    :data:`POISON_BYTE`, as float32 (how :func:`read_output` returns D)."""
-    stored = output_dtype(out)
-    size = torch.empty((), dtype=stored).element_size()
-    raw = torch.full((rows, n * size), POISON_BYTE, dtype=torch.uint8)
-    return raw.view(stored).to(torch.float32)
+    :data:`.tolerance.POISON_BYTE`, in the output dtype (as :func:`read_output` returns D)."""
+    return poison_value(output_dtype(out)).expand(rows, n).clone()
 
 
 def exact_k_limit(act: str, weight: str) -> int:
@@ -433,7 +426,8 @@ class OutputFileError(ValueError):
 
 
 def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tensor:
-    """d.bin as a float32 ``out_rows x N`` tensor (``out_rows`` = sum(rows) without fusion)."""
+    """d.bin as an ``out_rows x N`` tensor of the output dtype (``out_rows`` = sum(rows)
+    without fusion): its bits as the kernel left them, so unwritten elements are told apart."""
     path = Path(run_dir) / "d.bin"
     stored = output_dtype(case.out)
     rows, n = inputs.out_rows, inputs.n
@@ -447,7 +441,7 @@ def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tenso
             f"{path} has {len(data)} bytes, expected {expected} "
             f"({rows} rows x {n} cols x {itemsize} bytes of {case.out})"
         )
-    return _from_le_bytes(data, stored, (rows, n)).to(torch.float32)
+    return _from_le_bytes(data, stored, (rows, n))
 
 
 # ------------------------------------------------------------------------------------------

@@ -95,18 +95,19 @@ def finalize_bound(
 
 
 def poison_value(out_dtype: torch.dtype) -> torch.Tensor:
-    """One element of :data:`POISON_BYTE` bytes of ``out_dtype``, as float32 (CPU)."""
+    """One element of ``out_dtype`` whose bytes are all :data:`POISON_BYTE` (CPU)."""
     size = torch.empty((), dtype=out_dtype).element_size()
-    return torch.full((size,), POISON_BYTE, dtype=torch.uint8).view(out_dtype).to(torch.float32)
+    return torch.full((size,), POISON_BYTE, dtype=torch.uint8).view(out_dtype)
 
 
 def _count_unwritten(actual: torch.Tensor, out_dtype: torch.dtype) -> int:
-    """Elements of ``actual`` (D as read, float32) that still hold the poison pattern: NaN never
-    equals itself, so the bits are compared."""
-    if actual.dtype != torch.float32:
-        return 0
-    poison = poison_value(out_dtype).view(torch.int32).to(actual.device)
-    return int((actual.view(torch.int32) == poison).sum())
+    """Elements of D (as read, in the output dtype) that still hold the poison pattern: NaN
+    never equals itself, so the bits are compared."""
+    if actual.dtype != out_dtype:
+        raise TypeError(f"D is {actual.dtype}, the output type is {out_dtype}: compare D as read")
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[actual.element_size()]
+    poison = poison_value(out_dtype).view(ints).to(actual.device)
+    return int((actual.view(ints) == poison).sum())
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,8 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def compare(actual: torch.Tensor, expected: Expected) -> NumericsReport:
-    """Check D (``actual``, as :func:`.reference.read_output` returns it) against ``expected``,
-    on the device ``expected`` is on."""
+    """Check D (``actual``, in the output dtype as :func:`.reference.read_output` returns it)
+    against ``expected``, on the device ``expected`` is on."""
     if actual.shape != expected.value.shape:
         raise ValueError(
             f"shape mismatch: actual {tuple(actual.shape)}, expected {tuple(expected.value.shape)}"
