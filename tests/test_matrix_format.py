@@ -10,8 +10,9 @@ from fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors, output
 
 PROBLEM = "problems: {experts: 2, rows: 64, n: 256, k: 128}"
 ALREADY = (
-    "already gives it; a case id is arch-dtypes-tile-cCLUSTER-fusion[-swapab][-problem name], so "
-    "remove one of the two or make them differ in one of these (e.g. give their problems different names)"
+    "already gives it; a case id is arch-dtypes-tile-cCLUSTER-fusion[-swapab][-pdl|-nopdl][-problem name], "
+    "so remove one of the two or make them differ in one of these (e.g. give their problems different "
+    "names)"
 )
 
 

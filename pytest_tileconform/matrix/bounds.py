@@ -6,7 +6,8 @@ resource a file can make the loader spend is bounded *before* it is spent: the b
 FIFO, a device or a huge file is refused without reading), the YAML nodes composed (alias
 expansion counted as it would expand, so a "billion laughs" file stops early), the nesting
 depth (ruamel's composer recurses), the cases a file expands to (counted from the axes'
-lengths, not by building them) and the size of each problem (a case allocates its operands).
+lengths, not by building them) and the size of each problem (a case allocates its operands;
+where a backend makes them, :data:`HOST_MAX_ELEMENTS` says which it makes on the CPU).
 
 Each limit is far above what a real matrix needs (the shipped ones are under 6 KB, a few
 hundred nodes, depth 9 and a few thousand cases) and is named in the message that enforces it.
@@ -44,9 +45,22 @@ MAX_CASES = 20_000
 MAX_DIM = 1 << 24
 #: Experts of one problem (the largest MoE models have a few hundred).
 MAX_EXPERTS = 1024
-#: Elements of one problem's operands together (A: rows x k, B: experts x n x k, D: rows x n):
-#: 2^31 keeps every operand's index within 32 bits and is 8 GiB at fp32, which a host can hold.
-MAX_ELEMENTS = 1 << 31
+#: Elements of one problem's operands together (A: rows x k, B: experts x n x k, D: rows x n)
+#: that a matrix may ask for: twice the largest preset (DeepSeek-V3's gate/up GEMM at 16k
+#: tokens, 9.0 G elements, B alone 256 x 4096 x 7168), 16 GiB at one byte an element. Loading
+#: spends nothing per element; this bound keeps what a judge could be asked to allocate finite.
+MAX_ELEMENTS = 1 << 34
+#: The most elements whose inputs and reference are made on the CPU (2^31: 8 GiB at fp32, and
+#: the CPU reference's copies several times that). The rule: a larger problem is judged only by
+#: a backend that makes its data on the GPU (hardware with the GPU reference); one that would
+#: make it on the CPU does not judge it and says why (``Problem.host_refusal``). The virtual
+#: device stops at launch and needs the problem's shape, not its data. Deterministic (not the
+#: host's free memory), so a case is judged or refused the same way on every host of a kind.
+HOST_MAX_ELEMENTS = 1 << 31
+#: Token-to-expert picks one file's presets may draw (tokens x top_k of each distinct model,
+#: token count and seed): every preset at seed 0 draws 0.45 M, about a second of pure Python;
+#: this allows four seeds of all of them and stops a file of a thousand seeds before it is drawn.
+MAX_ROUTED_ROWS = 1 << 21
 #: Errors reported for one file; past this the rest are counted, not listed (a list of a
 #: thousand bad rows is one mistake, not a thousand lines).
 MAX_ERRORS = 50

@@ -1,4 +1,4 @@
-"""A matrix case: one (arch, dtypes, tile, cluster, swap_ab, fusion, problem) combination."""
+"""A matrix case: one (arch, dtypes, tile, cluster, swap_ab, fusion, pdl, problem) combination."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ class Case:
     problem: Problem
     expectation: Expectation | None
     suite: str | None
+    #: Programmatic dependent launch on or off; None: what the backend does by default (FlashInfer
+    #: 0.7.4 turns it on from SM90: ``enable_pdl=None`` becomes ``device_support_pdl``, major >= 9)
+    pdl: bool | None = None
     id: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -43,6 +46,8 @@ class Case:
         ]
         if self.swap_ab:
             parts.append("swapab")
+        if self.pdl is not None:  # cases that leave it to the backend keep the ids they had
+            parts.append("pdl" if self.pdl else "nopdl")
         if self.problem.name:
             parts.append(self.problem.name)
         return "-".join(parts)
@@ -58,8 +63,10 @@ class Case:
         return int(self.arch[2:])
 
     def describe(self) -> dict[str, Any]:
-        """The case's coordinates, for reports and junit properties."""
-        return {
+        """The case's coordinates, for reports and junit properties. ``pdl`` and the problem's
+        ``bias``, ``seed``, ``tokens`` and ``top_k`` appear where they are set (not the default),
+        so a case that sets none of them is described as it was before they existed."""
+        found: dict[str, Any] = {
             "arch": self.arch,
             "act": self.act,
             "weight": self.weight,
@@ -68,10 +75,14 @@ class Case:
             "cluster": shape_label(self.cluster),
             "swap_ab": self.swap_ab,
             "fusion": self.fusion,
-            "problem": {
-                "name": self.problem.name,
-                "rows": list(self.problem.rows_per_expert),
-                "n": self.problem.n,
-                "k": self.problem.k,
-            },
         }
+        if self.pdl is not None:
+            found["pdl"] = self.pdl
+        found["problem"] = {
+            "name": self.problem.name,
+            "rows": list(self.problem.rows_per_expert),
+            "n": self.problem.n,
+            "k": self.problem.k,
+            **self.problem.recorded(),
+        }
+        return found

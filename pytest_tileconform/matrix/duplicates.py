@@ -1,6 +1,6 @@
 """Why two cases of a matrix got the same id, said once per cause, with the fix.
 
-A case id names arch, dtypes, tile, cluster, fusion, swap_ab and the problem's *name*, so the
+A case id names arch, dtypes, tile, cluster, fusion, swap_ab, pdl and the problem's *name*, so the
 usual cause is a list of problems without names: every case of every tile entry that uses the
 list then collides. Reporting each colliding case would print the same complaint once per
 tile, cluster and fusion; the cause is one place in the file, so it is reported there, once.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..dtypes import shape_label
-from .schema import DTypes, Problem
+from .schema import DTypes, PresetRef, Problem
 
 Loc = tuple[str | int, ...]
 Where = Callable[[Loc], tuple[int, int]]  # a document path -> its 1-based (line, col)
@@ -22,10 +22,19 @@ Column = Callable[[Loc], "int | None"]  # a key's 1-based column if it is in a b
 
 @dataclass(frozen=True)
 class Axis:
-    """One axis of a tile entry: its values and where the list is (None: a built-in default)."""
+    """One axis of a tile entry: its values and where the list is (None: a built-in default).
+
+    ``items``: for each value, the index of the item in the file's list that gave it, where an
+    item may give several (a preset group); None: value ``i`` is item ``i``.
+    """
 
     values: list[Any]
     loc: Loc | None
+    items: list[int] | None = None
+    given: list[Any] | None = None  #: the file's list, where it differs from ``values``
+
+    def item(self, value: int) -> int:
+        return value if self.items is None else self.items[value]
 
 
 @dataclass(frozen=True)
@@ -48,12 +57,24 @@ def _series(numbers: Sequence[int]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def _named_problems(problems: Sequence[Problem], col: int | None) -> list[str]:
+def _flow(item: Problem | PresetRef) -> str:
+    if isinstance(item, Problem):
+        return item.flow()
+    return item.preset if item.seed == 0 else f"{{preset: {item.preset}, seed: {item.seed}}}"
+
+
+def _named_problems(items: Sequence[Problem | PresetRef], col: int | None) -> list[str]:
     """The problems list with every problem that has no name given one: in block style at
-    ``col``, or as one flow line where the list sits in a flow mapping (``col`` None)."""
+    ``col``, or as one flow line where the list sits in a flow mapping (``col`` None). Preset
+    names stay as they are: their problems are named."""
+    problems = [item for item in items if isinstance(item, Problem)]
     taken = {p.name for p in problems if p.name}
-    names = iter(f"p{n}" for n in range(1, 10 * len(problems) + 2) if f"p{n}" not in taken)
-    named = [p.flow() if p.name else p.model_copy(update={"name": next(names)}).flow() for p in problems]
+    names = iter(f"p{n}" for n in range(1, 10 * len(items) + 2) if f"p{n}" not in taken)
+    named = []
+    for item in items:
+        if isinstance(item, Problem) and not item.name:
+            item = item.model_copy(update={"name": next(names)})
+        named.append(_flow(item))
     if col is None:
         return [f"    problems: [{', '.join(named)}]"]
     indent = " " * (col - 1)
@@ -79,19 +100,27 @@ def same_axis(
     axis, i, j = differ[0]
     found = axes[axis]
     assert found.loc is not None  # a built-in default lists each value once
-    at = where((*found.loc, j))
+    at = where((*found.loc, found.item(j)))
     if axis == "problems":
         problems: list[Problem] = found.values
         name = problems[i].name
         if name:
+            first, then = found.item(i), found.item(j)
+            presets = [k + 1 for k in (first, then) if isinstance((found.given or problems)[k], PresetRef)]
+            what = (
+                f"both named {name!r}"
+                if not presets
+                else f"both give a problem named {name!r} (a preset's name is its problem's)"
+            )
             return Duplicate(
                 (found.loc, "name", name),
                 at,
-                f"problems {i + 1} and {j + 1} of this list are both named {name!r}, so they give "
-                f"the same case ids (e.g. {case_id!r}): give each problem its own name",
+                f"problems {first + 1} and {then + 1} of this list are {what}, so they give the same "
+                f"case ids (e.g. {case_id!r}): give each problem its own name"
+                + (", and name each preset once" if presets else ""),
             )
-        unnamed = [k + 1 for k, p in enumerate(problems) if not p.name]
-        hint = "\n".join(_named_problems(problems, column(found.loc)))
+        unnamed = [found.item(k) + 1 for k, p in enumerate(problems) if not p.name]
+        hint = "\n".join(_named_problems(found.given or problems, column(found.loc)))
         return Duplicate(
             (found.loc, "unnamed"),
             at,
@@ -113,6 +142,6 @@ def across_entries(ids: Sequence[str], first: tuple[int, int]) -> str:
     more = f" and {len(ids) - 1} more" if len(ids) > 1 else ""
     return (
         f"duplicate case {ids[0]!r}{more}: the tile entry at line {first[0]} already gives it; a "
-        "case id is arch-dtypes-tile-cCLUSTER-fusion[-swapab][-problem name], so remove one of the "
-        "two or make them differ in one of these (e.g. give their problems different names)"
+        "case id is arch-dtypes-tile-cCLUSTER-fusion[-swapab][-pdl|-nopdl][-problem name], so remove "
+        "one of the two or make them differ in one of these (e.g. give their problems different names)"
     )

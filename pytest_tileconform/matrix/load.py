@@ -23,6 +23,7 @@ from .bounds import (
     MAX_CASES,
     MAX_DEPTH,
     MAX_ERRORS,
+    MAX_ROUTED_ROWS,
     BoundedComposer,
     MatrixFileError,
     decode,
@@ -30,7 +31,7 @@ from .bounds import (
 )
 from .cases import Case
 from .duplicates import Axis, Loc, across_entries, same_axis
-from .schema import FORMAT_VERSION, Axes, Matrix
+from .schema import FORMAT_VERSION, Axes, Matrix, PresetRef, item_problems
 
 
 @dataclass(frozen=True)
@@ -198,13 +199,14 @@ def _validation_errors(path: Path, document: Any, exc: ValidationError) -> list[
 
 
 #: The axes a tile entry multiplies, in the order of :func:`itertools.product` below.
-AXES = ("arch", "dtype", "cluster", "swap_ab", "fusion", "problems")
+AXES = ("arch", "dtype", "cluster", "swap_ab", "fusion", "pdl", "problems")
 _FALLBACKS: dict[str, list[Any] | None] = {
     "arch": None,
     "dtype": None,
     "cluster": [(1, 1, 1)],
     "swap_ab": [False],
     "fusion": ["none"],
+    "pdl": [None],  # the backend's default
     "problems": None,
 }
 
@@ -222,13 +224,36 @@ class CasePlace:
 
 
 def _pick(layers: Sequence[tuple[Axes | None, Loc]], axis: str) -> Axis | None:
-    """The first layer (tile entry, suite, defaults) that sets ``axis``, then the built-in default."""
+    """The first layer (tile entry, suite, defaults) that sets ``axis``, then the built-in default.
+
+    A ``problems`` item that names presets gives several problems: the axis lists each of them,
+    and ``items`` says which item of the list in the file it came from.
+    """
     for layer, loc in layers:
         value = getattr(layer, axis) if layer is not None else None
-        if value is not None:
+        if value is None:
+            continue
+        if axis != "problems":
             return Axis(list(value), (*loc, axis))
+        values: list[Any] = []
+        items: list[int] = []
+        for i, item in enumerate(value):
+            given = item_problems(item)
+            values.extend(given)
+            items.extend([i] * len(given))
+        return Axis(values, (*loc, axis), items, list(value))
     fallback = _FALLBACKS[axis]
     return None if fallback is None else Axis(fallback, None)
+
+
+def _axis_length(layers: Sequence[tuple[Axes | None, Loc]], axis: str) -> int:
+    """How many values :func:`_pick` would give, without drawing a preset's routing."""
+    for layer, _ in layers:
+        value = getattr(layer, axis) if layer is not None else None
+        if value is not None:
+            return sum(item.count if isinstance(item, PresetRef) else 1 for item in value)
+    fallback = _FALLBACKS[axis]
+    return 0 if fallback is None else len(fallback)
 
 
 Produced = tuple[Case, tuple[int, ...]]  # a case and the index of its value on each axis
@@ -251,7 +276,7 @@ def _expand_tile(
     expectations = matrix.expectations or {}
     produced = []
     for index in itertools.product(*(range(len(given[axis].values)) for axis in AXES)):
-        arch, dt, cluster, swap_ab, fusion, problem = (
+        arch, dt, cluster, swap_ab, fusion, pdl, problem = (
             given[axis].values[i] for axis, i in zip(AXES, index, strict=True)
         )
         case = Case(
@@ -269,6 +294,7 @@ def _expand_tile(
             problem=problem,
             expectation=None,
             suite=suite.name,
+            pdl=pdl,
         )
         expectation = expectations.get(case.id)
         if expectation is not None:
@@ -283,13 +309,42 @@ def count_cases(matrix: Matrix) -> list[tuple[int, int, int]]:
     counts = []
     for s, suite in enumerate(matrix.suites):
         for t, entry in enumerate(suite.tile):
-            layers = [(entry, ()), (suite, ()), (matrix.defaults, ())]
+            layers: list[tuple[Axes | None, Loc]] = [(entry, ()), (suite, ()), (matrix.defaults, ())]
             n = 1
             for axis in AXES:
-                found = _pick(layers, axis)
-                n *= 0 if found is None else len(found.values)
+                n *= _axis_length(layers, axis)
             counts.append((s, t, n))
     return counts
+
+
+def _preset_items(matrix: Matrix) -> Iterable[tuple[PresetRef, Loc]]:
+    """Every preset reference of ``matrix`` and where it is, in file order."""
+    layers: list[tuple[Axes, Loc]] = [(matrix.defaults, ("defaults",))]
+    for s, suite in enumerate(matrix.suites):
+        layers.append((suite, ("suites", s)))
+        layers.extend((entry, ("suites", s, "tile", t)) for t, entry in enumerate(suite.tile))
+    for layer, loc in layers:
+        for i, item in enumerate(layer.problems or ()):
+            if isinstance(item, PresetRef):
+                yield item, (*loc, "problems", i)
+
+
+def _check_routing(path: Path, document: Any, matrix: Matrix) -> None:
+    """Refuse ``matrix`` if drawing the routings of its presets would take more than
+    :data:`MAX_ROUTED_ROWS` picks, at the preset that crosses it, before any is drawn."""
+    drawn: set[tuple[int, int, int, int]] = set()
+    picks = 0
+    for item, loc in _preset_items(matrix):
+        for routing in item.routings() - drawn:
+            drawn.add(routing)
+            _, tokens, top_k, _ = routing
+            picks += tokens * top_k
+        if picks > MAX_ROUTED_ROWS:
+            message = (
+                f"the presets up to here route {picks:,} token picks, more than the {MAX_ROUTED_ROWS:,} "
+                "a matrix may draw; use fewer seeds or presets, or list the rows"
+            )
+            raise MatrixInvalid([MatrixError(path, *position(document, loc), message)])
 
 
 def _check_count(path: Path, document: Any, matrix: Matrix, max_cases: int) -> None:
@@ -323,6 +378,7 @@ def expand(
     without names in a list shared by many tile entries are one mistake, not one per case.
     """
     _check_count(path, document, matrix, max_cases)
+    _check_routing(path, document, matrix)
     errors: list[MatrixError] = []
     cases: list[Case] = []
     places: dict[str, CasePlace] = {}
