@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ from pytest_tileconform.flashinfer.reference import (
     SIMULATED_TOP_K,
     GroupedInputs,
     OutputFileError,
+    dequantize,
+    exact_k_limit,
     expected_output,
     make_inputs,
     read_output,
@@ -482,3 +485,70 @@ def test_read_output_size_mismatch(tmp_path: Path) -> None:
     (tmp_path / "d.bin").write_bytes(b"\x00" * (2 * 4 * 2 - 1))
     with pytest.raises(OutputFileError, match=r"15 bytes, expected 16"):
         read_output(tmp_path, case, inputs)
+
+
+# ------------------------------------------------------------------------------------------
+# Exactness at real sizes, bias, routing from a token count, devices
+
+
+@pytest.mark.parametrize(("act", "weight"), [("fp8_e4m3", "fp8_e4m3"), ("bf16", "bf16"), ("nvfp4", "nvfp4")])
+@pytest.mark.parametrize("k", [2048, 2880, 7168, 14336])
+def test_exact_at_real_model_k(act: str, weight: str, k: int) -> None:
+    """DeepSeek-V3, gpt-oss and Mixtral's K: the fp32 accumulation equals fp64, and finalize's
+    fp32 epilogue (alpha, bias, router) is exact, so expected_output raises nothing."""
+    case = make_case(act, weight=weight, out="bf16", rows=[3, 0, 9], n=8, k=k, fusion="finalize")
+    case = replace(case, problem=Problem(rows=(3, 0, 9), n=8, k=k, bias=True))
+    assert exact_k_limit(act, weight) > k
+    inputs = make_inputs(case, 1)
+    a = dequantize(inputs.a, act, inputs.a_sf).double()
+    assert inputs.bias is not None and inputs.bias.dtype == torch.bfloat16
+    for e, rows in inputs.expert_slices():
+        b = dequantize(inputs.b[e], weight, None if inputs.b_sf is None else inputs.b_sf[e]).double()
+        exact = a[rows] @ b.T * (1.0 if inputs.alpha is None else float(inputs.alpha[e]))
+        assert torch.equal(reference_rows(inputs)[rows], exact)
+    expected = expected_output(inputs, case)
+    assert expected.bound is not None and expected.value.shape == (inputs.out_rows, 8)
+
+
+def test_k_beyond_the_exact_limit_is_refused() -> None:
+    limit = exact_k_limit("nvfp4", "nvfp4")
+    assert limit == 116507 and exact_k_limit("bf16", "bf16") == 1864134
+    with pytest.raises(ValueError, match="keep exact in fp32"):
+        make_inputs(make_case("nvfp4", out="bf16", rows=[1], n=1, k=(limit // 16 + 1) * 16), 0)
+
+
+def test_bias_is_finalize_only_and_written(tmp_path: Path) -> None:
+    problem = Problem(rows=(2, 0, 3), n=4, k=8, bias=True)
+    finalize = make_case("fp16", fusion="finalize")
+    finalize = replace(finalize, problem=problem)
+    inputs = make_inputs(finalize, 3)
+    assert inputs.bias is not None and inputs.bias.shape == (3, 4) and inputs.bias.dtype == torch.float16
+    write_inputs(inputs, tmp_path)
+    assert (tmp_path / "bias.bin").read_bytes() == inputs.bias.numpy().tobytes()
+    # D[t] = sum router_r * (C[r] + bias_e): the bias moves the expected D by router * bias
+    plain = replace(inputs, bias=None)
+    delta = reference_output(inputs, finalize) - reference_output(plain, finalize)
+    assert inputs.router_scales is not None and inputs.dest_row is not None
+    experts = torch.tensor([0, 0, 2, 2, 2])
+    by_hand = torch.zeros(inputs.out_rows, 4, dtype=torch.float64).index_add_(
+        0, inputs.dest_row.long(), inputs.router_scales.double().unsqueeze(1) * inputs.bias.double()[experts]
+    )
+    assert torch.allclose(delta, by_hand, atol=2e-3)  # both sides rounded to fp16 per row
+    none = replace(finalize, fusion="none")
+    assert make_inputs(none, 3).bias is None  # no bias operand without the finalize epilogue
+
+
+def test_routing_from_a_token_count() -> None:
+    """A preset's rows come from tokens x top_k: every token receives top_k rows."""
+    dest, _, out_rows = simulate_routing([5, 0, 3, 8], torch.Generator().manual_seed(2), 2, tokens=8)
+    assert out_rows == 8 and torch.bincount(dest.long(), minlength=8).tolist() == [2] * 8
+    with pytest.raises(ValueError, match="more rows than the 4 tokens"):
+        simulate_routing([5, 3], torch.Generator().manual_seed(2), 2, tokens=4)
+
+
+def test_make_inputs_on_an_explicit_device_is_the_cpu_default() -> None:
+    case = make_case("nvfp4", out="bf16", rows=[3, 0, 5], n=16, k=64, fusion="finalize")
+    default, cpu = make_inputs(case, 9), make_inputs(case, 9, torch.device("cpu"))
+    for name in ("a", "b", "a_sf", "b_sf", "alpha", "router_scales", "dest_row"):
+        assert torch.equal(getattr(default, name), getattr(cpu, name)), name
+    assert cpu.device == torch.device("cpu")
