@@ -3,6 +3,7 @@ writes the D of the test's choosing, so everything after the kernel runs as on a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +15,13 @@ from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
-from pytest_tileconform.flashinfer.reference import _le_bytes, make_inputs, output_dtype, reference_output
+from pytest_tileconform.flashinfer.reference import (
+    _le_bytes,
+    make_inputs,
+    output_dtype,
+    poison_output,
+    reference_output,
+)
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage, Verdict
@@ -70,3 +77,40 @@ def test_a_wrong_output_fails_at_numerics(
     verdict = judge_with_output(backend, make_case(), lambda d: d * 1.5 + 1, tmp_path, monkeypatch)
     assert verdict.failed_stage is Stage.NUMERICS and verdict.status == "mismatch"
     assert "MISMATCH" in verdict.detail
+
+
+@pytest.mark.parametrize("fusion", ["none", "finalize"])
+def test_one_element_one_ulp_off_fails_at_numerics(
+    fusion: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_settings: Callable[..., Settings]
+) -> None:
+    """No budget of bad elements: one ulp in one element of an exact result is a mismatch, and
+    the verdict says so in ulps (a finalize row that receives one permuted row is exact too)."""
+    backend = FlashInferBackend(backend_settings(device="hardware"), progress=lambda _msg: None)
+    case = make_case(fusion=fusion, rows=[3, 0, 5])
+    inputs = make_inputs(case, backend.settings.seed)
+    # without fusion any row; with finalize a token that receives one row
+    fan_in = None if inputs.dest_row is None else torch.bincount(inputs.dest_row.long())
+    row = 0 if fan_in is None else int((fan_in == 1).nonzero()[0])
+
+    def one_ulp_off(d: torch.Tensor) -> torch.Tensor:
+        stored = d.to(output_dtype(case.out))
+        stored[row, 0] = torch.nextafter(stored[row, 0], torch.tensor(math.inf, dtype=stored.dtype))
+        return stored.double()
+
+    verdict = judge_with_output(backend, case, one_ulp_off, tmp_path, monkeypatch)
+    assert verdict.failed_stage is Stage.NUMERICS and verdict.status == "mismatch"
+    assert verdict.detail.startswith("MISMATCH: 1/") and "max 1 ulp of bfloat16" in verdict.detail
+    assert f"worst at ({row}, 0)" in verdict.detail
+
+
+def test_an_unwritten_d_is_named_in_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_settings: Callable[..., Settings]
+) -> None:
+    backend = FlashInferBackend(backend_settings(device="hardware"), progress=lambda _msg: None)
+    case = make_case()
+    inputs = make_inputs(case, backend.settings.seed)
+    poison = poison_output(inputs.out_rows, inputs.n, case.out)
+    verdict = judge_with_output(backend, case, lambda _d: poison, tmp_path, monkeypatch)
+    total = inputs.out_rows * inputs.n
+    assert verdict.failed_stage is Stage.NUMERICS
+    assert f"{total}/{total} over the bound ({total} non-finite, {total} unwritten)" in verdict.detail
