@@ -13,11 +13,12 @@ from .core.devices import gpu_for_worker, visible_gpus
 from .core.environment import EnvironmentGuard
 from .core.inikeys import add_ini_key
 from .core.inikeys import resolve as resolve_ini_keys
-from .core.items import SESSION_KEY, MatrixFile, TileCase
+from .core.items import OUTCOME_PROPERTY, REQUIRE_RUN_OPTION, SESSION_KEY, UNRUN_MARKER, MatrixFile, TileCase
 from .core.recorder import Recorder
 from .core.session import TileSession
 from .matrix.bounds import MAX_CASES
 from .matrix.shard import Shard, ShardSpecError
+from .verdict import UNRUN
 
 SHARD_KEY = pytest.StashKey[Shard]()
 
@@ -60,6 +61,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="allow --tile-update when the CI environment variable is set",
+    )
+    group.addoption(
+        "--tile-require-run",
+        action="store_true",
+        dest=REQUIRE_RUN_OPTION,
+        default=False,
+        help=f"fail an expected pass whose kernel did not run (a virtual device judges through "
+        f"launch), instead of reporting it as {UNRUN}: a CI gate that only a GPU run may pass",
     )
     group.addoption(
         "--tile-report",
@@ -169,6 +178,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for arch in sorted({c.arch for c in session.all_cases()}):
         config.addinivalue_line("markers", f"{arch}: tile matrix cases of {arch}")
     config.addinivalue_line("markers", "tileconform: a tile matrix case")
+    config.addinivalue_line(
+        "markers", f"{UNRUN_MARKER}: a tile matrix case whose device will not run the kernel here"
+    )
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(p) for p in paths]
     else:
@@ -204,6 +216,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
+
+
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, Any] | None:
+    """A case that passed every stage judged without its kernel running is reported as
+    :data:`~.verdict.UNRUN` (letter ``u``), never as a bare pass; its exit status stays 0, as for a
+    pass (``--tile-require-run`` makes it a failure instead)."""
+    if report.when != "call" or not report.passed or hasattr(report, "wasxfail"):
+        return None
+    if dict(report.user_properties).get(OUTCOME_PROPERTY) != UNRUN:
+        return None
+    return UNRUN, "u", ("UNRUN", {"yellow": True})
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -36,6 +36,28 @@ class Stage(str, enum.Enum):
 #: What a matrix may expect: ``pass`` or the stage a case is rejected at.
 EXPECTATIONS: tuple[str, ...] = ("pass", *(s.value for s in Stage))
 
+#: The first stage only a device that runs the kernel can judge. A verdict judged through an
+#: earlier one (a virtual device stops at ``launch``, a compile-only run at ``compile``) saw no
+#: kernel run and no D: its pass is :data:`UNRUN`, never a plain pass.
+KERNEL_RUN = Stage.RUN
+
+#: The outcome of a pass whose kernel did not run, in every output (pytest's word, JUnit, the
+#: results file, the tables): one word, so pytest's summary line stays ``N word`` pairs.
+UNRUN = "unrun"
+
+
+def kernel_ran(judged_through: Stage) -> bool:
+    """Whether a verdict judged through ``judged_through`` saw the kernel run: the one
+    definition of a judged kernel, which :attr:`Verdict.kernel_ran` and the results readers use."""
+    return judged_through.order >= KERNEL_RUN.order
+
+
+def output_checked(judged_through: Stage) -> bool:
+    """Whether a verdict judged through ``judged_through`` checked D against the reference: a
+    pass judged short of it holds only that far (``graph``, ``repeat`` and ``sanitize`` are
+    further checks a run may add, not part of every full judgment)."""
+    return judged_through.order >= Stage.NUMERICS.order
+
 
 class StageFailure(Exception):
     """Raised by a case that was rejected; one subclass per stage.
@@ -101,12 +123,27 @@ class Verdict:
         return self.failed_stage is None
 
     @property
+    def kernel_ran(self) -> bool:
+        """The device ran the kernel (:func:`kernel_ran`)."""
+        return kernel_ran(self.judged_through)
+
+    @property
+    def unrun(self) -> bool:
+        """A pass of every stage judged, none of which ran the kernel (:data:`UNRUN`)."""
+        return self.passed and not self.kernel_ran
+
+    @property
     def outcome(self) -> str:
         """The verdict in the matrix's vocabulary: ``pass`` or the stage it failed at."""
         return "pass" if self.failed_stage is None else self.failed_stage.value
 
+    @property
+    def reported(self) -> str:
+        """The outcome as the outputs report it: :data:`UNRUN` for an unrun pass, else :attr:`outcome`."""
+        return UNRUN if self.unrun else self.outcome
+
     def describe(self) -> str:
-        parts = [f"{self.outcome}"]
+        parts = [f"{UNRUN} (judged through {self.judged_through.value})" if self.unrun else self.outcome]
         if self.status:
             parts.append(f"status={self.status!r}")
         if self.smem_requested is not None:
@@ -122,11 +159,12 @@ class Verdict:
         data["failed_stage"] = self.failed_stage.value if self.failed_stage else None
         data["judged_through"] = self.judged_through.value
         data["outcome"] = self.outcome
+        data["kernel_ran"] = self.kernel_ran
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Verdict:
-        fields = {k: v for k, v in data.items() if k != "outcome"}
+        fields = {k: v for k, v in data.items() if k not in ("outcome", "kernel_ran")}
         stage = fields.pop("failed_stage")
         fields["failed_stage"] = Stage(stage) if stage else None
         fields["judged_through"] = Stage(fields["judged_through"])

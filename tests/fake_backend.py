@@ -3,8 +3,10 @@
 ``FAKE_CONFTEST`` is the ``conftest.py`` each pytester run gets. Its backend, named ``fake``,
 takes its verdicts from ``verdicts.json`` next to the conftest: a mapping case id -> outcome,
 either a stage name (``"initialize"``) or a mapping with ``stage`` and optionally
-``judged_through``, ``status``, ``smem``, ``limit``, ``detail`` and ``source``. Cases not in
-the table pass. Only sm90 is "present": any other arch raises NotJudgeable.
+``judged_through``, ``status``, ``smem``, ``limit``, ``detail``, ``source`` and ``device`` (the
+fields of ``Device``). Cases not in the table pass. Only sm90 is "present": any other arch raises
+NotJudgeable. An entry's ``judged_through`` is also what the backend promises at collection
+(``pytest_tileconform_judged_through``), as a virtual device knows it will stop at launch.
 
 Every ``prepare`` call and every verdict (through the ``pytest_tileconform_verdict`` hook) is
 appended as one JSON line to ``prepared.jsonl`` / ``verdicts.jsonl``.
@@ -26,6 +28,7 @@ import os
 from pathlib import Path
 
 from pytest_tileconform import NotJudgeable, Stage, Verdict
+from pytest_tileconform.verdict import Device
 
 HERE = Path(__file__).parent
 PRESENT = "sm90"
@@ -48,9 +51,7 @@ class FakeBackend:
     def judge(self, case):
         if case.arch != PRESENT:
             raise NotJudgeable(f"{case.arch} is not present (found {PRESENT})")
-        table_path = HERE / "verdicts.json"
-        table = json.loads(table_path.read_text()) if table_path.exists() else {}
-        entry = table.get(case.id, "pass")
+        entry = _table().get(case.id, "pass")
         if isinstance(entry, str):
             entry = {"stage": entry}
         stage = entry.get("stage", "pass")
@@ -62,6 +63,7 @@ class FakeBackend:
             detail=entry.get("detail", ""),
             smem_requested=entry.get("smem"),
             smem_limit=entry.get("limit"),
+            device=Device(**entry["device"]) if "device" in entry else None,
             extra={
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                 "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
@@ -69,8 +71,23 @@ class FakeBackend:
         )
 
 
+def _table():
+    table_path = HERE / "verdicts.json"
+    return json.loads(table_path.read_text()) if table_path.exists() else {}
+
+
 def pytest_tileconform_register_backends(config):
     return [FakeBackend()]
+
+
+def pytest_tileconform_judged_through(config, case):
+    try:
+        entry = _table().get(case.id)
+    except ValueError:  # a broken table fails the cases when they are judged, not the collection
+        return None
+    if isinstance(entry, dict) and "judged_through" in entry:
+        return Stage(entry["judged_through"])
+    return None
 
 
 def pytest_tileconform_verdict(config, case, verdict):
@@ -143,11 +160,11 @@ def output(result: pytest.RunResult) -> str:
     return result.stdout.str() + "\n" + result.stderr.str()
 
 
-VERBOSE_LINE = re.compile(r"^(\S+\.yaml::\S+) (PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)\b")
+VERBOSE_LINE = re.compile(r"^(\S+\.yaml::\S+) (PASSED|UNRUN|FAILED|SKIPPED|XFAIL|XPASS|ERROR)\b")
 
 
 def verbose_outcomes(result: pytest.RunResult) -> dict[str, str]:
-    """node id -> PASSED/FAILED/SKIPPED/XFAIL/... from the lines of a ``-v`` run."""
+    """node id -> PASSED/UNRUN/FAILED/SKIPPED/XFAIL/... from the lines of a ``-v`` run."""
     found = {}
     for line in result.outlines:
         match = VERBOSE_LINE.match(line)

@@ -25,7 +25,9 @@ def _order(stage: str) -> int:
     ("expected", "verdict", "through", "category"),
     [
         ("pass", "pass", "numerics", Category.PASS),
-        ("pass", "pass", "launch", Category.PASS),  # a virtual pass is a pass (merge marks it)
+        ("pass", "pass", "launch", Category.UNRUN),  # a virtual pass: the kernel did not run
+        ("pass", "pass", "compile", Category.UNRUN),  # compile only
+        ("pass", "pass", "run", Category.PASS),  # the kernel ran (D unchecked: merge marks it)
         ("pass", "initialize", "launch", Category.REGRESSION),
         ("pass", "numerics", "numerics", Category.REGRESSION),
         ("initialize", "initialize", "launch", Category.KNOWN_BAD),
@@ -85,7 +87,8 @@ def test_every_combination() -> None:
             continue  # test_without_an_expectation_pytest_tells_what_was_expected
         rejected = verdict != "pass"
         if expected == "pass":
-            assert category is (Category.REGRESSION if rejected else Category.PASS)
+            passed = Category.PASS if _order(through) >= _order("run") else Category.UNRUN
+            assert category is (Category.REGRESSION if rejected else passed)
         elif verdict == expected:
             assert category is Category.KNOWN_BAD
         elif rejected:
@@ -97,7 +100,7 @@ def test_every_combination() -> None:
         # a pytest pass never hides a rejection; only a failure matching its expectation is known-bad
         assert (category is Category.KNOWN_BAD) == (rejected and verdict == expected)
     assert seen == set(Category)
-    assert len(OUTCOMES) * len(EXPECTED) * len(VERDICTS) * len(THROUGH) == 8 * 8 * 8 * 6
+    assert len(OUTCOMES) * len(EXPECTED) * len(VERDICTS) * len(THROUGH) == 8 * 12 * 12 * 10
 
 
 def test_category_order_puts_what_needs_action_first() -> None:
@@ -105,6 +108,26 @@ def test_category_order_puts_what_needs_action_first() -> None:
         Category.REGRESSION,
         Category.FIXED,
         Category.KNOWN_BAD,
+        Category.UNRUN,
         Category.PASS,
         Category.NOT_JUDGED,
     ]
+
+
+@pytest.mark.parametrize(
+    ("expected_status", "status", "category"),
+    [
+        (None, "Error Internal", Category.KNOWN_BAD),  # no status recorded: any status
+        ("Error Internal", "Error Internal", Category.KNOWN_BAD),
+        ("Error Internal", "Error Invalid Problem", Category.REGRESSION),
+        ("Error Internal", "", Category.REGRESSION),
+    ],
+)
+def test_a_known_bad_case_matches_stage_and_recorded_status(
+    expected_status: str | None, status: str, category: Category
+) -> None:
+    for outcome in ("xfailed", "failed"):
+        got = categorize(
+            outcome, "initialize", "initialize", "launch", expected_status=expected_status, status=status
+        )
+        assert got is category

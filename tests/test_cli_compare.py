@@ -79,13 +79,13 @@ def test_hardware_numerics_failure_agrees_with_a_virtual_pass(
     assert compare(capsys, hardware, VIRTUAL)[0] == 0
 
 
-def test_format_1_and_format_2_of_the_same_run_agree_exactly(
+def test_format_1_and_the_current_format_of_the_same_run_agree_exactly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """How a reshaping proves it changed no verdict: the old code's report against the new one's."""
-    upgraded = tmp_path / "format2.json"
+    upgraded = tmp_path / "format3.json"
     write_results(upgraded, read_results(VIRTUAL))
-    assert json.loads(upgraded.read_text())["format"] == 2 and json.loads(VIRTUAL.read_text())["format"] == 1
+    assert json.loads(upgraded.read_text())["format"] == 3 and json.loads(VIRTUAL.read_text())["format"] == 1
     status, out, err = compare(capsys, VIRTUAL, upgraded)
     assert (status, out, err) == (0, [f"6/6 cases agree {EXACT_SUMMARY}"], "")
 

@@ -157,10 +157,12 @@ def test_rows_per_device_fingerprint(tmp_path: Path) -> None:
     assert "| D2 | virtual sm120 | virtual | 12.0 | 101,376 | n/a | ? | 0.7.4 | ? |" in text
     assert "## sm120 · nvfp4-bf16" in text
     # a format-1 file without expectations: pytest failed the rejected case, so it regressed
-    assert "pass 1/2† · **regression 1/2** (initialize, expected ?, 102,400 B > 101,376)" in text
+    cell = "unrun 1/2 (through launch) · **regression 1/2** (initialize, expected ?, 102,400 B > 101,376)"
+    assert cell in text
     page = to_html(merged)
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
     assert 'class="regression"' in page and 'class="pass"' in page
+    assert "unrun 1/2<br>through launch" in page  # the virtual pass: never a pass
 
 
 _H200 = "hardware (NVIDIA H200, CC 9.0)"
@@ -188,7 +190,7 @@ def _document(rows: list[tuple[Any, ...]], fingerprint: dict[str, Any] | None) -
                 "verdict": {
                     "outcome": outcome,
                     "failed_stage": None if outcome == "pass" else outcome,
-                    "judged_through": "launch",
+                    "judged_through": "launch" if source.startswith("virtual") else "numerics",
                     "source": source,
                     "status": "",
                     "smem_requested": smem,

@@ -55,7 +55,7 @@ def _edited(tmp_path: Path) -> Path:
         update={"failed_stage": None, "outcome": "pass", "status": "", "smem_requested": 98304}
     )
     broken = _entry(document, "sm120-flashinfer.yaml", PASSING)
-    assert broken.verdict is not None and broken.outcome == "passed"
+    assert broken.verdict is not None and broken.outcome == "unrun"  # a virtual pass
     broken.outcome = "failed"
     broken.verdict = broken.verdict.model_copy(
         update={"failed_stage": Stage.INITIALIZE, "outcome": "initialize", "status": "Error Internal"}
@@ -81,7 +81,7 @@ def test_ids_in_two_matrices_are_diffed_apart(tmp_path: Path, capsys: pytest.Cap
     assert status == 1
     assert "1 new regression(s) in" in err
     assert _section(out, "New regressions") == [
-        f"| `sm120-flashinfer.yaml::{PASSING}` | pass | pass† "
+        f"| `sm120-flashinfer.yaml::{PASSING}` | pass | unrun (through launch) "
         "| **regression: initialize (Error Internal, 89,088 B)** |"
     ]
     assert _section(out, "Fixes") == [
@@ -89,10 +89,12 @@ def test_ids_in_two_matrices_are_diffed_apart(tmp_path: Path, capsys: pytest.Cap
         "| known-bad: initialize (Error Internal, 102,400 B > 101,376) | **fixed†: passed** |"
     ]
     assert _section(out, "Newly not judged") == [
-        "| `sm120.yaml::sm120-mxfp8xmxfp4-bf16-128x64x128-c1x1x1-none` | pass | pass† "
+        "| `sm120.yaml::sm120-mxfp8xmxfp4-bf16-128x64x128-c1x1x1-none` | pass | unrun (through launch) "
         "| not judged: nvcc is not installed |"
     ]
-    assert _section(out, "Removed") == ["| `sm120-nvfp4-fp16-128x32x256-c1x1x1-none` | pass | pass† | — |"]
+    assert _section(out, "Removed") == [
+        "| `sm120-nvfp4-fp16-128x32x256-c1x1x1-none` | pass | unrun (through launch) | — |"
+    ]
     # the same id in the other matrix did not change: it is in no section
     assert f"`sm120-flashinfer.yaml::{FINALIZE}`" not in out
     assert "125 case(s) in both. **1 new regression(s)** · 1 fix(es) · 0 changed · 1 newly not judged" in out

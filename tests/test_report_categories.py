@@ -110,7 +110,7 @@ def test_merged_cells_show_outcome_against_expectation(mixed: tuple[TileRun, Pat
         assert term in legend
     assert "1 case(s) without a verdict are not in the tables (1 skipped)" in text
     assert "6 verdict(s): 1 pass, 1 known-bad, 1 fixed, 2 regression, 1 not judged" in text
-    notable = text.split("## Cases other than pass", 1)[1]
+    notable = text.split("## Cases other than pass and unrun", 1)[1]
     order = [line.split(" | ")[2] for line in notable.splitlines() if line.startswith("| D")]
     assert order == ["regression", "regression", "fixed†", "known-bad", "not judged"]
 
@@ -179,7 +179,7 @@ def test_diff_against_a_clean_baseline(tc: TileRun, capsys: pytest.CaptureFixtur
         "which virtual (sm90 profile) cannot judge (it judges through lau… |"
     ]
     assert "**2 new regression(s)** · 1 fix(es) · 0 changed · 1 newly not judged" in out
-    assert "- †: judged through launch only (virtual device): run, numerics not judged" in out
+    assert "- †: judged through launch only (virtual device): the kernel did not run" in out
     # the other way round: nothing regressed; a regression that now passes is fixed, one that now
     # fails at its expected stage is not (the tile still fails): its verdict changed
     status, out, _ = _diff(capsys, new, baseline)

@@ -44,7 +44,8 @@ GRID = [
     "sm100  bf16           1s        1s                   ",
     "sm100  fp8_e4m3-bf16  1s        1s                   ",
     "",
-    ". pass   x known-bad, failed at its expected stage   F fail   s skipped (not judged)",
+    ". pass   u unrun: passed what was judged, the kernel did not run   x known-bad, failed at its "
+    "expected stage   F fail   s skipped (not judged)",
 ]
 
 
@@ -106,7 +107,7 @@ def test_tile_report_json(tc: TileRun) -> None:
     path = tc.path / "out" / "results.json"
     result.stdout.fnmatch_lines([f"tileconform: results written to {path}"])
     document = json.loads(path.read_text())
-    assert document["format"] == FORMAT == 2
+    assert document["format"] == FORMAT == 3
     assert document["startup_s"] > 0  # the pytest process's age when the plugin started (Linux)
     by_id = {c["id"]: c for c in document["cases"]}
     assert len(document["cases"]) == len(by_id) == 10

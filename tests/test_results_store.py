@@ -162,8 +162,8 @@ def test_a_tile_report_validates_against_the_schema(tc: TileRun, schema: dict[st
 
 
 def test_the_validator_is_not_vacuous(schema: dict[str, Any]) -> None:
-    document = json.loads((REPO / "results/sm120-virtual-2026-11-29.json").read_text())
-    document["format"] = FORMAT
+    document = read_results(REPO / "results/sm120-virtual-2026-11-29.json").to_json()  # upgraded
+    assert document["format"] == FORMAT
     document["cases"][0]["verdict"]["outcome"] = "weird"
     document["cases"][1]["case"]["tile"] = "128x128"
     del document["cases"][2]["id"]
@@ -248,7 +248,7 @@ def test_a_recorded_device_is_kept() -> None:
 def test_format_2_source_text_is_not_read_back() -> None:
     """In the current format the device is what the verdict says, whatever its source text."""
     data = _format_1("hardware (NVIDIA H200, CC 9.0)", None)
-    data["format"] = FORMAT
+    data["format"] = 2
     document = parse_results(data)
     ((_, verdict),) = document.judged()
     assert verdict.device is None
@@ -282,7 +282,7 @@ def test_written_and_read_back(tmp_path: Path) -> None:
 
 def test_the_model_mirrors_the_verdict() -> None:
     verdict_fields = [f.name for f in dataclasses.fields(Verdict)]
-    assert list(VerdictRecord.model_fields) == [*verdict_fields, "outcome"]
+    assert list(VerdictRecord.model_fields) == [*verdict_fields, "outcome", "kernel_ran"]
     assert typing.get_args(Outcome) == EXPECTATIONS
 
 

@@ -27,6 +27,11 @@ Evidence: hardware verdicts, and build verdicts (a compile error holds on every 
 verdicts are judged through launch at most and on no GPU: they are used only when the caller
 accepts that (``accept_virtual``). Without a hardware verdict nothing names the GPU, so a list
 is written only when the caller accepts that too and names the GPU.
+
+A tactic left out of a blocklist reads as usable. A configuration whose only passes are ``unrun``
+(the kernel did not run: a virtual device, a compile-only run) is not known to work on any GPU,
+so it is never left out silently: the metadata lists it under ``tileconform.unrun`` with its
+tactics, and the command says how many there are.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import Any
 from ..flashinfer.tactics import Tactic
 from ..results.fingerprint import UNKNOWN, device_key
 from ..results.model import ResultsDocument
+from ..verdict import UNRUN
 from .drift import ConfigKey, case_config_key, tactic_key
 
 CUSTOM_OPS = {1: "trtllm::fused_moe::gemm1", 2: "trtllm::fused_moe::gemm2"}
@@ -70,12 +76,22 @@ class Blocked:
     tactics: tuple[tuple[int, int], ...]  # (gemm, tactic id)
 
 
+@dataclass(frozen=True)
+class Unrun:
+    """A configuration that passed only without its kernel running: not blocked, not known good."""
+
+    key: ConfigKey
+    case_ids: tuple[str, ...]
+    tactics: tuple[tuple[int, int], ...]  # (gemm, tactic id); empty when no tactic offers it
+
+
 @dataclass
 class Export:
     document: dict[str, Any]
     blocked: list[Blocked]
     not_offered: list[tuple[ConfigKey, tuple[str, ...]]]  # failing, but no tactic stands for it
     unused: int = 0  # virtual verdicts left out (not accepted)
+    unrun: list[Unrun] = field(default_factory=list)
 
 
 @dataclass
@@ -83,6 +99,8 @@ class Evidence:
     """The verdicts of one arch in the results files, as far as they are used."""
 
     failing: dict[ConfigKey, list[tuple[str, str]]] = field(default_factory=dict)  # -> (case, outcome)
+    ran: set[ConfigKey] = field(default_factory=set)  # passed with the kernel run
+    unrun: dict[ConfigKey, list[str]] = field(default_factory=dict)  # passed, kernel not run -> cases
     versions: set[str] = field(default_factory=set)  # FlashInfer versions of the used verdicts
     gpus: set[str] = field(default_factory=set)  # names of the GPUs of the hardware verdicts
     hardware: int = 0
@@ -110,9 +128,13 @@ def gather(results: Sequence[ResultsDocument], arch: str, *, accept_virtual: boo
             flashinfer = device_key(verdict, document.host).flashinfer
             if flashinfer != UNKNOWN:
                 evidence.versions.add(flashinfer)
+            key = case_config_key(entry.case, arch)
             if verdict.outcome != "pass":
-                key = case_config_key(entry.case, arch)
                 evidence.failing.setdefault(key, []).append((entry.id, verdict.outcome))
+            elif verdict.unrun:
+                evidence.unrun.setdefault(key, []).append(entry.id)
+            else:
+                evidence.ran.add(key)
     return evidence
 
 
@@ -205,6 +227,11 @@ def export_for(tactics: Sequence[Tactic], wanted: Request) -> Export:
     for item in blocked:
         for gemm, tactic in item.tactics:
             invalid.setdefault(f"{CUSTOM_OPS[gemm]}::{RUNNER_CLASS}", []).append(tactic)
+    unrun = [
+        Unrun(key, tuple(sorted(evidence.unrun[key])), tuple(sorted(offered.get(key, []))))
+        for key in sorted(evidence.unrun)
+        if key.dtypes == dtypes and key not in failing and key not in evidence.ran
+    ]
     metadata: dict[str, Any] = dict.fromkeys(METADATA_FIELDS, WILDCARD)
     if evidence.versions:
         metadata["flashinfer_version"] = next(iter(evidence.versions))
@@ -226,13 +253,15 @@ def export_for(tactics: Sequence[Tactic], wanted: Request) -> Export:
             {"case_ids": list(b.case_ids), "outcomes": list(b.outcomes), "tactics": [t for _, t in b.tactics]}
             for b in blocked
         ],
+        # passed only where the kernel did not run: not blocked, and not known to work on the GPU
+        UNRUN: [{"case_ids": list(u.case_ids), "tactics": [t for _, t in u.tactics]} for u in unrun],
     }
     document = {
         METADATA_KEY: metadata,
         "invalid_tactics": {k: sorted(set(v)) for k, v in sorted(invalid.items())},
     }
     unused = 0 if wanted.accept_virtual else evidence.virtual
-    return Export(document, blocked, not_offered, unused)
+    return Export(document, blocked, not_offered, unused, unrun)
 
 
 def dumps(document: dict[str, Any]) -> str:

@@ -383,6 +383,7 @@ def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 # -- export-blocklist ----------------------------------------------------------------------------
 def _export_blocklist(args: argparse.Namespace) -> int:
+    from ..verdict import UNRUN
     from .blocklist import BlocklistError, dumps, export_for, request
 
     arch = args.arch
@@ -400,6 +401,13 @@ def _export_blocklist(args: argparse.Namespace) -> int:
         message(f"{export.unused} virtual-device verdict(s) for {arch} not used (--accept-virtual uses them)")
     for _key, cases in export.not_offered:
         message(f"failing but offered by no tactic, not in the blocklist: {', '.join(cases)}")
+    if export.unrun:
+        tactics_unrun = sum(len(u.tactics) for u in export.unrun)
+        message(
+            f"{len(export.unrun)} configuration(s) ({tactics_unrun} tactic(s)) passed only without "
+            f"their kernel running ({UNRUN}): not blocked, and NOT known to work on {wanted.gpu}; "
+            "listed under _metadata.tileconform.unrun. Run them on that GPU"
+        )
     total = sum(len(v) for v in export.document["invalid_tactics"].values())
     message(f"{total} invalid tactic(s) from {len(export.blocked)} failing configuration(s)")
     emit(dumps(export.document), args.output)

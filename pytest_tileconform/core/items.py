@@ -22,7 +22,8 @@ from ..compile.cache import default_cache_dir
 from ..matrix.cases import Case
 from ..matrix.load import CasePlace
 from ..reasons import stable_reason
-from ..verdict import STAGE_FAILURES, NotJudgeable, Stage, StageFailure, Verdict
+from ..verdict import STAGE_FAILURES, UNRUN, NotJudgeable, Stage, StageFailure, Verdict, kernel_ran
+from .expect import StatusMismatch, mismatch_text, status_mismatch
 
 if TYPE_CHECKING:
     from .session import TileSession
@@ -37,7 +38,11 @@ class MatrixFile(pytest.File):
         session = self.config.stash[SESSION_KEY]
         places = next((m.places for m in session.matrices if m.path == self.path), {})
         for case in session.cases_of(self.path):
-            yield TileCase.from_parent(self, name=case.id, case=case, place=places.get(case.id))
+            item = TileCase.from_parent(self, name=case.id, case=case, place=places.get(case.id))
+            through = self.config.hook.pytest_tileconform_judged_through(config=self.config, case=case)
+            if through is not None and not kernel_ran(through):
+                item.add_marker(UNRUN_MARKER)  # known before judging, so ``-m`` can select on it
+            yield item
 
 
 class TileCase(pytest.Item):
@@ -77,13 +82,16 @@ class TileCase(pytest.Item):
         self._record(verdict)
         expected = self.case.expected
         if verdict.failed_stage is not None:
-            raise STAGE_FAILURES[verdict.failed_stage](verdict)
+            mismatch = status_mismatch(self.case.expectation, verdict)
+            raise mismatch or STAGE_FAILURES[verdict.failed_stage](verdict)
         if expected != "pass" and Stage(expected).order > verdict.judged_through.order:
             self._skip(
                 f"expected to fail at {expected}, which {verdict.source} cannot judge "
                 f"(it judges through {verdict.judged_through.value}); passed through "
                 f"{verdict.judged_through.value}"
             )
+        if verdict.unrun and expected == "pass" and self.config.getoption(REQUIRE_RUN_OPTION):
+            raise UnrunFailure(verdict)
 
     def _skip(self, reason: str) -> NoReturn:
         """Skip, reported at the case's tile entry (``-rs``, JUnit) rather than at this line."""
@@ -112,7 +120,10 @@ class TileCase(pytest.Item):
                 ("swap_ab", str(case.swap_ab).lower()),
                 ("fusion", case.fusion),
                 ("expected", case.expected),
+                ("expected_status", (case.expectation.status if case.expectation else None) or ""),
                 ("stage", verdict.outcome),
+                (OUTCOME_PROPERTY, verdict.reported),
+                ("kernel_ran", str(verdict.kernel_ran).lower()),
                 ("judged_through", verdict.judged_through.value),
                 ("status", verdict.status),
                 (
@@ -130,14 +141,13 @@ class TileCase(pytest.Item):
         """A stage failure as the verdict and the case, ending like a Python traceback at the
         case's ``file:line`` in the matrix (``--tb=line``, JUnit's message and problem matchers
         read that line)."""
-        if not isinstance(excinfo.value, StageFailure):
+        if not isinstance(excinfo.value, (StageFailure, StatusMismatch, UnrunFailure)):
             return super().repr_failure(excinfo, style=style)
         verdict = excinfo.value.verdict
-        expected = self.case.expected
-        if expected == "pass":
-            head = f"expected pass, but rejected at stage {verdict.outcome}"
+        if isinstance(excinfo.value, UnrunFailure):
+            head = str(excinfo.value)
         else:
-            head = f"expected rejection at stage {expected}, but rejected at stage {verdict.outcome}"
+            head = mismatch_text(self.case.expectation, verdict)
         lines = [head, f"  verdict: {verdict.describe()}"]
         if verdict.extra.get("numerics"):
             lines.append(f"  numerics: {verdict.extra['numerics']}")
@@ -160,5 +170,23 @@ class TileCase(pytest.Item):
         return self.path, None if self.place is None else self.place.line - 1, self.name
 
 
+class UnrunFailure(Exception):
+    """An expected pass whose kernel did not run, under ``--tile-require-run``: a CI gate that
+    wants every pass to have run on a GPU fails on it."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(
+            f"expected pass, but {UNRUN}: judged through {verdict.judged_through.value} only, the "
+            "kernel did not run (--tile-require-run fails such a case)"
+        )
+        self.verdict = verdict
+
+
 VERDICT_PROPERTY = "tileconform_verdict"
+#: pytest's word for the case (:attr:`..verdict.Verdict.reported`): JUnit carries it, and the
+#: terminal's letter and word are read from it (:func:`..plugin.pytest_report_teststatus`)
+OUTCOME_PROPERTY = "tileconform_outcome"
+#: the marker of a case whose device says, before judging, that it will not run the kernel
+UNRUN_MARKER = "tileconform_unrun"
+REQUIRE_RUN_OPTION = "tile_require_run"
 SESSION_KEY = pytest.StashKey["TileSession"]()

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from ..matrix.load import MatrixInvalid
-from ..matrix.update import Change, UpdateOutcome, UpdateRefused, expectation_change, update_matrix
+from ..matrix.update import Change, UpdateOutcome, UpdateRefused, update_matrix
 from ..results.fingerprint import host_fingerprint
 from ..results.report import grid_lines, results_document, source_lines, timing_lines
 from ..results.store import write_results
+from .expect import expectation_update
 from .items import VERDICT_PROPERTY
 from .session import TileSession
 
@@ -54,7 +55,7 @@ class Recorder:
             case = self.session.case_by_id(obs.matrix, obs.case_id)
             if case is None or obs.verdict is None:
                 continue
-            change = expectation_change(case.id, case.expected, obs.verdict)
+            change = expectation_update(case.id, case.expectation, obs.verdict)
             if change is not None:
                 self.changes.setdefault(case.matrix, {})[case.id] = change
 

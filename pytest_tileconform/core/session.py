@@ -13,7 +13,7 @@ from ..backend import BackendRegistry, CheckingBackend, FinishingBackend
 from ..matrix.bounds import MAX_CASES
 from ..matrix.cases import Case
 from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
-from ..verdict import Verdict
+from ..verdict import UNRUN, Verdict
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Observation:
 
     case_id: str
     matrix: Path
-    outcome: str  # pytest's: passed, failed, skipped, xfailed
+    outcome: str  # pytest's: passed, unrun (a pass whose kernel did not run), failed, skipped, xfailed
     verdict: Verdict | None
     skip_reason: str = ""
     duration: float = 0.0  # seconds the case's call phase took
@@ -144,6 +144,8 @@ class TileSession:
             outcome = "xfailed" if report.skipped else "xpassed"
         elif report.failed and report.when != "call":
             outcome = "error"
+        elif report.passed and verdict is not None and verdict.unrun:
+            outcome = UNRUN  # as pytest_report_teststatus reports it
         skip_reason = ""
         if report.skipped and isinstance(report.longrepr, tuple):
             skip_reason = str(report.longrepr[2]).removeprefix("Skipped: ")

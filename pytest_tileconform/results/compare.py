@@ -4,14 +4,14 @@ Cases are matched by id (by matrix file name and id where a run judged one id in
 matrices). How a pair of verdicts is compared depends on what judged them:
 
 - hardware against virtual (one file all hardware, the other all virtual, or the two verdicts of
-  a case): a virtual device judges through ``launch``, so a hardware ``pass``, ``run`` or
-  ``numerics`` (the launch was accepted) agrees with a virtual ``pass``; every other stage must be
+  a case): a virtual device judges through ``launch``, so a hardware ``pass`` or a failure after
+  ``launch`` (the launch was accepted) agrees with a virtual pass (``unrun``); every other stage must be
   the same, and so must the shared memory the kernel asked for. Build-stage verdicts (compile
   failures) of such a pair are compared the same way.
 - otherwise (the same kind of device), exactly: every field of :data:`EXACT_FIELDS`. Timings,
   build paths and the rest of ``extra``, the free-text ``source`` and pytest's outcome (which
-  follows the matrix's expectations) are not compared. A case judged in one file and not in the
-  other disagrees.
+  follows the matrix's expectations) are not compared; a pass whose kernel did not run reads
+  ``unrun``. A case judged in one file and not in the other disagrees.
 
 Cases in only one file, and in the hardware-against-virtual comparison cases judged by only
 one, are listed but decide nothing.
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from ..verdict import Stage
 from .model import CaseEntry, ResultsDocument, VerdictRecord
 
 #: What an exact comparison compares: fields of the verdict; ``device`` is its kind, name, arch, cc.
@@ -39,8 +40,8 @@ EXACT_FIELDS = (
     "workspace_bytes",
     "device",
 )
-#: a hardware verdict past launch: the launch was accepted, as a virtual ``pass`` says
-BEYOND_LAUNCH = ("pass", "run", "numerics")
+#: a hardware verdict past launch: the launch was accepted, as a virtual pass says
+BEYOND_LAUNCH = ("pass", *(s.value for s in Stage if s.order > Stage.LAUNCH.order))
 HARDWARE_VIRTUAL = "hardware vs virtual"
 EXACT = "exact"
 
@@ -94,6 +95,8 @@ def _launch_key(verdict: VerdictRecord) -> tuple[str, int | None]:
 def _exact_value(verdict: VerdictRecord, name: str) -> Any:
     if name == "device":
         return verdict.device.identity() if verdict.device is not None else None
+    if name == "outcome":
+        return verdict.reported
     value = getattr(verdict, name)
     return getattr(value, "value", value)  # a Stage as its name
 
@@ -147,8 +150,8 @@ def compare(a: ResultsDocument, b: ResultsDocument) -> Comparison:
             if hardware_side is not None:
                 (result.judged_only_b if va is None else result.judged_only_a).append(case_id)
             else:
-                text_a = "not judged" if va is None else f"outcome={va.outcome!r}"
-                text_b = "not judged" if vb is None else f"outcome={vb.outcome!r}"
+                text_a = "not judged" if va is None else f"outcome={va.reported!r}"
+                text_b = "not judged" if vb is None else f"outcome={vb.reported!r}"
                 result.disagreements.append(Disagreement(case_id, EXACT, text_a, text_b))
             continue
         if hardware_side is not None or {_kind(va), _kind(vb)} == {"hardware", "virtual"}:

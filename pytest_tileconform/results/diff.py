@@ -44,7 +44,8 @@ class Change(enum.Enum):
 #: what each section holds, printed under its heading
 ABOUT = {
     Change.NEW_REGRESSION: "regressions in NEW that OLD did not have (new cases too): they fail the gate",
-    Change.FIXED: "failed in OLD and pass in NEW, or newly pass against a known-bad expectation (XPASS)",
+    Change.FIXED: "failed in OLD and pass in NEW, or newly pass against a known-bad expectation (XPASS); "
+    "an unrun pass in NEW (the kernel did not run) is a change, not a fix",
     Change.CHANGED: "another stage, status or category, or another expectation in the matrix",
     Change.NEWLY_NOT_JUDGED: "judged in OLD, skipped or without a verdict in NEW",
     Change.STILL_REGRESSION: "regressions already in OLD: listed, not gating",
@@ -74,7 +75,7 @@ class State:
     expected: str
     verdict: str  # pass, the stage it failed at, or "no verdict"
     status: str
-    through: str | None  # a pass that holds only through this stage
+    through: str | None  # a pass that holds only through this stage (an unrun one: how far it was judged)
     smem: str  # "102,400 B > 101,376" for a rejection, else ""
     reason: str  # why it was not judged, for a case without one
 
@@ -82,7 +83,10 @@ class State:
         return (self.category, self.expected, self.verdict, self.status)
 
     def text(self) -> str:
-        """``regression: initialize (Error Internal, 102,400 B > 101,376)``, ``pass†``."""
+        """``regression: initialize (Error Internal, 102,400 B > 101,376)``, ``pass†``,
+        ``unrun (through launch)``."""
+        if self.category is Category.UNRUN:
+            return f"{self.category.value} (through {self.through})" if self.through else self.category.value
         head = self.category.value + mark(self.through)
         if self.category is Category.NOT_JUDGED:
             return f"{head}: {self.reason}" if self.reason else head
@@ -210,7 +214,7 @@ def _legend(states: Iterable[State]) -> list[str]:
     lines = [f"- {'**' + c.value + '**' if c in LOUD else c.value}: {MEANING[c]}" for c in CELL_ORDER]
     stages: dict[str, set[str]] = {}
     for state in states:
-        if state.through is not None:
+        if state.through is not None and state.category is not Category.UNRUN:
             stages.setdefault(mark(state.through), set()).add(state.through)
     lines += [f"- {symbol}: {mark_meaning(found)}" for symbol, found in sorted(stages.items())]
     return lines

@@ -7,9 +7,9 @@ its columns are the CTA tiles (M x N x K, K in elements) and each cell aggregate
 that tile (clusters, swap_ab, fusion, problems) by :class:`~.category.Category`: the verdict
 against what the matrix expected, so a known-bad tile reads differently from a regression and a
 strict XPASS (pytest failed the run) is not shown as a pass. Counts, the stage, the CUTLASS
-status and the shared memory asked for against the device's limit go with each category; a pass
-that a virtual device judged only through ``launch`` is marked, since nothing after the launch
-was run.
+status and the shared memory asked for against the device's limit go with each category. A pass
+whose kernel did not run (a virtual device judges through ``launch``) is ``unrun``, never a pass;
+a pass or fix judged short of the output check is marked.
 
 Shards and reruns merge: a case judged twice on the same fingerprint counts once; if the two
 disagree (verdict, shared memory or category) the cell says so (``conflict``) and a warning
@@ -26,8 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.expect import describe_expected
 from ..dtypes import dtype_label as _dtype_label
-from ..verdict import EXPECTATIONS, Stage
+from ..verdict import EXPECTATIONS, UNRUN, Stage, kernel_ran
 from .category import MEANING, Category, category_of, partly_judged
 from .fingerprint import DeviceKey, device_key
 from .model import ResultsDocument
@@ -36,10 +37,20 @@ from .store import read_results
 #: verdict outcomes in stage order, ``pass`` first
 OUTCOME_ORDER = {name: i for i, name in enumerate(EXPECTATIONS)}
 #: the order of a cell's parts: the expected results first, then what needs a look
-CELL_ORDER = (Category.PASS, Category.KNOWN_BAD, Category.FIXED, Category.REGRESSION, Category.NOT_JUDGED)
+CELL_ORDER = (
+    Category.PASS,
+    Category.UNRUN,
+    Category.KNOWN_BAD,
+    Category.FIXED,
+    Category.REGRESSION,
+    Category.NOT_JUDGED,
+)
+#: categories whose cases pass every stage judged: a cell of only these shows its shared memory
+PASSING = frozenset({Category.PASS, Category.UNRUN})
 #: categories a reader must not miss: bold in Markdown, strong colours in HTML
 LOUD = frozenset({Category.REGRESSION, Category.FIXED})
-#: a pass judged only through this stage carries this mark (any other stage short of numerics: §)
+#: a pass or fix judged only through this stage carries this mark (any other stage short of
+#: numerics: §); an unrun pass says so in its own category instead
 MARKS = {Stage.LAUNCH.value: "†", Stage.COMPILE.value: "‡"}
 OTHER_MARK = "§"
 
@@ -56,6 +67,7 @@ class Judged:
     problem: str
     outcome: str  # the verdict: pass or the stage it was rejected at
     expected: str  # the matrix's: pass or a stage ("?" when the file does not say)
+    expected_status: str | None  # the status the expectation records (None: any)
     category: Category
     through: str | None  # a pass that holds only through this stage (category.partly_judged)
     status: str
@@ -85,17 +97,17 @@ class Cell:
 
     @property
     def all_pass(self) -> bool:
-        return not self.conflicts and all(j.category is Category.PASS for j in self.judged.values())
+        """Every case passed what was judged (pass or unrun), with no conflict."""
+        return not self.conflicts and all(j.category in PASSING for j in self.judged.values())
 
     def worst(self) -> Category:
         """The category a reader must see first (the cell's colour)."""
         return min(self.counts, key=lambda c: c.order)
 
     def notable(self) -> list[Judged]:
-        """Every case that is not a plain pass, by id."""
-        return sorted(
-            (j for j in self.judged.values() if j.category is not Category.PASS), key=lambda j: j.case_id
-        )
+        """Every case that did not pass what was judged, by id (unrun passes are counted in their
+        cells: a virtual device's whole matrix would fill the list)."""
+        return sorted((j for j in self.judged.values() if j.category not in PASSING), key=lambda j: j.case_id)
 
 
 def _agreement(item: Judged) -> tuple[str, int | None, Category]:
@@ -161,6 +173,7 @@ def judged_cases(path: Path, document: ResultsDocument) -> tuple[list[Judged], C
                 problem=json.dumps(problem, sort_keys=True),
                 outcome=verdict.outcome,
                 expected=entry.expected or "?",
+                expected_status=entry.expected_status,
                 category=category_of(entry),
                 through=partly_judged(entry),
                 status=verdict.status,
@@ -220,7 +233,7 @@ def mark(stage: str | None) -> str:
 
 
 def _marks(items: Iterable[Judged]) -> str:
-    return "".join(sorted({mark(j.through) for j in items}))
+    return "".join(sorted({mark(j.through) for j in items if j.category is not Category.UNRUN}))
 
 
 def _rejection_detail(items: Sequence[Judged]) -> list[str]:
@@ -276,14 +289,20 @@ def cell_parts(cell: Cell) -> list[Part]:
         name = category.value
         if category is Category.PASS:
             parts.append(Part(category, f"{name} {len(items)}/{total}{_marks(items)}"))
+        elif category is Category.UNRUN:
+            for (through,), group in _groups(items, "judged_through").items():
+                parts.append(Part(category, f"{name} {len(group)}/{total}", (f"through {through}",)))
         elif category is Category.KNOWN_BAD:
             for (stage,), group in _groups(items, "outcome").items():
                 head = f"{name} {len(group)}/{total}"
                 parts.append(Part(category, head, (stage, *_rejection_detail(group))))
         elif category is Category.REGRESSION:
-            for (stage, expected), group in _groups(items, "outcome expected").items():
+            for (stage, expected, expected_status), group in _groups(
+                items, "outcome expected expected_status"
+            ).items():
                 head = f"{name} {len(group)}/{total}"
-                details = (stage, f"expected {expected}", *_rejection_detail(group))
+                wanted = describe_expected(expected, expected_status or None)
+                details = (stage, f"expected {wanted}", *_rejection_detail(group))
                 parts.append(Part(category, head, details))
         elif category is Category.FIXED:
             for (expected,), group in _groups(items, "expected").items():
@@ -313,17 +332,17 @@ def used_marks(cells: Iterable[Cell]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = defaultdict(set)
     for cell in cells:
         for j in cell.judged.values():
-            if j.through is not None:
+            if j.through is not None and j.category is not Category.UNRUN:
                 found[mark(j.through)].add(j.through)
     return dict(sorted(found.items()))
 
 
 def mark_meaning(stages: set[str]) -> str:
-    """What a mark says: ``judged through launch only (virtual device): run, numerics not judged``."""
+    """What a mark says: ``judged through launch only (virtual device): the kernel did not run``."""
     ordered = sorted(stages, key=lambda s: Stage(s).order)
-    unjudged = [s.value for s in Stage if s.order > Stage(ordered[-1]).order]
     device = " (virtual device)" if stages == {Stage.LAUNCH.value} else ""
-    return f"judged through {', '.join(ordered)} only{device}: {', '.join(unjudged)} not judged"
+    missed = "D was not checked" if kernel_ran(Stage(ordered[-1])) else "the kernel did not run"
+    return f"judged through {', '.join(ordered)} only{device}: {missed}"
 
 
 def legend_items(cells: Iterable[Cell]) -> list[tuple[Category | None, str, str]]:
@@ -362,9 +381,11 @@ def device_columns(key: DeviceKey) -> list[str]:
 
 DEVICE_HEADER = ["row", "device", "kind", "CC", "opt-in smem (B)", "driver", "CUDA", "FlashInfer", "nvcc"]
 NOTABLE_HEADER = ["row", "case", "category", "expected", "verdict", "status", "smem asked (B)", "limit (B)"]
+NOTABLE_TITLE = f"Cases other than pass and {UNRUN}"
 VIRTUAL_NOTE = (
-    "Virtual-device rows judge the host-side stages only: their `pass` means the launch was accepted "
-    "(stages after `launch` were not judged). `?`: the results file does not record it."
+    "Virtual-device rows judge the host-side stages only: a case that gets through them is "
+    f"`{UNRUN}` (the launch was accepted; the kernel did not run and D was not checked), never "
+    "`pass`. `?`: the results file does not record it."
 )
 
 
@@ -414,7 +435,7 @@ def to_markdown(merged: Merged) -> str:
         lines += ["", _md_legend(c for tiles in rows.values() for c in tiles.values()), ""]
     notable = notable_rows(merged)
     if notable:
-        lines += ["## Cases other than pass", ""]
+        lines += [f"## {NOTABLE_TITLE}", ""]
         lines += md_table(NOTABLE_HEADER, [[r[0], f"`{r[1]}`", *r[2:]] for r in notable])
         lines.append("")
     return "\n".join(lines)
@@ -436,7 +457,7 @@ def notable_rows(merged: Merged) -> list[list[str]]:
             ids[j.key],
             j.case_id,
             j.category.value + mark(j.through),
-            j.expected,
+            describe_expected(j.expected, j.expected_status),
             j.outcome,
             j.status,
             number(j.smem_requested),

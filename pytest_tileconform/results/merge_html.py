@@ -14,6 +14,8 @@ from .merge import (
     DEVICE_HEADER,
     LOUD,
     NOTABLE_HEADER,
+    NOTABLE_TITLE,
+    VIRTUAL_NOTE,
     Cell,
     Merged,
     Part,
@@ -31,6 +33,7 @@ from .merge import (
 #: a category's CSS class and background
 STYLE = {
     Category.PASS: ("pass", "#dafbe1"),
+    Category.UNRUN: ("unrun", "#e8e4f8"),
     Category.KNOWN_BAD: ("knownbad", "#fff8c5"),
     Category.REGRESSION: ("regression", "#ffcecb"),
     Category.FIXED: ("fixed", "#ddf4ff"),
@@ -84,6 +87,12 @@ def _part(part: Part) -> str:
     return "<br>".join([head, *(html.escape(d) for d in part.details)])
 
 
+def _code_spans(text: str) -> str:
+    """Markdown's `code` spans of ``text`` as HTML, the rest escaped."""
+    pieces = html.escape(text).split("`")
+    return "".join(f"<code>{piece}</code>" if i % 2 else piece for i, piece in enumerate(pieces))
+
+
 def _legend(cells: list[Cell]) -> str:
     items = []
     for category, term, meaning in legend_items(cells):
@@ -106,7 +115,7 @@ def to_html(merged: Merged) -> str:
         + ", ".join(f"<code>{e(p.name)}</code>" for p in merged.files)
         + f". {e(summary_text(merged))}.</p>",
         '<p class="legend"><span style="border-left:4px solid #1a7f37">hardware</span>'
-        '<span style="border-left:4px solid #8250df">virtual device (through launch)</span>'
+        '<span style="border-left:4px solid #8250df">virtual device (through launch: unrun)</span>'
         '<span style="background:#fbefff">results disagree</span> cells are coloured by the '
         "category that needs a look first; hover a cell for its cases.</p>",
         "<h2>Devices</h2><table><tr>"
@@ -118,10 +127,8 @@ def to_html(merged: Merged) -> str:
         out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in cols) + "</tr>")
     out.append("</table>")
     out.append(
-        '<p class="note">Virtual-device rows judge the host-side stages only: their <code>pass</code> '
-        "means the launch was accepted; stages after <code>launch</code> were not judged. "
-        "<code>?</code>: the results file does not record it. Tiles are CTA M x N x K with K in "
-        "elements of the activation type.</p>"
+        f'<p class="note">{_code_spans(VIRTUAL_NOTE)} Tiles are CTA M x N x K with K in elements of '
+        "the activation type.</p>"
     )
     for arch, dtypes in sections(merged):
         rows = merged.cells[arch, dtypes]
@@ -142,7 +149,7 @@ def to_html(merged: Merged) -> str:
         out.append(_legend([c for tiles_ in rows.values() for c in tiles_.values()]))
     notable = notable_rows(merged)
     if notable:
-        out.append("<h2>Cases other than pass</h2><table><tr>")
+        out.append(f"<h2>{html.escape(NOTABLE_TITLE)}</h2><table><tr>")
         out.append("".join(f"<th>{e(h)}</th>" for h in NOTABLE_HEADER) + "</tr>")
         for row in notable:
             out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")

@@ -13,17 +13,26 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
-from ..verdict import Stage, Verdict
+from ..verdict import EXPECTATIONS, UNRUN, Stage, Verdict, kernel_ran
 
-#: The format this version writes. 2: verdicts carry ``device`` (format 1 named it only in ``source``).
-FORMAT: Final = 2
+#: The format this version writes. 2: verdicts carry ``device`` (format 1 named it only in
+#: ``source``). 3: verdicts carry ``kernel_ran``, cases ``expected_status``, and pytest's outcome of
+#: a pass whose kernel did not run is ``unrun``.
+FORMAT: Final = 3
 #: The formats :mod:`.store` reads (older ones are upgraded when read).
-READABLE_FORMATS = (1, 2)
+READABLE_FORMATS = (1, 2, 3)
 
 #: ``pass`` or the stage a case was rejected at (``verdict.EXPECTATIONS``).
-Outcome = Literal["pass", "compile", "can_implement", "initialize", "launch", "run", "numerics"]
+Outcome = Literal[EXPECTATIONS]  # type: ignore[valid-type]
 DeviceKind = Literal["hardware", "virtual", "build"]
 _SHAPE = r"^\d+x\d+x\d+$"
 
@@ -63,6 +72,31 @@ class VerdictRecord(_Strict):
     extra: dict[str, Any] = Field(default_factory=dict, description="backend details: timings, build, ...")
     device: DeviceRecord | None = Field(default=None, description="null when the backend did not say")
     outcome: Outcome = Field(description="'pass' or failed_stage")
+    kernel_ran: bool = Field(
+        description="whether the device ran the kernel (judged through 'run' or later); a pass "
+        f"without it is '{UNRUN}', never a plain pass"
+    )
+
+    @model_validator(mode="after")
+    def _kernel_ran_follows_judged_through(self) -> VerdictRecord:
+        """``kernel_ran`` is stored for readers that do not know the stage order; it must say
+        what ``judged_through`` says (:func:`..verdict.kernel_ran`)."""
+        if self.kernel_ran != kernel_ran(self.judged_through):
+            raise ValueError(
+                f"kernel_ran {str(self.kernel_ran).lower()} contradicts judged_through "
+                f"{self.judged_through.value!r}"
+            )
+        return self
+
+    @property
+    def unrun(self) -> bool:
+        """A pass whose kernel did not run (:attr:`..verdict.Verdict.unrun`)."""
+        return self.outcome == "pass" and not self.kernel_ran
+
+    @property
+    def reported(self) -> str:
+        """:attr:`..verdict.Verdict.reported`: ``unrun``, ``pass`` or the stage."""
+        return UNRUN if self.unrun else str(self.outcome)
 
     @classmethod
     def of(cls, verdict: Verdict) -> VerdictRecord:
@@ -104,10 +138,14 @@ class CaseEntry(_Strict):
     id: str
     outcome: str | None = Field(
         default=None,
-        description="pytest's outcome after the case's expectation: passed, failed, skipped, xfailed, "
-        "xpassed or error (another plugin may report its own word, e.g. rerun)",
+        description=f"pytest's outcome after the case's expectation: passed, {UNRUN} (passed what was "
+        "judged, the kernel did not run), failed, skipped, xfailed, xpassed or error (another plugin "
+        "may report its own word, e.g. rerun)",
     )
     expected: Outcome | None = Field(default=None, description="what the matrix expected")
+    expected_status: str | None = Field(
+        default=None, description="the status the matrix's expectation records; absent when none"
+    )
     case: CaseRecord | None = Field(description="null when the case is no longer in its matrix")
     verdict: VerdictRecord | None = Field(default=None, description="null when the case was not judged")
     duration_s: float | None = Field(default=None, description="the case's call phase")
@@ -118,7 +156,7 @@ class CaseEntry(_Strict):
     @model_serializer(mode="wrap")
     def _leave_out_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        for key in ("worker", "skip_reason"):
+        for key in ("worker", "skip_reason", "expected_status"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -157,7 +195,7 @@ class ResultsDocument(_Strict):
 
     model_config = ConfigDict(extra="forbid", title="tileconform results")
 
-    format: Literal[2]
+    format: Literal[3]
     created: str | None = Field(default=None, description="ISO 8601, UTC")
     host: Host = Field(default_factory=Host)
     startup_s: float | None = None

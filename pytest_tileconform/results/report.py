@@ -11,22 +11,27 @@ from typing import Any
 from ..core.session import Observation, TileSession
 from ..dtypes import shape_label
 from ..matrix.cases import Case
+from ..verdict import UNRUN, Stage, kernel_ran, output_checked
 from .model import FORMAT, CaseEntry, Fingerprint, Host, ResultsDocument
 
-#: pytest outcome -> grid symbol
+#: pytest outcome -> grid symbol (``u`` as pytest's progress letter for an unrun pass)
 SYMBOLS = {
     "passed": ".",
+    UNRUN: "u",
     "xfailed": "x",
     "failed": "F",
     "xpassed": "F",
     "skipped": "s",
     "error": "E",
 }
-LEGEND = ". pass   x known-bad, failed at its expected stage   F fail   s skipped (not judged)"
+LEGEND = (
+    f". pass   u {UNRUN}: passed what was judged, the kernel did not run   x known-bad, failed at "
+    "its expected stage   F fail   s skipped (not judged)"
+)
 
 
 def _cell(counter: Counter[str]) -> str:
-    order = (".", "x", "F", "E", "s")
+    order = (".", "u", "x", "F", "E", "s")
     return " ".join(f"{counter[sym]}{sym}" for sym in order if counter[sym])
 
 
@@ -54,15 +59,19 @@ def grid_lines(session: TileSession, observations: Sequence[Observation]) -> lis
 def source_lines(observations: Sequence[Observation]) -> list[str]:
     """Where the verdicts came from, and what each source could not judge."""
     judged: Counter[tuple[str, str]] = Counter()
+    unrun: Counter[tuple[str, str]] = Counter()
     skipped = 0
     for obs in observations:
         if obs.verdict is not None:
             judged[obs.verdict.source, obs.verdict.judged_through.value] += 1
+            unrun[obs.verdict.source, obs.verdict.judged_through.value] += obs.verdict.unrun
         elif obs.outcome == "skipped":
             skipped += 1
     lines = []
     for (source, through), count in sorted(judged.items()):
-        limit = "" if through == "numerics" else f"; stages after {through} were NOT judged"
+        limit = "" if output_checked(Stage(through)) else f"; stages after {through} were NOT judged"
+        if not kernel_ran(Stage(through)):
+            limit += f": the kernel did not run, so {unrun[source, through]} pass(es) are reported as {UNRUN}"
         lines.append(f"{count} case(s) judged by {source}, through {through}{limit}")
     if skipped:
         lines.append(f"{skipped} case(s) skipped without a verdict (-rs shows why)")
@@ -117,6 +126,7 @@ def results_document(
             "id": obs.case_id,
             "outcome": obs.outcome,
             "expected": case.expected if case else None,
+            "expected_status": case.expectation.status if case and case.expectation else None,
             "case": case.describe() if case else None,
             "verdict": obs.verdict.to_json() if obs.verdict else None,
             "duration_s": round(obs.duration, 3),

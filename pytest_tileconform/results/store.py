@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..files import read_regular, write_atomic
+from ..verdict import UNRUN, Stage, kernel_ran
 from .model import FORMAT, READABLE_FORMATS, ResultsDocument
 
 #: How many problems one error lists before "and N more".
@@ -105,6 +106,8 @@ def parse_results(data: Any, origin: str = "<results>") -> ResultsDocument:
         )
     if version == 1:
         data = _upgrade_from_1(data)
+    if version in (1, 2):
+        data = _upgrade_from_2(data)
     try:
         return ResultsDocument.model_validate(data)
     except ValidationError as exc:
@@ -157,7 +160,31 @@ def _upgrade_from_1(data: dict[str, Any]) -> dict[str, Any]:
         ):
             entry = {**entry, "verdict": {**verdict, "device": device_of_format_1(verdict["source"])}}
         upgraded.append(entry)
-    return {**data, "format": FORMAT, "cases": upgraded if isinstance(cases, list) else cases}
+    return {**data, "format": 2, "cases": upgraded if isinstance(cases, list) else cases}
+
+
+# -- format 2 -> 3 ------------------------------------------------------------------------------
+def _upgrade_from_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Format 2 is format 3 without ``verdict.kernel_ran`` (it follows from ``judged_through``) and
+    with pytest's ``passed`` for a pass whose kernel did not run (now ``unrun``). Anything
+    malformed is left as it is for validation to report."""
+    cases = data.get("cases")
+    if not isinstance(cases, list):
+        return {**data, "format": FORMAT}
+    upgraded = []
+    for entry in cases:
+        verdict = entry.get("verdict") if isinstance(entry, dict) else None
+        through = verdict.get("judged_through") if isinstance(verdict, dict) else None
+        if isinstance(verdict, dict) and "kernel_ran" not in verdict and through in _STAGES:
+            ran = kernel_ran(Stage(through))
+            entry = {**entry, "verdict": {**verdict, "kernel_ran": ran}}
+            if entry.get("outcome") == "passed" and verdict.get("outcome") == "pass" and not ran:
+                entry["outcome"] = UNRUN
+        upgraded.append(entry)
+    return {**data, "format": FORMAT, "cases": upgraded}
+
+
+_STAGES = frozenset(stage.value for stage in Stage)
 
 
 # -- errors -------------------------------------------------------------------------------------
