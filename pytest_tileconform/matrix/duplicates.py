@@ -105,8 +105,8 @@ def same_axis(
         problems: list[Problem] = found.values
         name = problems[i].name
         if name:
-            first, then = found.item(i), found.item(j)
-            presets = [k + 1 for k in (first, then) if isinstance((found.given or problems)[k], PresetRef)]
+            one, other = found.item(i), found.item(j)
+            presets = [k + 1 for k in (one, other) if isinstance((found.given or problems)[k], PresetRef)]
             what = (
                 f"both named {name!r}"
                 if not presets
@@ -115,7 +115,7 @@ def same_axis(
             return Duplicate(
                 (found.loc, "name", name),
                 at,
-                f"problems {first + 1} and {then + 1} of this list are {what}, so they give the same "
+                f"problems {one + 1} and {other + 1} of this list are {what}, so they give the same "
                 f"case ids (e.g. {case_id!r}): give each problem its own name"
                 + (", and name each preset once" if presets else ""),
             )
