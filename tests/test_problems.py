@@ -281,3 +281,16 @@ def test_an_expectation_of_a_pdl_case_is_written_by_update(tc: TileRun) -> None:
     text = path.read_text()
     assert 'sm90-bf16-128x64x64-c1x1x1-none-nopdl: {stage: run, status: "illegal address"' in text
     tc.run().assert_outcomes(passed=1, xfailed=1)
+
+
+def test_update_records_a_preset_case_and_the_matrix_still_loads(tc: TileRun) -> None:
+    """--tile-update writes by case id and loads the file again, which draws the routing again:
+    the same rows, so the written expectation belongs to the same case."""
+    path = tc.matrix(
+        with_problems("problems: [mixtral-gemm2-decode1, qwen3-gemm2-decode1]", "    fusion: finalize\n")
+    )
+    case = "sm90-bf16-128x64x64-c1x1x1-finalize-qwen3-gemm2-decode1"
+    tc.verdicts({case: {"stage": "initialize", "status": "Error Internal"}})
+    tc.run("--tile-update").assert_outcomes(passed=1, failed=1)
+    assert f'  {case}: {{stage: initialize, status: "Error Internal"' in path.read_text()
+    tc.run().assert_outcomes(passed=1, xfailed=1)
