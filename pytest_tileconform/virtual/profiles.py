@@ -10,7 +10,16 @@ Each built-in number names its source. Sources, abbreviated below:
 * ``h200``: ``cudaGetDeviceProperties`` / ``cudaDeviceGetAttribute`` on an NVIDIA H200
   (driver 580.159.04, CUDA 13.0);
 * ``product``: NVIDIA's product specifications of the named GPU;
-* ``nominal``: no judged host decision depends on it; a plausible value.
+* ``nominal``: no judged host decision depends on it; a plausible value;
+* ``corpus``: the driver conformance corpus recorded on an H200
+  (``virtual/conformance/driver-corpus-h200.jsonl.gz``, scripts/gpu-driver-corpus.sh), which
+  vcudart's sm90 profile must reproduce call for call (tests/test_driver_corpus.py);
+* ``cute``: CUTLASS ``include/cute/arch/copy_sm90_desc.hpp`` ``to_CUtensorMapDataType`` and
+  ``to_CUtensorMapSwizzle``, which the SM100/SM120 collectives use to encode FP4/FP6 operands
+  (16U4/16U6 types) and 128B_ATOM swizzles: no driver record of those devices is in the project.
+
+The arch-dependent rules are the fields without a default: each profile names the source of
+each (``sources``), and only ``corpus`` is a record of a driver's answers.
 """
 
 from __future__ import annotations
@@ -61,10 +70,14 @@ class ArchProfile:
     max_cluster_size_portable: int = 8
     total_constant_mem: int = 64 * KIB
     driver_version: int = 13000  # what cudaDriverGetVersion answers
+    # cuTensorMapEncode*: 1 if the device accepts the packed 16U4/16U6 data types, and the
+    # CU_TENSOR_MAP_SWIZZLE_128B_ATOM_* swizzles
+    tma_packed_types: int = 1
+    tma_swizzle_atom: int = 1
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        may_be_zero = ("cc_minor", "integrated")
+        may_be_zero = ("cc_minor", "integrated", "tma_packed_types", "tma_swizzle_atom")
         positive = [f.name for f in dataclasses.fields(self) if f.type == "int" and f.name not in may_be_zero]
         for name in positive:
             if getattr(self, name) <= 0:
@@ -77,8 +90,9 @@ class ArchProfile:
             )
         if self.max_cluster_size_nonportable < self.max_cluster_size_portable:
             raise ProfileError(f"{self.name}: max_cluster_size_nonportable < max_cluster_size_portable")
-        if self.integrated not in (0, 1):
-            raise ProfileError(f"{self.name}: integrated must be 0 or 1")
+        for flag in ("integrated", "tma_packed_types", "tma_swizzle_atom"):
+            if getattr(self, flag) not in (0, 1):
+                raise ProfileError(f"{self.name}: {flag} must be 0 or 1")
 
     @property
     def sm(self) -> int:
@@ -125,6 +139,11 @@ _COMMON = {
     "driver_version": "nominal: a CUDA 13.0 driver",
 }
 
+_TMA_FROM_CUTE = {
+    "tma_packed_types": "cute (the FP4/FP6 collectives encode them); not in a driver corpus",
+    "tma_swizzle_atom": "cute (the SM100 collectives encode them); not in a driver corpus",
+}
+
 BUILTIN: dict[str, ArchProfile] = {
     "sm90": ArchProfile(
         name="NVIDIA H200",
@@ -138,16 +157,20 @@ BUILTIN: dict[str, ArchProfile] = {
         max_cluster_size_nonportable=16,
         total_global_mem=150_109_880_320,
         l2_cache_bytes=60 * KIB * KIB,
+        tma_packed_types=0,
+        tma_swizzle_atom=0,
         sources={
             **_COMMON,
             "sm_count": "h200; product (H100 SXM and H200: 132 SMs)",
-            "max_smem_per_block_optin": "cccl (228 KiB - 1 KiB reserved); h200",
+            "max_smem_per_block_optin": "cccl (228 KiB - 1 KiB reserved); h200; corpus (also the largest TMA box)",
             "max_smem_per_sm": "cccl; h200",
             "max_threads_per_sm": "cccl; h200",
             "max_blocks_per_sm": "cccl; h200",
             "max_cluster_size_nonportable": "h200 (16 launches, 32 is refused)",
             "total_global_mem": "h200",
             "l2_cache_bytes": "h200",
+            "tma_packed_types": "corpus (every 16U4/16U6 descriptor refused)",
+            "tma_swizzle_atom": "corpus (every 128B_ATOM_* descriptor refused)",
         },
     ),
     "sm100": ArchProfile(
@@ -172,6 +195,7 @@ BUILTIN: dict[str, ArchProfile] = {
             "max_cluster_size_nonportable": "CUTLASS SM100 kernels launch up to 16-CTA clusters",
             "total_global_mem": "nominal (B200 180 GB)",
             "l2_cache_bytes": "nominal",
+            **_TMA_FROM_CUTE,
         },
     ),
     "sm103": ArchProfile(
@@ -196,6 +220,7 @@ BUILTIN: dict[str, ArchProfile] = {
             "max_cluster_size_nonportable": "as sm100 (not verified on hardware)",
             "total_global_mem": "nominal (B300 288 GB class)",
             "l2_cache_bytes": "nominal",
+            **_TMA_FROM_CUTE,
         },
     ),
     "sm120": ArchProfile(
@@ -220,6 +245,7 @@ BUILTIN: dict[str, ArchProfile] = {
             "max_cluster_size_nonportable": "not published: assumed portable only (8)",
             "total_global_mem": "nominal (96 GB)",
             "l2_cache_bytes": "product (128 MB)",
+            **_TMA_FROM_CUTE,
         },
     ),
     "sm121": ArchProfile(
@@ -246,6 +272,7 @@ BUILTIN: dict[str, ArchProfile] = {
             "total_global_mem": "nominal (128 GB unified memory)",
             "l2_cache_bytes": "nominal",
             "integrated": "product (unified CPU/GPU memory)",
+            **_TMA_FROM_CUTE,
         },
     ),
 }

@@ -20,7 +20,7 @@
 //   launches: block/grid dimensions, launch bounds and registers, dynamic smem against the
 //             function's MaxDynamicSharedMemorySize, cluster size (portable / non-portable) and
 //             grid divisibility, cooperative grid size (occupancy, from cuda_occupancy.h)
-//   cuTensorMapEncodeTiled: every constraint documented for it in cuda.h
+//   cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col: every constraint documented for them in cuda.h
 // A launch that passes is recorded, not executed, and returns cudaSuccess.
 
 #include <cuda.h>
@@ -105,7 +105,7 @@ const char* const kProfileKeys[] = {
     "max_threads_per_sm", "max_blocks_per_sm", "max_block_dim_x", "max_block_dim_y",
     "max_block_dim_z", "max_grid_dim_x", "max_grid_dim_y", "max_grid_dim_z", "warp_size",
     "max_cluster_size_portable", "max_cluster_size_nonportable", "integrated",
-    "driver_version",
+    "driver_version", "tma_packed_types", "tma_swizzle_atom",
 };
 
 struct Profile {
@@ -619,7 +619,12 @@ cudaError_t launch_ex(const char* call, const cudaLaunchConfig_t* config, const 
 }
 
 // ------------------------------------------------------------------------------------------
-// cuTensorMapEncodeTiled, checked against the requirements listed for it in cuda.h.
+// cuTensorMapEncodeTiled and cuTensorMapEncodeIm2col. Each refusal is either a requirement cuda.h
+// lists for the call (quoted where it is checked), or a rule the driver corpus shows
+// (virtual/conformance/driver-corpus-h200.jsonl.gz, recorded on an H200, driver 580.159.04),
+// marked "corpus". Requirements cuda.h lists that the driver does not enforce are not checked:
+// a NULL global address (CUTLASS's SM100/SM120 placeholder descriptors) is accepted, and so are
+// a tensorMap that is not 64-byte aligned and interleave 32B with a swizzle other than 32B.
 
 // Bits one element occupies in global memory; the packed types are 16 values in 8 or 16 bytes.
 int tensor_map_element_bits(int type) {
@@ -667,90 +672,223 @@ std::string list(const void* values, unsigned n, bool wide) {
   return out + "]";
 }
 
-// The first violated requirement, or "" if none.
-std::string tensor_map_violation(const CUtensorMap* map, int type, cuuint32_t rank, const void* address,
-                                 const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                                 const cuuint32_t* elem_strides, int interleave, int swizzle, int l2, int oob) {
-  const bool packed16 = type == CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B || type == CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B;
-  const int bits = tensor_map_element_bits(type);
-  const auto addr = reinterpret_cast<uintptr_t>(address);
-  if (map == nullptr || reinterpret_cast<uintptr_t>(map) % 64) return "tensorMap address must be aligned to 64 bytes";
-  if (bits == 0) return "tensorDataType " + std::to_string(type) + " is not a CUtensorMapDataType";
-  if (interleave < CU_TENSOR_MAP_INTERLEAVE_NONE || interleave > CU_TENSOR_MAP_INTERLEAVE_32B) return "interleave is not a CUtensorMapInterleave";
-  if (swizzle < CU_TENSOR_MAP_SWIZZLE_NONE || swizzle > CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B) return "swizzle is not a CUtensorMapSwizzle";
-  if (l2 < CU_TENSOR_MAP_L2_PROMOTION_NONE || l2 > CU_TENSOR_MAP_L2_PROMOTION_L2_256B) return "l2Promotion is not a CUtensorMapL2promotion";
-  if (oob < CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE || oob > CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA) return "oobFill is not a CUtensorMapFloatOOBfill";
-  if (rank == 0 || rank > 5) return "tensorRank must be in [1, 5]";
-  if (interleave != CU_TENSOR_MAP_INTERLEAVE_NONE && rank < 3) return "tensorRank must be >= 3 with interleave";
-  if (address == nullptr || dims == nullptr || box == nullptr || elem_strides == nullptr || (rank > 1 && strides == nullptr)) {
-    return "NULL globalAddress, globalDim, globalStrides, boxDim or elementStrides";
+// The arguments both encoders share, and those of each.
+struct TensorMapCall {
+  const char* call;
+  const CUtensorMap* map;
+  int type;
+  cuuint32_t rank;
+  const void* address;
+  const cuuint64_t* dims;
+  const cuuint64_t* strides;
+  const cuuint32_t* elem_strides;
+  int interleave, swizzle, l2, oob;
+  const cuuint32_t* box = nullptr;  // tiled
+  const int* lower = nullptr;       // im2col
+  const int* upper = nullptr;
+  cuuint32_t channels = 0, pixels = 0;
+  bool im2col() const { return lower != nullptr; }
+};
+
+// A NULL array or tensor map is a pointer the driver would read or write; what it answers is
+// recorded nowhere, so the virtual device stops instead of guessing.
+void require_readable(const TensorMapCall& c) {
+  const bool tiled_box = c.im2col() || c.box != nullptr;
+  const bool corners = !c.im2col() || (c.lower != nullptr && c.upper != nullptr);
+  if (c.map == nullptr || c.dims == nullptr || c.elem_strides == nullptr || !tiled_box || !corners ||
+      (c.rank > 1 && c.strides == nullptr)) {
+    fatal("%s with a NULL tensorMap or array argument: the driver's answer to that is not known", c.call);
   }
+}
+
+// The first requirement `c` violates on a device with profile `p`, or "".
+std::string tensor_map_violation(const TensorMapCall& c, const Profile& p) {
+  const bool packed16 = c.type == CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B || c.type == CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B;
+  const bool packed = packed16 || c.type == CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B;
+  const bool i32 = c.interleave == CU_TENSOR_MAP_INTERLEAVE_32B;
+  const bool atom = c.swizzle >= CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B;
+  const int bits = tensor_map_element_bits(c.type);
+  const auto addr = reinterpret_cast<uintptr_t>(c.address);
+  const cuuint32_t rank = c.rank;
+  // "tensorDataType has to be an enum from CUtensorMapDataType"; interleave, swizzle,
+  // l2Promotion and oobFill likewise "must be of type" their enums
+  if (bits == 0) return "tensorDataType " + std::to_string(c.type) + " is not a CUtensorMapDataType";
+  if (c.interleave < CU_TENSOR_MAP_INTERLEAVE_NONE || c.interleave > CU_TENSOR_MAP_INTERLEAVE_32B) return "interleave is not a CUtensorMapInterleave";
+  if (c.swizzle < CU_TENSOR_MAP_SWIZZLE_NONE || c.swizzle > CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B) return "swizzle is not a CUtensorMapSwizzle";
+  if (c.l2 < CU_TENSOR_MAP_L2_PROMOTION_NONE || c.l2 > CU_TENSOR_MAP_L2_PROMOTION_L2_256B) return "l2Promotion is not a CUtensorMapL2promotion";
+  if (c.oob < CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE || c.oob > CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA) return "oobFill is not a CUtensorMapFloatOOBfill";
+  if (c.im2col()) {
+    // im2col: "tensorRank, which specifies the number of tensor dimensions, must be 3, 4, or 5."
+    if (rank < 3 || rank > 5) return "tensorRank must be 3, 4, or 5 for im2col";
+  } else {
+    // "tensorRank must be non-zero and less than or equal to the maximum supported
+    // dimensionality of 5. If interleave is not CU_TENSOR_MAP_INTERLEAVE_NONE, then tensorRank
+    // must additionally be greater than or equal to 3."
+    if (rank == 0 || rank > 5) return "tensorRank must be in [1, 5]";
+    if (c.interleave != CU_TENSOR_MAP_INTERLEAVE_NONE && rank < 3) return "tensorRank must be >= 3 with interleave";
+  }
+  // "globalAddress ... must be 16 byte aligned." "When interleave is CU_TENSOR_MAP_INTERLEAVE_32B,
+  // globalAddress must be 32 byte aligned." "When tensorDataType is ..._16U6_ALIGN16B or
+  // ..._16U4_ALIGN16B, globalAddress must be 32 byte aligned."
   if (addr % 16) return "globalAddress must be 16-byte aligned";
-  if ((interleave == CU_TENSOR_MAP_INTERLEAVE_32B || packed16) && addr % 32) return "globalAddress must be 32-byte aligned (interleave 32B or 16U4/16U6_ALIGN16B)";
+  if ((i32 || packed16) && addr % 32) return "globalAddress must be 32-byte aligned (interleave 32B or 16U4/16U6_ALIGN16B)";
+  // "globalDim array ... must be non-zero and less than or equal to 2^32." "When tensorDataType
+  // is ..._16U6_ALIGN16B or ..._16U4_ALIGN16B, globalDim[0] must be a multiple of 128." "When
+  // tensorDataType is ..._16U4_ALIGN8B, globalDim[0] must be a multiple of 2."
   for (cuuint32_t i = 0; i < rank; ++i) {
-    if (dims[i] == 0 || dims[i] > (1ull << 32)) return "globalDim[" + std::to_string(i) + "] must be in [1, 2^32]";
+    if (c.dims[i] == 0 || c.dims[i] > (1ull << 32)) return "globalDim[" + std::to_string(i) + "] must be in [1, 2^32]";
   }
-  if (packed16 && dims[0] % 128) return "globalDim[0] must be a multiple of 128 for 16U4/16U6_ALIGN16B";
-  if (type == CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B && dims[0] % 2) return "globalDim[0] must be a multiple of 2 for 16U4_ALIGN8B";
+  // "globalStrides array ... must be a multiple of 16 and less than 2^40." "When interleave is
+  // CU_TENSOR_MAP_INTERLEAVE_32B, the strides must be a multiple of 32." "When tensorDataType is
+  // ..._16U6_ALIGN16B or ..._16U4_ALIGN16B, the strides must be a multiple of 32."
+  // (The formula's "globalStrides[i] >= globalDim[i]" is not enforced: corpus.)
   for (cuuint32_t i = 0; i + 1 < rank; ++i) {
     const std::string which = "globalStrides[" + std::to_string(i) + "]";
-    if (strides[i] % 16) return which + " must be a multiple of 16";
-    if (strides[i] >= (1ull << 40)) return which + " must be < 2^40";
-    if ((interleave == CU_TENSOR_MAP_INTERLEAVE_32B || packed16) && strides[i] % 32) return which + " must be a multiple of 32 (interleave 32B or 16U4/16U6_ALIGN16B)";
+    if (c.strides[i] % 16) return which + " must be a multiple of 16";
+    if (c.strides[i] >= (1ull << 40)) return which + " must be < 2^40";
+    if ((i32 || packed16) && c.strides[i] % 32) return which + " must be a multiple of 32 (interleave 32B or 16U4/16U6_ALIGN16B)";
   }
+  unsigned long long inner_bits;
+  if (c.im2col()) {
+    // "When tensorRank is 3, one signed offset within range [-32768, 32767] is supported. When
+    // tensorRank is 4, two signed offsets each within range [-128, 127] are supported. When
+    // tensorRank is 5, three offsets each within range [-16, 15] are supported." (both corners)
+    const int limit = rank == 3 ? 32768 : rank == 4 ? 128 : 16;
+    for (cuuint32_t k = 0; k + 2 < rank; ++k) {
+      if (c.lower[k] < -limit || c.lower[k] >= limit || c.upper[k] < -limit || c.upper[k] >= limit) {
+        return "pixelBoxLowerCorner/UpperCorner[" + std::to_string(k) + "] outside [" + std::to_string(-limit) + ", " +
+               std::to_string(limit - 1) + "] for rank " + std::to_string(rank);
+      }
+    }
+    // "The bounding box specified by pixelBoxLowerCorner and pixelBoxUpperCorner must have
+    // non-zero area." Corpus: corner k bounds globalDim[k + 1], whose extent is
+    // globalDim[k + 1] + upper[k] - lower[k].
+    for (cuuint32_t k = 0; k + 2 < rank; ++k) {
+      if (static_cast<long long>(c.dims[k + 1]) + c.upper[k] - c.lower[k] <= 0) return "the pixel bounding box has zero area";
+    }
+    // "channelsPerPixel ... must be less than or equal to 256." "pixelsPerColumn ... must be less
+    // than or equal to 1024." Corpus: 0 is refused for either.
+    if (c.channels == 0 || c.channels > 256) return "channelsPerPixel must be in [1, 256]";
+    if (c.pixels == 0 || c.pixels > 1024) return "pixelsPerColumn must be in [1, 1024]";
+    inner_bits = static_cast<unsigned long long>(c.channels) * bits;
+  } else {
+    // "boxDim array ... must be non-zero and less than or equal to 256."
+    for (cuuint32_t i = 0; i < rank; ++i) {
+      if (c.box[i] == 0 || c.box[i] > 256) return "boxDim[" + std::to_string(i) + "] must be in [1, 256]";
+    }
+    inner_bits = static_cast<unsigned long long>(c.box[0]) * bits;
+  }
+  // "{ boxDim[0] * elementSizeInBytes( tensorDataType ) } must be a multiple of 16 bytes", which
+  // cuda.h states for interleave NONE; corpus: for every interleave, and for im2col's
+  // channelsPerPixel as well.
+  if (inner_bits % (16 * 8)) return "inner box dimension * element size must be a multiple of 16 bytes";
+  // "elementStrides array ... must be non-zero and less than or equal to 8."
   for (cuuint32_t i = 0; i < rank; ++i) {
-    if (box[i] == 0 || box[i] > 256) return "boxDim[" + std::to_string(i) + "] must be in [1, 256]";
+    if (c.elem_strides[i] == 0 || c.elem_strides[i] > 8) return "elementStrides[" + std::to_string(i) + "] must be in [1, 8]";
   }
-  const unsigned long long inner_bits = static_cast<unsigned long long>(box[0]) * bits;
-  if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && inner_bits % (16 * 8)) return "boxDim[0] * element size must be a multiple of 16 bytes";
-  if (packed16 && box[0] != 128) return "boxDim[0] must be 128 for 16U4/16U6_ALIGN16B";
-  for (cuuint32_t i = 0; i < rank; ++i) {
-    if (elem_strides[i] == 0 || elem_strides[i] > 8) return "elementStrides[" + std::to_string(i) + "] must be in [1, 8]";
+  // Which data types and swizzles the device has: the profile (corpus on sm90: every packed type
+  // and every 128B_ATOM swizzle is refused there).
+  if (packed && !p.i("tma_packed_types")) return "packed data types (16U4/16U6) are not supported on this device";
+  if (atom && !p.i("tma_swizzle_atom")) return "CU_TENSOR_MAP_SWIZZLE_128B_ATOM_* is not supported on this device";
+  // "When interleave is CU_TENSOR_MAP_INTERLEAVE_NONE and swizzle is not CU_TENSOR_MAP_SWIZZLE_NONE,
+  // the bounding box inner dimension (computed as boxDim[0] [im2col: channelsPerPixel] multiplied
+  // by element size ...) must be less than or equal to the swizzle size." (32B: 32, 64B: 64,
+  // "CU_TENSOR_MAP_SWIZZLE_128B* require the bounding box inner dimension to be <= 128.")
+  if (c.interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && c.swizzle != CU_TENSOR_MAP_SWIZZLE_NONE) {
+    const unsigned long long span = c.swizzle == CU_TENSOR_MAP_SWIZZLE_32B ? 32 : c.swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? 64 : 128;
+    if (inner_bits > span * 8) return "inner box dimension exceeds the swizzle span of " + std::to_string(span) + " bytes";
   }
-  if (interleave == CU_TENSOR_MAP_INTERLEAVE_32B && swizzle != CU_TENSOR_MAP_SWIZZLE_32B) return "interleave 32B requires swizzle 32B";
-  if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && swizzle != CU_TENSOR_MAP_SWIZZLE_NONE) {
-    const unsigned long long span = swizzle == CU_TENSOR_MAP_SWIZZLE_32B ? 32 : swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? 64 : 128;
-    if (inner_bits > span * 8) return "inner box dimension (boxDim[0] * element size) exceeds the swizzle span of " + std::to_string(span) + " bytes";
-  }
-  if (type == CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B && interleave != CU_TENSOR_MAP_INTERLEAVE_NONE) return "16U6_ALIGN16B requires interleave NONE";
-  if (type == CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B &&
-      !(swizzle == CU_TENSOR_MAP_SWIZZLE_NONE || swizzle == CU_TENSOR_MAP_SWIZZLE_128B ||
-        swizzle == CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B || swizzle == CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B)) {
+  // The packed types' own requirements (reached only where the profile has them; not in the
+  // sm90 corpus): "When tensorDataType is ..._16U6_ALIGN16B or ..._16U4_ALIGN16B, globalDim[0]
+  // must be a multiple of 128." "When tensorDataType is ..._16U4_ALIGN8B, globalDim[0] must be a
+  // multiple of 2." "When tensorDataType is ..._16U6_ALIGN16B or ..._16U4_ALIGN16B, boxDim[0]
+  // [im2col: channelsPerPixel] must be 128." "tensorDataType of CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B
+  // requires interleave to be CU_TENSOR_MAP_INTERLEAVE_NONE." "When the tensorDataType is
+  // CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B, only the following swizzle modes are supported: NONE,
+  // 128B, 128B_ATOM_32B, 128B_ATOM_64B (Store only)" "When the tensorDataType is
+  // CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B, only ... NONE, 128B, 128B_ATOM_32B (Load only)"
+  if (packed16 && c.dims[0] % 128) return "globalDim[0] must be a multiple of 128 for 16U4/16U6_ALIGN16B";
+  if (c.type == CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B && c.dims[0] % 2) return "globalDim[0] must be a multiple of 2 for 16U4_ALIGN8B";
+  if (packed16 && (c.im2col() ? c.channels : c.box[0]) != 128) return "boxDim[0] (channelsPerPixel) must be 128 for 16U4/16U6_ALIGN16B";
+  if (c.type == CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B && c.interleave != CU_TENSOR_MAP_INTERLEAVE_NONE) return "16U6_ALIGN16B requires interleave NONE";
+  if (c.type == CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B &&
+      !(c.swizzle == CU_TENSOR_MAP_SWIZZLE_NONE || c.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ||
+        c.swizzle == CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B || c.swizzle == CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B)) {
     return "16U6_ALIGN16B supports swizzle NONE, 128B, 128B_ATOM_32B, 128B_ATOM_64B only";
   }
-  if (type == CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B &&
-      !(swizzle == CU_TENSOR_MAP_SWIZZLE_NONE || swizzle == CU_TENSOR_MAP_SWIZZLE_128B ||
-        swizzle == CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B)) {
+  if (c.type == CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B &&
+      !(c.swizzle == CU_TENSOR_MAP_SWIZZLE_NONE || c.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ||
+        c.swizzle == CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B)) {
     return "16U4_ALIGN16B supports swizzle NONE, 128B, 128B_ATOM_32B only";
   }
-  if (oob == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA && !is_float_type(type)) return "NaN OOB fill needs a floating-point data type";
+  // "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA can only be used when tensorDataType
+  // represents a floating-point data type, and when tensorDataType is not ..._16U4_ALIGN8B,
+  // ..._16U4_ALIGN16B, and ..._16U6_ALIGN16B."
+  if (c.oob == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA && !is_float_type(c.type)) return "NaN OOB fill needs a floating-point data type";
+  // Corpus, no header sentence: the box a copy moves must fit the shared memory one block may
+  // have. Tiled: the product over dimensions of floor(boxDim[i] / elementStrides[i]) elements
+  // (floor: a box smaller than its stride counts 0); im2col: channelsPerPixel * pixelsPerColumn
+  // elements. The H200 accepted 228,608 bytes and refused 237,600 (tiled), accepted 232,288
+  // (im2col): the device's opt-in limit per block, 232,448 there.
+  unsigned long long elements = 1;
+  if (c.im2col()) {
+    elements = static_cast<unsigned long long>(c.channels) * c.pixels;
+  } else {
+    for (cuuint32_t i = 0; i < rank; ++i) elements *= c.box[i] / c.elem_strides[i];
+  }
+  const unsigned long long limit = static_cast<unsigned long long>(p["max_smem_per_block_optin"]);
+  if (elements * bits / 8 > limit) return "the box (" + std::to_string(elements * bits / 8) + " bytes) exceeds the shared memory per block (" + std::to_string(limit) + ")";
   return "";
 }
 
-CUresult CUDAAPI encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
-                              const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                              const cuuint32_t* elem_strides, CUtensorMapInterleave interleave,
-                              CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+CUresult encode(const TensorMapCall& c, CUtensorMap* map) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ensure_loaded(s);
-  Record r("cuTensorMapEncodeTiled");
-  const std::string why = tensor_map_violation(map, type, rank, address, dims, strides, box, elem_strides,
-                                               interleave, swizzle, l2, oob);
-  r.add("data_type", static_cast<long long>(type)).add("rank", static_cast<long long>(rank));
-  r.add("address_mod_64", static_cast<long long>(reinterpret_cast<uintptr_t>(address) % 64));
-  if (rank >= 1 && rank <= 5 && dims && box && elem_strides) {
-    r.raw("global_dim", list(dims, rank, true)).raw("box_dim", list(box, rank, false));
-    r.raw("element_strides", list(elem_strides, rank, false));
-    if (strides) r.raw("global_strides", list(strides, rank - 1, true));
+  Record r(c.call);
+  require_readable(c);
+  const std::string why = tensor_map_violation(c, s.profile);
+  r.add("data_type", static_cast<long long>(c.type)).add("rank", static_cast<long long>(c.rank));
+  r.add("address_mod_64", static_cast<long long>(reinterpret_cast<uintptr_t>(c.address) % 64));
+  r.add("null_address", c.address == nullptr);
+  if (c.rank >= 1 && c.rank <= 5) {
+    r.raw("global_dim", list(c.dims, c.rank, true)).raw("element_strides", list(c.elem_strides, c.rank, false));
+    if (c.box) r.raw("box_dim", list(c.box, c.rank, false));
+    if (c.strides) r.raw("global_strides", list(c.strides, c.rank - 1, true));
   }
-  r.add("interleave", static_cast<long long>(interleave)).add("swizzle", static_cast<long long>(swizzle));
+  if (c.im2col()) r.add("channels", static_cast<long long>(c.channels)).add("pixels", static_cast<long long>(c.pixels));
+  r.add("interleave", static_cast<long long>(c.interleave)).add("swizzle", static_cast<long long>(c.swizzle));
   const CUresult result = why.empty() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   if (!why.empty()) r.add("reason", why);
   if (result == CUDA_SUCCESS) std::memset(map, 0, sizeof(*map));
   r.add("result", result == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_INVALID_VALUE");
   write(s, r);
   return result;
+}
+
+CUresult CUDAAPI encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
+                              const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                              const cuuint32_t* elem_strides, CUtensorMapInterleave interleave,
+                              CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  TensorMapCall c{"cuTensorMapEncodeTiled", map, type, rank, address, dims, strides, elem_strides,
+                  interleave, swizzle, l2, oob};
+  c.box = box;
+  return encode(c, map);
+}
+
+CUresult CUDAAPI encode_im2col(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
+                               const cuuint64_t* dims, const cuuint64_t* strides, const int* lower, const int* upper,
+                               cuuint32_t channels, cuuint32_t pixels, const cuuint32_t* elem_strides,
+                               CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                               CUtensorMapFloatOOBfill oob) {
+  TensorMapCall c{"cuTensorMapEncodeIm2col", map, type, rank, address, dims, strides, elem_strides,
+                  interleave, swizzle, l2, oob};
+  c.lower = lower;
+  c.upper = upper;
+  c.channels = channels;
+  c.pixels = pixels;
+  if (lower == nullptr || upper == nullptr) fatal("cuTensorMapEncodeIm2col with NULL corners: the driver's answer to that is not known");
+  return encode(c, map);
 }
 
 CUresult CUDAAPI driver_get_error_string(CUresult error, const char** text) {
@@ -1199,9 +1337,10 @@ static cudaError_t entry_point(const char* call, const char* symbol, void** fn, 
   r.add("symbol", symbol).add("version", version).add("flags", static_cast<long long>(flags));
   if (symbol == nullptr || fn == nullptr) return finish(s, r, cudaErrorInvalidValue);
   const std::string name = symbol;
-  *fn = name == "cuTensorMapEncodeTiled" ? reinterpret_cast<void*>(&encode_tiled)
-        : name == "cuGetErrorString"     ? reinterpret_cast<void*>(&driver_get_error_string)
-                                         : nullptr;
+  *fn = name == "cuTensorMapEncodeTiled"    ? reinterpret_cast<void*>(&encode_tiled)
+        : name == "cuTensorMapEncodeIm2col" ? reinterpret_cast<void*>(&encode_im2col)
+        : name == "cuGetErrorString"        ? reinterpret_cast<void*>(&driver_get_error_string)
+                                            : nullptr;
   if (status) *status = *fn ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   if (*fn == nullptr) r.add("reason", "driver symbol not modelled by the virtual device");
   return finish(s, r, cudaSuccess);
