@@ -552,3 +552,11 @@ def test_make_inputs_on_an_explicit_device_is_the_cpu_default() -> None:
     for name in ("a", "b", "a_sf", "b_sf", "alpha", "router_scales", "dest_row"):
         assert torch.equal(getattr(default, name), getattr(cpu, name)), name
     assert cpu.device == torch.device("cpu")
+
+
+def test_inputs_move_to_another_device_whole() -> None:
+    case = make_case("nvfp4", out="bf16", rows=[3, 0, 5], n=16, k=64, fusion="finalize")
+    moved = make_inputs(case, 9).to("meta")
+    tensors = (moved.a, moved.b, moved.a_sf, moved.b_sf, moved.alpha, moved.router_scales, moved.dest_row)
+    assert all(t is not None and t.device.type == "meta" for t in tensors)
+    assert moved.device.type == "meta" and moved.rows_per_expert == (3, 0, 5) and moved.fp32_exact

@@ -26,8 +26,8 @@ them to the kernel (:mod:`.blockscale`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -152,6 +152,25 @@ class GroupedInputs:
         parts = (self.alpha, self.router_scales, self.dest_row, self.a_sf, self.b_sf, self.bias)
         return sum(t.numel() * t.element_size() for t in (self.a, self.b, *parts) if t is not None)
 
+    def to(self, device: torch.device | str) -> GroupedInputs:
+        """The same inputs on ``device`` (made on the CPU, where they are the same on every
+        machine, and checked where D is)."""
+
+        def there(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(device)
+
+        return replace(
+            self,
+            a=self.a.to(device),
+            b=self.b.to(device),
+            alpha=there(self.alpha),
+            router_scales=there(self.router_scales),
+            dest_row=there(self.dest_row),
+            a_sf=there(self.a_sf),
+            b_sf=there(self.b_sf),
+            bias=there(self.bias),
+        )
+
     def expert_slices(self) -> list[tuple[int, slice]]:
         """``(expert, rows slice)`` for every expert, in storage order (empty ones included)."""
         out: list[tuple[int, slice]] = []
@@ -189,8 +208,15 @@ def _check_generatable(case: Case) -> None:
 
 
 def _grid_values(shape: Sequence[int], gen: torch.Generator) -> torch.Tensor:
+    # int8 draws are the same numbers as int64 ones (one 32-bit draw each), at an eighth of
+    # the memory: B of a prefill-sized problem has billions of elements
     ints = torch.randint(
-        -GRID_HALF_WIDTH, GRID_HALF_WIDTH + 1, tuple(shape), generator=gen, device=gen.device
+        -GRID_HALF_WIDTH,
+        GRID_HALF_WIDTH + 1,
+        tuple(shape),
+        generator=gen,
+        device=gen.device,
+        dtype=torch.int8,
     )
     return ints.to(torch.float32) * GRID_STEP
 
@@ -265,7 +291,7 @@ def make_inputs(case: Case, seed: int, device: torch.device | str | None = None)
     total = sum(rows)
     act, weight = dtype(case.act), dtype(case.weight)
     a = _encode(_grid_values((total, k), big), act)
-    b = _encode(_grid_values((len(rows), n, k), big), weight)
+    b = _weights(len(rows), n, k, weight, big)
     a_sf = _block_scales((total, k), act, big)
     b_sf = _block_scales((len(rows), n, k), weight, big)
     alpha = _alphas(len(rows), k, small) if case.act in ALPHA_DTYPES else None
@@ -277,9 +303,6 @@ def make_inputs(case: Case, seed: int, device: torch.device | str | None = None)
         if problem.bias:
             bias = _grid_values((len(rows), n), small).to(output_dtype(case.out))
 
-    def there(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t.to(where)
-
     return GroupedInputs(
         act=case.act,
         weight=case.weight,
@@ -290,15 +313,25 @@ def make_inputs(case: Case, seed: int, device: torch.device | str | None = None)
         k=k,
         a=a,
         b=b,
-        alpha=there(alpha),
-        router_scales=there(router),
-        dest_row=there(dest),
+        alpha=alpha,
+        router_scales=router,
+        dest_row=dest,
         out_rows=out_rows,
         a_sf=a_sf,
         b_sf=b_sf,
-        bias=there(bias),
+        bias=bias,
         fp32_exact=True,
-    )
+    ).to(where)
+
+
+def _weights(experts: int, n: int, k: int, element: DType, gen: torch.Generator) -> torch.Tensor:
+    """B, one expert at a time (the same draws as all at once, a fraction of the memory)."""
+    first = _encode(_grid_values((n, k), gen), element)
+    b = torch.empty((experts, *first.shape), dtype=first.dtype, device=first.device)
+    b[0] = first
+    for e in range(1, experts):
+        b[e] = _encode(_grid_values((n, k), gen), element)
+    return b
 
 
 def _encode(values: torch.Tensor, element: DType) -> torch.Tensor:
@@ -466,15 +499,11 @@ class InexactReference(ValueError):
     """The kernel's fp32 epilogue would round these inputs, so no exact D can be predicted."""
 
 
-def reference_rows(inputs: GroupedInputs) -> torch.Tensor:
-    """``alpha_e * A[r] @ B_e^T`` for every permuted row, exactly: float64 ``sum(rows) x N``.
-
-    Runs on the inputs' device. The products accumulate in fp32 where the inputs say that is
-    exact (then any order, blocking or TF32 gives the same sums: the grid values are exact in
-    TF32), in fp64 otherwise. Experts with no rows are skipped.
-    """
+def _expert_rows(inputs: GroupedInputs) -> Iterator[tuple[int, slice, torch.Tensor]]:
+    """``(expert, rows, alpha_e * A[rows] @ B_e^T)`` (float64, exact) for every expert with
+    rows, on the inputs' device: one expert at a time, so a prefill-sized problem never holds
+    more than one expert's rows in fp64 beside D."""
     accumulate = torch.float32 if inputs.fp32_exact else torch.float64
-    out = torch.zeros(inputs.total_rows, inputs.n, dtype=torch.float64, device=inputs.device)
     for e, rows in inputs.expert_slices():
         if rows.stop == rows.start:
             continue
@@ -485,6 +514,18 @@ def reference_rows(inputs: GroupedInputs) -> torch.Tensor:
         c = (a @ b.T).to(torch.float64)
         if inputs.alpha is not None:
             c = c * inputs.alpha[e].to(torch.float64)
+        yield e, rows, c
+
+
+def reference_rows(inputs: GroupedInputs) -> torch.Tensor:
+    """``alpha_e * A[r] @ B_e^T`` for every permuted row, exactly: float64 ``sum(rows) x N``.
+
+    Runs on the inputs' device. The products accumulate in fp32 where the inputs say that is
+    exact (then any order, blocking or TF32 gives the same sums: the grid values are exact in
+    TF32), in fp64 otherwise. Experts with no rows are skipped (their rows: none).
+    """
+    out = torch.zeros(inputs.total_rows, inputs.n, dtype=torch.float64, device=inputs.device)
+    for _, rows, c in _expert_rows(inputs):
         out[rows] = c
     return out
 
@@ -497,23 +538,17 @@ def _require_fp32(name: str, values: torch.Tensor) -> None:
         )
 
 
-def _expert_of_rows(inputs: GroupedInputs) -> torch.Tensor:
-    counts = torch.tensor(inputs.rows_per_expert, dtype=torch.int64, device=inputs.device)
-    experts = torch.arange(inputs.experts, device=inputs.device)
-    return torch.repeat_interleave(experts, counts)
-
-
-def finalize_contributions(inputs: GroupedInputs, rows: torch.Tensor) -> torch.Tensor:
-    """Each permuted row's contribution to its token as the finalize epilogue rounds it:
-    ``router * (alpha * acc + bias)`` in fp32 (exact here: checked), converted to the output
-    type (round to nearest), as float64 ``sum(rows) x N``."""
+def finalize_contributions(inputs: GroupedInputs, expert: int, rows: slice, c: torch.Tensor) -> torch.Tensor:
+    """Expert ``expert``'s rows' contributions to their tokens as the finalize epilogue rounds
+    them: ``router * (alpha * acc + bias)`` in fp32 (exact here: checked), converted to the
+    output type (round to nearest), as float64. ``c`` is ``alpha * acc`` of those rows."""
     if inputs.router_scales is None or inputs.dest_row is None:
         raise ValueError("finalize needs router_scales and dest_row")
-    _require_fp32("alpha * accumulator", rows)
+    _require_fp32("alpha * accumulator", c)
     if inputs.bias is not None:
-        rows = rows + inputs.bias.to(torch.float64)[_expert_of_rows(inputs)]
-        _require_fp32("alpha * accumulator + bias", rows)
-    scaled = rows * inputs.router_scales.to(torch.float64).unsqueeze(1)
+        c = c + inputs.bias[expert].to(torch.float64)
+        _require_fp32("alpha * accumulator + bias", c)
+    scaled = c * inputs.router_scales[rows].to(torch.float64).unsqueeze(1)
     _require_fp32("router scale * (alpha * accumulator + bias)", scaled)
     return scaled.to(torch.float32).to(output_dtype(inputs.out)).to(torch.float64)
 
@@ -528,18 +563,22 @@ def expected_output(inputs: GroupedInputs, case: Case) -> Expected:
     if (case.act, case.weight, case.fusion) != (inputs.act, inputs.weight, inputs.fusion):
         raise ValueError(f"inputs were made for another case than {case.id}")
     out_dtype = output_dtype(inputs.out)
-    rows = reference_rows(inputs)
-    if inputs.fusion != "finalize":
-        return Expected(rows.to(torch.float32).to(out_dtype).to(torch.float64), None, out_dtype)
-    v = finalize_contributions(inputs, rows)
-    assert inputs.dest_row is not None
-    dest = inputs.dest_row.to(device=v.device, dtype=torch.int64)
     shape = (inputs.out_rows, inputs.n)
-    value = torch.zeros(shape, dtype=torch.float64, device=v.device).index_add_(0, dest, v)
-    magnitude = v.abs()
-    abs_sum = torch.zeros_like(value).index_add_(0, dest, magnitude)
-    index = dest.unsqueeze(1).expand_as(magnitude)
-    abs_max = torch.zeros_like(value).scatter_reduce_(0, index, magnitude, "amax")
+    value = torch.zeros(shape, dtype=torch.float64, device=inputs.device)
+    if inputs.fusion != "finalize":
+        for _, rows, c in _expert_rows(inputs):
+            value[rows] = c.to(torch.float32).to(out_dtype).to(torch.float64)
+        return Expected(value, None, out_dtype)
+    if inputs.dest_row is None:
+        raise ValueError("finalize needs dest_row")
+    dest = inputs.dest_row.to(dtype=torch.int64)
+    abs_sum, abs_max = torch.zeros_like(value), torch.zeros_like(value)
+    for e, rows, c in _expert_rows(inputs):
+        v = finalize_contributions(inputs, e, rows, c)
+        to = dest[rows]
+        value.index_add_(0, to, v)
+        abs_sum.index_add_(0, to, v.abs())
+        abs_max.scatter_reduce_(0, to.unsqueeze(1).expand_as(v), v.abs(), "amax")
     fan_in = torch.bincount(dest, minlength=inputs.out_rows)
     bound = finalize_bound(abs_sum, abs_max, fan_in, out_dtype)
     return Expected(value, bound, out_dtype, magnitude=abs_sum)
