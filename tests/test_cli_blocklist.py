@@ -181,7 +181,14 @@ def test_nothing_failing_is_an_empty_blocklist(tmp_path: Path, capsys: pytest.Ca
     path.write_text(json.dumps(results))
     argv = ["export-blocklist", "--arch", "sm120", str(path), "--tactics", str(RECORDED), *_virtual()]
     assert main(argv) == 0
-    assert json.loads(capsys.readouterr().out)["invalid_tactics"] == {}
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert document["invalid_tactics"] == {}
+    # virtual passes only: every configuration is listed as not known to work on the GPU
+    unrun = document["_metadata"]["tileconform"]["unrun"]
+    assert sum(len(u["case_ids"]) for u in unrun) == len(results["cases"])
+    assert {u["dtypes"] for u in unrun} == {"nvfp4-bf16", "mxfp8xmxfp4-bf16"}
+    assert "NOT known to work on NVIDIA RTX PRO 6000 Blackwell Server Edition" in captured.err
 
 
 def test_drift_and_export_blocklist_share_their_options() -> None:

@@ -212,8 +212,8 @@ def export_for(tactics: Sequence[Tactic], wanted: Request) -> Export:
     evidence, dtypes, arch = wanted.evidence, wanted.dtypes, wanted.arch
     failing = evidence.failing
     offered: dict[ConfigKey, list[tuple[int, int]]] = {}
-    for t in tactics:
-        if t.tma_ws and t.runner == dtypes:
+    for t in tactics:  # with nothing failing (no runner chosen), every runner's: for the unrun list
+        if t.tma_ws and t.runner == (dtypes or t.runner):
             offered.setdefault(tactic_key(t), []).append((t.gemm, t.tactic))
     blocked, not_offered = [], []
     for key in sorted(k for k in failing if k.dtypes == dtypes):
@@ -230,7 +230,7 @@ def export_for(tactics: Sequence[Tactic], wanted: Request) -> Export:
     unrun = [
         Unrun(key, tuple(sorted(evidence.unrun[key])), tuple(sorted(offered.get(key, []))))
         for key in sorted(evidence.unrun)
-        if key.dtypes == dtypes and key not in failing and key not in evidence.ran
+        if key.dtypes == (dtypes or key.dtypes) and key not in failing and key not in evidence.ran
     ]
     metadata: dict[str, Any] = dict.fromkeys(METADATA_FIELDS, WILDCARD)
     if evidence.versions:
@@ -254,7 +254,10 @@ def export_for(tactics: Sequence[Tactic], wanted: Request) -> Export:
             for b in blocked
         ],
         # passed only where the kernel did not run: not blocked, and not known to work on the GPU
-        UNRUN: [{"case_ids": list(u.case_ids), "tactics": [t for _, t in u.tactics]} for u in unrun],
+        UNRUN: [
+            {"dtypes": u.key.dtypes, "case_ids": list(u.case_ids), "tactics": [t for _, t in u.tactics]}
+            for u in unrun
+        ],
     }
     document = {
         METADATA_KEY: metadata,
