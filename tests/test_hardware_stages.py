@@ -84,7 +84,7 @@ def test_a_passing_case_records_how_it_was_launched_and_judged(settings: Setting
     verdict = judge(case, harness, settings)
     assert verdict.passed and verdict.judged_through is Stage.REPEAT
     extra = verdict.extra
-    assert (extra["seed"], extra["problem"], extra["pdl"]) == (0, None, True)
+    assert (extra["seed"], extra["problem"], extra["pdl"]) == (0, case.problem.flow(), True)
     assert (extra["graph_replays"], extra["repeats"], extra["kernel_ms"]) == (8, 3, 0.0125)
     assert extra["stages"] == ["numerics", "graph", "repeat"]
     assert extra["graph"] == replays(8) and "sanitizer" not in extra
@@ -105,6 +105,7 @@ def test_pdl_is_the_cases_or_flashinfers_default_for_the_arch(
 
 
 def test_without_graph_and_repeat_the_verdict_goes_through_numerics(settings: Settings) -> None:
+    """Asked for no such stage (the harness then reports none), or given no record of them."""
     case = make_case()
     harness = Harness(passed(), {"d.bin": d_bytes(case)})
     verdict = judge(case, harness, dataclasses.replace(settings, graph_replays=0, repeats=0))
@@ -195,7 +196,8 @@ def test_the_sanitize_stage(
         return run
 
     sanitizing = dataclasses.replace(settings, sanitize=run.mode)
-    verdict = judge(case, Harness(passed(), {"d.bin": d_bytes(case)}), sanitizing, sanitize)
+    fields = passed(graph=replays(8), repeat=replays(3))
+    verdict = judge(case, Harness(fields, {"d.bin": d_bytes(case)}), sanitizing, sanitize)
     assert (verdict.failed_stage, verdict.judged_through) == (outcome, through)
     assert verdict.extra["sanitizer"] == run.as_dict() and len(asked) == 1
     assert ("sanitize" in verdict.extra["stages"]) is (run.result != "unavailable")

@@ -76,8 +76,11 @@ def harness_entries(case: Case, settings: Settings, *, on_hardware: bool) -> dic
 
 
 def launch_record(case: Case, settings: Settings) -> dict[str, Any]:
-    """What every verdict records about how its case was launched and its inputs made."""
-    return {"seed": settings.seed, "problem": case.problem.name, "pdl": pdl_for(case)}
+    """What every verdict records about how its case was launched and its inputs made: the
+    input seed (``--tile-seed``; a preset's routing seed is part of its problem), the problem
+    (its name, or the problem written out) and PDL."""
+    problem = case.problem.name or case.problem.flow()
+    return {"seed": settings.seed, "problem": problem, "pdl": pdl_for(case)}
 
 
 def execute(
@@ -189,11 +192,12 @@ def judge(
         extra.update(report.given("kernel_ms", "device", "cuda_error", "graph", "repeat"))
         if report.cleared_errors:
             extra["cleared_errors"] = report.cleared_errors
+        # the stages this verdict speaks for: numerics, those the harness says it ran, and
+        # the sanitizer when asked for (taken back below if this host cannot run it)
         judged = [Stage.NUMERICS]
-        if settings.graph_replays:
-            judged.append(Stage.GRAPH)
-        if settings.repeats:
-            judged.append(Stage.REPEAT)
+        judged += [
+            stage for stage in (Stage.GRAPH, Stage.REPEAT) if isinstance(report.fields.get(stage.value), dict)
+        ]
         if settings.sanitize:
             judged.append(Stage.SANITIZE)
         extra["stages"] = [stage.value for stage in judged]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,13 +122,19 @@ def sanitize(
         str(target),
         case,
     ]
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return SanitizerRun(mode, "failed", report=str(report), summary=f"timeout after {timeout:.0f}s")
+    # a session of its own: on a timeout the tool and the harness it runs end together
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    ) as proc:
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return SanitizerRun(mode, "failed", report=str(report), summary=f"timeout after {timeout:g}s")
     for name in target.glob("*.bin"):
         name.unlink()  # the inputs: only the report and the run's verdict are worth keeping
-    text = report.read_text(errors="replace") if report.is_file() else proc.stdout + proc.stderr
+    text = report.read_text(errors="replace") if report.is_file() else output
     counted = [int(n) for n in _SUMMARY.findall(text)]
     errors = max(counted) if counted else None
     last = next((line for line in reversed(text.splitlines()) if line.strip()), "")

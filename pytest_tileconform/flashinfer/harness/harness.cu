@@ -198,9 +198,19 @@ struct Runs {
     }
   }
 
-  void launch(bool capturing = false) {
+  // `stage`: where a refusal by the launcher lands; the checked run's (null) is classified by
+  // its message (can_implement, initialize, launch), a later stage's is that stage's verdict
+  // with the launcher's status (a kernel accepted once and refused when run again or captured)
+  void launch(const char* stage = nullptr, bool capturing = false) {
     hook.call(TILECONFORM_HOOK_BEFORE_LAUNCH, calls, capturing);
-    call_launcher<C>(input, p.experts, sm_count, stream, nullptr);
+    try {
+      call_launcher<C>(input, p.experts, sm_count, stream, nullptr);
+    } catch (const std::exception& e) {
+      if (stage == nullptr) throw;
+      Verdict refused;
+      classify_launcher_exception(e.what(), refused);
+      throw StageError(stage, refused.status, e.what());
+    }
     hook.call(TILECONFORM_HOOK_AFTER_LAUNCH, calls, capturing);
     ++calls;
   }
@@ -233,7 +243,7 @@ void graph_stage(Runs<C>& runs, const std::vector<char>& checked, const std::str
   // global capture mode, torch.cuda.graph's default: a call that is unsafe during capture fails
   api.check(api.begin_capture(runs.stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
   try {
-    runs.launch(/*capturing=*/true);
+    runs.launch("graph", /*capturing=*/true);
   } catch (...) {
     CUgraph abandoned = nullptr;
     api.end_capture(runs.stream, &abandoned);
@@ -256,7 +266,7 @@ void repeat_stage(Runs<C>& runs, const std::vector<char>& checked, const std::st
   verdict.repeat.ran = true;
   for (int i = 0; i < runs.p.repeats; ++i) {
     runs.reset_d("repeat");
-    runs.launch();
+    runs.launch("repeat");
     note_run(verdict.repeat, checked, runs.finish("repeat"), C::out_bits, run_dir, "repeat");
   }
 }
