@@ -371,13 +371,15 @@ int max_dynamic_smem(const State& s, Function& f) {
   return f.max_dynamic_smem;
 }
 
-// Registers are allocated per warp, 256 at a time (cuda_occupancy.h,
-// cudaOccRegAllocationGranularity); a block fits if all its warps fit the register file.
+// Registers are allocated per warp, 256 at a time, from one of the SM's 4 sub-partitions'
+// register files (cuda_occupancy.h: cudaOccRegAllocationGranularity,
+// cudaOccSubPartitionsPerMultiprocessor); a block fits if all its warps fit. Corpus: 96
+// registers a thread allow 640 threads (5 warps in each quarter), not 672.
 int register_limited_threads(const State& s, const Function& f) {
   if (!f.res.known || f.res.registers <= 0) return s.profile.i("max_threads_per_block");
   const int warp = s.profile.i("warp_size");
   const int per_warp = (f.res.registers * warp + 255) / 256 * 256;
-  return s.profile.i("regs_per_block") / per_warp * warp;
+  return s.profile.i("regs_per_block") / 4 / per_warp * 4 * warp;
 }
 
 int max_threads(const State& s, const Function& f) {
@@ -389,7 +391,10 @@ int max_threads(const State& s, const Function& f) {
 cudaFuncAttributes attributes_of(const State& s, Function& f) {
   cudaFuncAttributes a{};
   a.sharedSizeBytes = static_cast<size_t>(f.res.static_smem);
-  a.constSizeBytes = static_cast<size_t>(f.res.const_bytes);
+  // The driver answers the user __constant__ memory the function uses (corpus: 0 for kernels
+  // that use none); the kernel table's const_bytes is constant bank 0 (parameters and driver
+  // constants), which it does not count. User constant memory is not in the table: 0.
+  a.constSizeBytes = 0;
   a.localSizeBytes = static_cast<size_t>(f.res.local_bytes);
   a.maxThreadsPerBlock = max_threads(s, f);
   a.numRegs = f.res.registers;
@@ -449,19 +454,24 @@ cudaDeviceProp properties(const State& s) {
   return prop;
 }
 
-// Blocks of `f` that fit on one SM, from NVIDIA's occupancy calculator (cuda_occupancy.h).
+// Blocks of `f` that fit on one SM, from NVIDIA's occupancy calculator (cuda_occupancy.h), with
+// the function's shared memory carveout preference; -1 for input it refuses (a block of 0).
 int occupancy(const State& s, Function& f, int block_threads, size_t dynamic_smem) {
   const cudaDeviceProp prop = properties(s);
   const cudaFuncAttributes attr = attributes_of(s, f);
   cudaOccDeviceProp occ_prop(prop);
   cudaOccFuncAttributes occ_attr(attr);
+  // corpus: dynamic shared memory up to the default limit (48 KiB with the static) always
+  // counts, even above a smaller MaxDynamicSharedMemorySize; above it, up to that setting
+  const long long default_dynamic = s.profile["max_smem_per_block"] - f.res.static_smem;
+  occ_attr.maxDynamicSharedSizeBytes = static_cast<size_t>(std::max<long long>(max_dynamic_smem(s, f), default_dynamic));
   cudaOccDeviceState occ_state;
+  occ_state.carveoutConfig = f.carveout;
   cudaOccResult result{};
-  if (cudaOccMaxActiveBlocksPerMultiprocessor(&result, &occ_prop, &occ_attr, &occ_state, block_threads,
-                                              dynamic_smem) != CUDA_OCC_SUCCESS) {
-    return 0;
-  }
-  return result.activeBlocksPerMultiprocessor;
+  const cudaOccError e = cudaOccMaxActiveBlocksPerMultiprocessor(&result, &occ_prop, &occ_attr, &occ_state,
+                                                                block_threads, dynamic_smem);
+  if (e == CUDA_OCC_ERROR_INVALID_INPUT) return -1;
+  return e == CUDA_OCC_SUCCESS ? result.activeBlocksPerMultiprocessor : 0;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1224,7 +1234,7 @@ cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* func, cudaFuncAttribute a
       f->carveout = value;
       return finish(s, r, cudaSuccess);
     case cudaFuncAttributeNonPortableClusterSizeAllowed:
-      if (value != 0 && value != 1) return finish(s, r, cudaErrorInvalidValue);
+      // corpus: every value is accepted (-2, 2, 101 too); a nonzero one allows non-portable sizes
       f->non_portable_cluster = value;
       return finish(s, r.add("attr_name", "NonPortableClusterSizeAllowed"), cudaSuccess);
     case cudaFuncAttributeClusterSchedulingPolicyPreference:
@@ -1236,7 +1246,13 @@ cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* func, cudaFuncAttribute a
     case cudaFuncAttributeRequiredClusterWidth:
     case cudaFuncAttributeRequiredClusterHeight:
     case cudaFuncAttributeRequiredClusterDepth: {
-      if (f->res.cluster.x != 0) {
+      const unsigned fixed = attr == cudaFuncAttributeRequiredClusterWidth    ? f->res.cluster.x
+                             : attr == cudaFuncAttributeRequiredClusterHeight ? f->res.cluster.y
+                                                                              : f->res.cluster.z;
+      // cuda_runtime_api.h: "If the value is set during compile time, it cannot be set at
+      // runtime" (it names cudaErrorNotPermitted; the H200 answers cudaErrorInvalidValue, and
+      // accepts the compile-time value itself: corpus)
+      if (f->res.cluster.x != 0 && static_cast<unsigned>(value) != fixed) {
         return finish(s, r.add("reason", "cluster dimension fixed at compile time"), cudaErrorInvalidValue);
       }
       if (value < 0) return finish(s, r, cudaErrorInvalidValue);
@@ -1257,8 +1273,10 @@ cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks,
   Function* f = find_function(s, func);
   if (blocks == nullptr) return finish(s, r, cudaErrorInvalidValue);
   if (const cudaError_t e = usable(f); e != cudaSuccess) return finish(s, r, e);
-  *blocks = occupancy(s, *f, block_size, dynamic_smem);
   r.add("kernel", f->name).add("block_size", static_cast<long long>(block_size));
+  const int n = occupancy(s, *f, block_size, dynamic_smem);
+  if (n < 0) return finish(s, r.add("reason", "block size must be positive"), cudaErrorInvalidValue);  // corpus
+  *blocks = n;
   return finish(s, r.add("blocks", static_cast<long long>(*blocks)), cudaSuccess);
 }
 
@@ -1289,6 +1307,7 @@ cudaError_t CUDARTAPI cudaOccupancyMaxActiveClusters(int* clusters, const void* 
                                                   : s.profile["max_cluster_size_portable"];
   if (size > limit) return finish(s, r.add("limit", limit), cudaErrorInvalidClusterSize);
   const long long per_sm = occupancy(s, *f, static_cast<int>(volume(config->blockDim)), config->dynamicSmemBytes);
+  if (per_sm < 0) return finish(s, r.add("reason", "block size must be positive"), cudaErrorInvalidValue);
   *clusters = static_cast<int>(per_sm * s.profile["sm_count"] / size);
   return finish(s, r.add("clusters", static_cast<long long>(*clusters)), cudaSuccess);
 }
