@@ -35,7 +35,7 @@ class Category(str, enum.Enum):
 
 #: What each category means, for the legends under the tables and in the diff.
 MEANING: dict[Category, str] = {
-    Category.PASS: "expected to pass, passed, the kernel run",
+    Category.PASS: "expected to pass, and passed with its kernel run",
     Category.UNRUN: "expected to pass, passed every stage judged, but the kernel did not run (a "
     "virtual device judges through launch): not known to work on a GPU",
     Category.KNOWN_BAD: "failed at its expected stage (and status, where the matrix records one)",
