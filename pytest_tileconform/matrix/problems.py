@@ -29,7 +29,6 @@ few hot experts take most tokens. A preset's rows are shown by ``describe_preset
 
 from __future__ import annotations
 
-import difflib
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -196,14 +195,42 @@ def presets_named(name: str) -> tuple[Preset, ...]:
         return (PRESETS[name],)
     if name in GROUPS:
         return tuple(PRESETS[member] for member in GROUPS[name])
-    close = difflib.get_close_matches(name, [*PRESETS, *GROUPS], n=3)
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    hint = f" (did you mean {', '.join(close)}?)" if (close := _closest(name)) else ""
     models = ", ".join(m.key for m in MODELS)
     raise UnknownPreset(
         f"unknown problem preset {name!r}{hint}: a preset is MODEL-gemm1|gemm2-decode1|16|64 or "
         f"-prefill4k|16k (e.g. dsv3-gemm1-decode1), and leaving out the size, the GEMM or both names "
         f"a group (dsv3-gemm1-decode, dsv3-decode1, dsv3-decode, dsv3-gemm1, dsv3); models: {models}"
     )
+
+
+def _closest(name: str) -> list[str]:
+    """Up to three known names sharing the longest start with ``name`` (more than the model key
+    and its dash), shortest first: a lookup of ``name``'s starts, so that a file of thousands of
+    unknown names costs microseconds each (a fuzzy match costs a millisecond a name)."""
+    for end in range(min(len(name), _LONGEST), 1, -1):
+        found = _STARTS.get(name[:end])
+        if found is not None:
+            model = name.split("-", 1)[0]
+            if model in _MODEL_KEYS and end <= len(model) + 1:
+                return []  # only the model in common: the format message says the rest
+            return sorted(found, key=len)[:3]
+    return []
+
+
+def _starts() -> dict[str, list[str]]:
+    """Every start (two characters or more) of every known name, model key and group, with the
+    names that have it."""
+    starts: dict[str, list[str]] = {}
+    for known in dict.fromkeys((*(m.key for m in MODELS), *PRESETS, *GROUPS)):
+        for end in range(2, len(known) + 1):
+            starts.setdefault(known[:end], []).append(known)
+    return starts
+
+
+_STARTS = _starts()
+_LONGEST = max(map(len, _STARTS))
+_MODEL_KEYS = {m.key for m in MODELS}
 
 
 def describe_presets(names: tuple[str, ...] = (), seed: int = 0, rows: bool = False) -> str:
