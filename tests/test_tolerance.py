@@ -14,6 +14,7 @@ from pytest_tileconform.flashinfer.tolerance import (
     compare,
     finalize_bound,
     poison_value,
+    quantum,
     ulp,
 )
 
@@ -128,3 +129,26 @@ def test_compare_wants_d_as_read() -> None:
         torch.zeros(0, 4, dtype=BF16), Expected(torch.zeros(0, 4, dtype=torch.float64), None, BF16)
     )
     assert empty.ok and empty.total == 0 and "no elements" in empty.summary()
+
+
+def test_quantum() -> None:
+    x = torch.tensor([1.0, 1.5, -0.375, 3 * 2.0**-20, 0.0, 6.0], dtype=torch.float64)
+    assert quantum(x).tolist() == [1.0, 0.5, 0.125, 2.0**-20, math.inf, 2.0]
+
+
+@pytest.mark.parametrize("dtype", [BF16, FP16, FP32])
+def test_contributions_on_a_coarse_grid_add_exactly_in_any_order(dtype: torch.dtype) -> None:
+    """Where sum |v| < 2**p * (the contributions' common power of two), no add rounds: the
+    bound is 0 and every order gives the exact sum."""
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        v = torch.randint(-40, 41, (5,), generator=gen).double() / 8  # multiples of 1/8, |v| <= 5
+        a, mx = v.abs().sum().reshape(1, 1), v.abs().max().reshape(1, 1)
+        step = quantum(v).min().reshape(1, 1)
+        bound = float(finalize_bound(a, mx, torch.tensor([5]), dtype, step))
+        fits = float(a) < float(step) * 2.0 ** {BF16: 8, FP16: 11, FP32: 24}[dtype]
+        assert (bound == 0.0) == fits or float(a) == 0
+        if bound == 0.0:
+            assert set(orders(v.tolist(), dtype)) == {float(v.sum())}
+        else:
+            assert max(abs(r - float(v.sum())) for r in orders(v.tolist(), dtype)) <= bound

@@ -44,7 +44,7 @@ from .blockscale import (
     swizzle_block_scales,
     weight_sf_offset,
 )
-from .tolerance import Expected, finalize_bound, poison_value
+from .tolerance import Expected, finalize_bound, poison_value, quantum
 
 # ------------------------------------------------------------------------------------------
 # Element types and the value grid
@@ -573,14 +573,16 @@ def expected_output(inputs: GroupedInputs, case: Case) -> Expected:
         raise ValueError("finalize needs dest_row")
     dest = inputs.dest_row.to(dtype=torch.int64)
     abs_sum, abs_max = torch.zeros_like(value), torch.zeros_like(value)
+    step = torch.full_like(value, math.inf)
     for e, rows, c in _expert_rows(inputs):
         v = finalize_contributions(inputs, e, rows, c)
-        to = dest[rows]
-        value.index_add_(0, to, v)
-        abs_sum.index_add_(0, to, v.abs())
-        abs_max.scatter_reduce_(0, to.unsqueeze(1).expand_as(v), v.abs(), "amax")
+        to = dest[rows].unsqueeze(1).expand_as(v)
+        value.index_add_(0, dest[rows], v)
+        abs_sum.index_add_(0, dest[rows], v.abs())
+        abs_max.scatter_reduce_(0, to, v.abs(), "amax")
+        step.scatter_reduce_(0, to, quantum(v), "amin")
     fan_in = torch.bincount(dest, minlength=inputs.out_rows)
-    bound = finalize_bound(abs_sum, abs_max, fan_in, out_dtype)
+    bound = finalize_bound(abs_sum, abs_max, fan_in, out_dtype, step)
     return Expected(value, bound, out_dtype, magnitude=abs_sum)
 
 

@@ -70,8 +70,20 @@ def ulp(x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(x, dtype=torch.float64), binade - p + 1)
 
 
+def quantum(x: torch.Tensor) -> torch.Tensor:
+    """The largest power of two that divides each element of ``x`` (float64; inf at 0)."""
+    mantissa, exponent = torch.frexp(x)  # x = mantissa * 2**exponent, |mantissa| in [0.5, 1)
+    whole = torch.ldexp(mantissa, torch.full_like(exponent, 53)).to(torch.int64)  # exact
+    lowest = whole & -whole  # the lowest set bit
+    return torch.where(x == 0, math.inf, torch.ldexp(lowest.to(torch.float64), exponent - 53))
+
+
 def finalize_bound(
-    abs_sum: torch.Tensor, abs_max: torch.Tensor, fan_in: torch.Tensor, out_dtype: torch.dtype
+    abs_sum: torch.Tensor,
+    abs_max: torch.Tensor,
+    fan_in: torch.Tensor,
+    out_dtype: torch.dtype,
+    step: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The most any order of finalize's reduction can move D from the exact sum of its rounded
     contributions ``v_1 .. v_m`` (docs/numerics.md).
@@ -82,6 +94,11 @@ def finalize_bound(
     (no ``j`` of the ``v`` add up to more) and ``E_(j-1)`` the bound so far. ``abs_sum`` and
     ``abs_max`` are ``sum |v|`` and ``max |v|`` per element (float64, ``out_rows x N``),
     ``fan_in`` the ``m`` of each output row.
+
+    ``step``, where given, is the smallest :func:`quantum` of an element's contributions: every
+    partial sum is a multiple of it, so where ``sum |v| < 2**p * step`` (p the output type's
+    significand bits) every partial sum is representable, no add rounds and the bound is 0
+    (with these inputs, fp32 outputs: their contributions have some 20 bits).
     """
     bound = torch.zeros_like(abs_sum)
     if fan_in.numel() == 0:
@@ -89,8 +106,12 @@ def finalize_bound(
     m = fan_in.to(abs_sum.device).unsqueeze(1)
     for j in range(2, int(fan_in.max()) + 1):
         partial = torch.minimum(abs_sum, j * abs_max) + bound
-        step = torch.where(partial > 0, ulp(partial, out_dtype) / 2, 0.0)
-        bound = torch.where(m >= j, bound + step, bound)
+        half = torch.where(partial > 0, ulp(partial, out_dtype) / 2, 0.0)
+        bound = torch.where(m >= j, bound + half, bound)
+    if step is not None:
+        p, emin = _precision(out_dtype)
+        exact = (abs_sum < step * 2.0**p) & (step >= 2.0 ** (emin - p + 1))
+        bound = torch.where(exact, 0.0, bound)
     return bound
 
 
