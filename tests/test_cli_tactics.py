@@ -318,10 +318,17 @@ def test_sm80_style_tactics_are_named_not_judged(capsys: pytest.CaptureFixture[s
     assert rows[0]["sm80_tile_config"] == 4 and rows[0]["expected"].startswith("not judged (SM80-style")
 
 
-def test_flashinfer_and_sources_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["tactics", "--arch", "sm120", "--dtype", "nvfp4", "--flashinfer", "0.6.0"]
-    assert main([*argv, "--flashinfer-sources", "/x"]) == 2
+def test_where_flashinfer_comes_from(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tactics", "--arch", "sm120", "--dtype", "nvfp4"]
+    assert main([*argv, "--flashinfer", "0.6.0", "--flashinfer-sources", "/x"]) == 2
     assert "--flashinfer and --flashinfer-sources both" in capsys.readouterr().err
+    assert main([*argv, "--flashinfer", "/nonexistent/flashinfer_python-0.6.0-py3-none-any.whl"]) == 3
+    assert (
+        "wheel /nonexistent/flashinfer_python-0.6.0-py3-none-any.whl does not exist"
+        in capsys.readouterr().err
+    )
+    assert main(["tactics", "--arch", "sm90", "--dtype", "bf16", "--tactics", str(SM120)]) == 2
+    assert f"no tactic for sm90 in {SM120}" in capsys.readouterr().err
 
 
 def test_the_index_reports_and_blocklists_use() -> None:

@@ -334,6 +334,8 @@ def main(args: argparse.Namespace) -> int:
     results = _load_results(args)
     sources = _sources(args)
     everything = _tactics(args, arch, sources)
+    if not everything:
+        raise CommandError(f"no tactic for {arch} in {args.tactics or 'the probe output'}")
     runners = select_runners(everything, args.dtype)
     expected = expected_verdicts(arch, matrix_texts(args.matrix))
     observed = observed_verdicts(results, arch) if results else None
