@@ -492,9 +492,16 @@ def _add_matrices(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     matrices.add_parser(subparsers)
 
 
+def _add_tactics(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from . import tactics
+
+    tactics.add_parser(subparsers)
+
+
 _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_gen_matrix,
     _add_drift,
+    _add_tactics,
     _add_report,
     _add_export_blocklist,
     _add_bisect,
