@@ -489,6 +489,67 @@ unsigned long long volume(const dim3& d) {
   return static_cast<unsigned long long>(d.x) * d.y * d.z;
 }
 
+// The cluster a launch asks for: the kernel's compile-time __cluster_dims__, else the launch
+// attribute's, else the dimensions cudaFuncSetAttribute required (if all three are set).
+dim3 launch_cluster(const Function& f, const LaunchConfig& c) {
+  const dim3& req = f.required_cluster;
+  if (f.res.cluster.x != 0) return f.res.cluster;
+  if (volume(c.cluster) > 0) return c.cluster;
+  return req.x && req.y && req.z ? req : dim3(0, 0, 0);
+}
+
+// The cluster's shape: everything but its size. cudaErrorInvalidClusterSize for each rule
+// (selftest_h200.jsonl and corpus).
+cudaError_t check_cluster_shape(const Profile& p, const Function& f, const LaunchConfig& c, Record& r) {
+  auto reason = [&r](const std::string& why) -> Record& { return r.add("reason", why); };
+  const dim3& fixed = f.res.cluster;
+  const dim3& req = f.required_cluster;
+  if (volume(c.cluster) > 0 && fixed.x != 0 &&
+      (c.cluster.x != fixed.x || c.cluster.y != fixed.y || c.cluster.z != fixed.z)) {
+    reason("cluster dimension differs from the kernel's compile-time __cluster_dims__");
+    return cudaErrorInvalidClusterSize;
+  }
+  // corpus: each dimension cudaFuncSetAttribute required (nonzero) must be the launch's
+  if (volume(c.cluster) > 0 && fixed.x == 0 &&
+      ((req.x && req.x != c.cluster.x) || (req.y && req.y != c.cluster.y) || (req.z && req.z != c.cluster.z))) {
+    reason("cluster dimension differs from the one cudaFuncSetAttribute required");
+    return cudaErrorInvalidClusterSize;
+  }
+  // cuda_runtime_api.h: "The width, height, and depth values must either all be 0 or all be
+  // positive. The validity of the cluster dimensions is checked at launch time." (corpus: only
+  // a launch that gives no cluster of its own is refused for it)
+  if (volume(c.cluster) == 0 && fixed.x == 0 && (req.x || req.y || req.z) && !(req.x && req.y && req.z)) {
+    reason("the required cluster dimensions are neither all 0 nor all positive");
+    return cudaErrorInvalidClusterSize;
+  }
+  const dim3 cluster = launch_cluster(f, c);
+  if (volume(cluster) == 0) return cudaSuccess;
+  if (p.cc() < 90) {
+    reason("thread block clusters need compute capability 9.0");
+    return cudaErrorNotSupported;
+  }
+  if (c.grid.x % cluster.x || c.grid.y % cluster.y || c.grid.z % cluster.z) {
+    reason("grid is not a multiple of the cluster dimension");
+    return cudaErrorInvalidClusterSize;
+  }
+  return cudaSuccess;
+}
+
+// The cluster's size: above the portable size without cudaFuncAttributeNonPortableClusterSizeAllowed
+// (checked early), above the device's non-portable size with it (corpus: checked last).
+cudaError_t check_cluster_size(const Profile& p, const Function& f, const LaunchConfig& c, Record& r,
+                               bool non_portable) {
+  if (non_portable != (f.non_portable_cluster != 0)) return cudaSuccess;
+  const long long size = static_cast<long long>(volume(launch_cluster(f, c)));
+  const long long limit = non_portable ? p["max_cluster_size_nonportable"] : p["max_cluster_size_portable"];
+  if (size <= limit) return cudaSuccess;
+  r.add("reason", non_portable ? "cluster exceeds the device's non-portable cluster size"
+                               : "cluster exceeds the portable cluster size "
+                                 "(cudaFuncAttributeNonPortableClusterSizeAllowed not set)")
+      .add("limit", limit);
+  return cudaErrorInvalidClusterSize;
+}
+
 cudaError_t check_launch(State& s, Function* f, const LaunchConfig& c, Record& r) {
   const Profile& p = s.profile;
   r.add("grid", c.grid).add("block", c.block).add("smem", static_cast<long long>(c.smem));
@@ -501,14 +562,15 @@ cudaError_t check_launch(State& s, Function* f, const LaunchConfig& c, Record& r
                      ? "no image in the executable runs on this device" : "kernel missing from the table"),
            e;
   }
-  // CUDA 13 launches go through the driver (cuLaunchKernel[Ex]): a bad shape is
-  // cudaErrorInvalidValue on every launch path, not the older cudaErrorInvalidConfiguration.
+  // The checks in the order the driver makes them: where a launch breaks several rules, the
+  // error is the first one's (corpus). CUDA 13 launches go through the driver
+  // (cuLaunchKernel[Ex]): a bad shape is cudaErrorInvalidValue on every launch path.
   auto reason = [&r](const std::string& why) -> Record& { return r.add("reason", why); };
-  if (volume(c.block) == 0 || volume(c.grid) == 0) {
+  const unsigned long long threads = volume(c.block);
+  if (threads == 0 || volume(c.grid) == 0) {
     reason("zero block or grid dimension");
     return cudaErrorInvalidValue;
   }
-  const unsigned long long threads = volume(c.block);
   if (c.block.x > static_cast<unsigned>(p.i("max_block_dim_x")) ||
       c.block.y > static_cast<unsigned>(p.i("max_block_dim_y")) ||
       c.block.z > static_cast<unsigned>(p.i("max_block_dim_z")) ||
@@ -528,12 +590,17 @@ cudaError_t check_launch(State& s, Function* f, const LaunchConfig& c, Record& r
     reason("block exceeds the kernel's __launch_bounds__").add("limit", static_cast<long long>(f->res.max_threads));
     return cudaErrorInvalidValue;
   }
-  const int register_limit = register_limited_threads(s, *f);
-  if (threads > static_cast<unsigned long long>(register_limit)) {
-    reason("registers per thread x threads exceed the registers per block")
-        .add("limit", static_cast<long long>(register_limit))
-        .add("registers", static_cast<long long>(f->res.registers));
-    return cudaErrorLaunchOutOfResources;
+  if (const cudaError_t e = check_cluster_shape(p, *f, c, r); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_cluster_size(p, *f, c, r, false); e != cudaSuccess) return e;
+  if (c.cooperative) {
+    // corpus: a block that cannot be resident at all (registers, shared memory) makes any
+    // cooperative grid too large, before those rules' own errors
+    const long long resident =
+        static_cast<long long>(std::max(0, occupancy(s, *f, static_cast<int>(threads), c.smem))) * p["sm_count"];
+    if (static_cast<long long>(volume(c.grid)) > resident) {
+      reason("cooperative grid exceeds the blocks that can be co-resident").add("limit", resident);
+      return cudaErrorCooperativeLaunchTooLarge;
+    }
   }
   const long long dyn_limit = max_dynamic_smem(s, *f);
   r.add("static_smem", f->res.static_smem).add("max_dynamic_smem", dyn_limit);
@@ -546,40 +613,14 @@ cudaError_t check_launch(State& s, Function* f, const LaunchConfig& c, Record& r
     reason("static + dynamic shared memory exceed the opt-in limit").add("limit", optin);
     return cudaErrorInvalidValue;
   }
-  dim3 cluster = volume(f->required_cluster) > 0 ? f->required_cluster : c.cluster;
-  if (volume(c.cluster) > 0 && volume(f->required_cluster) > 0 &&
-      (c.cluster.x != f->required_cluster.x || c.cluster.y != f->required_cluster.y ||
-       c.cluster.z != f->required_cluster.z)) {
-    reason("cluster dimension differs from the kernel's compile-time __cluster_dims__");
-    return cudaErrorInvalidClusterSize;
+  const int register_limit = register_limited_threads(s, *f);
+  if (threads > static_cast<unsigned long long>(register_limit)) {
+    reason("registers per thread x threads exceed the registers per block")
+        .add("limit", static_cast<long long>(register_limit))
+        .add("registers", static_cast<long long>(f->res.registers));
+    return cudaErrorLaunchOutOfResources;
   }
-  if (volume(cluster) > 0) {
-    if (p.cc() < 90) {
-      reason("thread block clusters need compute capability 9.0");
-      return cudaErrorNotSupported;
-    }
-    const long long limit = f->non_portable_cluster ? p["max_cluster_size_nonportable"]
-                                                    : p["max_cluster_size_portable"];
-    if (static_cast<long long>(volume(cluster)) > limit) {
-      reason(f->non_portable_cluster ? "cluster exceeds the device's non-portable cluster size"
-                                     : "cluster exceeds the portable cluster size "
-                                       "(cudaFuncAttributeNonPortableClusterSizeAllowed not set)")
-          .add("limit", limit);
-      return cudaErrorInvalidClusterSize;
-    }
-    if (c.grid.x % cluster.x || c.grid.y % cluster.y || c.grid.z % cluster.z) {
-      reason("grid is not a multiple of the cluster dimension");
-      return cudaErrorInvalidClusterSize;
-    }
-  }
-  if (c.cooperative) {
-    const long long resident =
-        static_cast<long long>(occupancy(s, *f, static_cast<int>(threads), c.smem)) * p["sm_count"];
-    if (static_cast<long long>(volume(c.grid)) > resident) {
-      reason("cooperative grid exceeds the blocks that can be co-resident").add("limit", resident);
-      return cudaErrorCooperativeLaunchTooLarge;
-    }
-  }
+  if (const cudaError_t e = check_cluster_size(p, *f, c, r, true); e != cudaSuccess) return e;
   ++s.launches;
   r.add("recorded", true);
   return cudaSuccess;
