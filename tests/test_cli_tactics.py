@@ -281,7 +281,7 @@ def test_explain_a_cache_entry(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_virtual_pass_says_how_far_it_was_judged(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--arch", "sm120", "--dtype", "nvfp4-bf16", "--tactics", str(SM120), "--explain", "17"]
     (row,) = _json(capsys, *argv, str(SM120_RESULTS))
-    assert row["tile"] == "128x128x128" and row["observed"] == "pass through launch [virtual sm120]"
+    assert row["tile"] == "128x128x128" and row["observed"] == "unrun (through launch) [virtual sm120]"
 
 
 def test_default_id_and_wrong_gemm(capsys: pytest.CaptureFixture[str]) -> None:

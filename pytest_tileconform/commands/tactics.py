@@ -11,8 +11,9 @@ dispatch takes it) and this project's verdict for it:
 expected  what the shipped matrices expect of that configuration (``pass`` or the stage it is
           known to fail at, with the expectation's recorded source, e.g. ``virtual (sm120
           profile)``); a matrix case without an expectation is expected to pass;
-observed  the verdicts of the results files given (``pass`` or the stage, and the device kind:
-          ``hardware <GPU>``, or ``virtual <arch>`` whose verdicts go through ``launch`` only);
+observed  the verdicts of the results files given (``pass``, ``unrun (through launch)`` for a
+          pass whose kernel did not run, or the stage) with the device kind: ``hardware <GPU>``,
+          ``virtual <arch>`` (host-side stages only) or ``build``;
           ``not judged`` when neither has the configuration.
 
 ``--explain TEXT`` reads ids out of a pasted autotuner line (:mod:`..flashinfer.autotuner_lines`)
@@ -32,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..dtypes import label_dtypes, shape_label
 from ..flashinfer.tactics import ConfigKey, Tactic, case_key, runner_tactics, tactic_key
-from ..verdict import Stage
 from .output import EXIT_OK, EXIT_USAGE, CommandError, emit, message
 
 if TYPE_CHECKING:
@@ -108,10 +108,11 @@ def _device(verdict: VerdictRecord) -> str:
 
 
 def _word(verdict: VerdictRecord) -> str:
-    """``pass`` only when the kernel ran; a pass of the host-side stages alone says how far."""
-    if verdict.outcome == "pass" and verdict.judged_through.order < Stage.RUN.order:
-        return f"pass through {verdict.judged_through.value}"
-    return str(verdict.outcome)
+    """The verdict as every output reports it (``unrun``: a pass whose kernel did not run), with
+    how far an unrun one was judged."""
+    if verdict.unrun:
+        return f"{verdict.reported} (through {verdict.judged_through.value})"
+    return verdict.reported
 
 
 def observed_verdicts(results: Sequence[ResultsDocument], arch: str) -> Verdicts:
