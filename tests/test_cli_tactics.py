@@ -340,3 +340,22 @@ def test_the_index_reports_and_blocklists_use() -> None:
     sm100 = TacticIndex(parse(SM90_SM100.read_text().splitlines()), "sm100")
     # the harness's SM100 cases build the TMA epilogue without a dynamic cluster
     assert sm100.case_ids("bf16", (128, 64, 64), (1, 1, 1), False, "none")
+
+
+def test_without_fused_finalize_gemm2_offers_gemm1s_list(capsys: pytest.CaptureFixture[str]) -> None:
+    """use_fused_finalize=False: mayHaveFinalizeFused() is false, GEMM 2 gets getConfigs(false),
+    GEMM 1's list, numbered after it; -1 is then GEMM 1's first config as GEMM 2's default."""
+    argv = ["--arch", "sm120", "--dtype", "nvfp4-bf16", "--tactics", str(SM120)]
+    fused = _json(capsys, *argv)
+    plain = _json(capsys, *argv, "--no-fused-finalize")
+    first = [r for r in fused if r["gemm"] == 1]
+    assert [r for r in plain if r["gemm"] == 1] == first
+    second = [r for r in plain if r["gemm"] == 2]
+    assert [r["tactic"] for r in second] == list(range(16, 32))
+    assert [(r["tile"], r["fusion"], r["swap_ab"]) for r in second] == [
+        (r["tile"], r["fusion"], r["swap_ab"]) for r in first
+    ]
+    (row,) = _json(
+        capsys, *argv, "--no-fused-finalize", "--explain", '"trtllm::fused_moe::gemm2::MoERunner": [27]'
+    )
+    assert (row["tactic"], row["tile"], row["fusion"]) == (27, "128x256x128", "none")

@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..dtypes import label_dtypes, shape_label
-from ..flashinfer.tactics import ConfigKey, Tactic, case_key, runner_tactics, tactic_key
+from ..flashinfer.tactics import (
+    ConfigKey,
+    Tactic,
+    case_key,
+    runner_tactics,
+    tactic_key,
+    without_fused_finalize,
+)
 from .output import EXIT_OK, EXIT_USAGE, CommandError, emit, message
 
 if TYPE_CHECKING:
@@ -352,6 +359,8 @@ def main(args: argparse.Namespace) -> int:
             listed = runner_tactics(everything, PROBE_SMS.get(arch, int(arch[2:])), runner)
         except ProbeError as exc:
             raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", 3) from None
+        if not args.fused_finalize:
+            listed = without_fused_finalize(listed)
         rows = rows_of(listed, expected, observed)
         if said is not None:
             picked = []
@@ -375,12 +384,15 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         emit(json.dumps([r.as_dict() for _, rows in sections for r in rows], indent=1), args.output)
     else:
+        finalize = "use_fused_finalize=False"
+        if args.fused_finalize:
+            finalize = "use_fused_finalize=True, FlashInfer's default"
         header = [
             f"# FlashInfer's MoERunner tactics for {arch} ({origin})",
             "",
             "Ids as FlashInfer's autotuner, config cache and blocklist write them: one list per dtype "
-            "combination, GEMM 1's ids first, GEMM 2's after them (use_fused_finalize=True, "
-            "FlashInfer's default). Expected: the shipped matrices' expectation "
+            f"combination, GEMM 1's ids first, GEMM 2's after them ({finalize}). "
+            "Expected: the shipped matrices' expectation "
             "(a case without one is expected to pass); "
             + ("observed: " + ", ".join(f"`{p.name}`" for p in args.results) + "; " if args.results else "")
             + "virtual verdicts go through launch only.",
@@ -433,6 +445,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="NAME|PATH",
         help="take expectations from this matrix (a shipped one's name or a YAML file; repeatable; "
         "default: every shipped matrix)",
+    )
+    parser.add_argument(
+        "--no-fused-finalize",
+        dest="fused_finalize",
+        action="store_false",
+        help="number GEMM 2's ids as a cutlass_fused_moe call with use_fused_finalize=False does "
+        "(GEMM 2 then offers GEMM 1's list, without the finalize epilogue)",
     )
     add_results(parser, required=False)
     parser.add_argument("--json", action="store_true", help="write JSON rows instead of Markdown")

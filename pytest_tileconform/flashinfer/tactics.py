@@ -25,7 +25,7 @@ import hashlib
 import json
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -404,6 +404,14 @@ def runner_tactics(tactics: Iterable[Tactic], sm: int, runner: str) -> list[Tact
                 "probe numbers GEMM 1's tactics from 0 and GEMM 2's after them, without gaps"
             )
     return mine
+
+
+def without_fused_finalize(tactics: Sequence[Tactic]) -> list[Tactic]:
+    """One runner's tactics (:func:`runner_tactics`) as a ``MoERunner`` made with
+    ``use_fused_finalize=False`` numbers them: its ``mayHaveFinalizeFused()`` is false, so
+    ``getTactics(GEMM_2)`` is ``getConfigs(false)``, the very list of GEMM 1, numbered after it."""
+    first = [t for t in tactics if t.gemm == 1]
+    return first + [replace(t, gemm=2, tactic=len(first) + t.tactic) for t in first]
 
 
 def numbering_digest(sources: FlashInferSources) -> str:
