@@ -8,11 +8,13 @@ import pytest
 from fake_backend import BASIC, TileRun, matrix_errors
 
 from pytest_tileconform.matrix.bounds import HOST_MAX_ELEMENTS, MAX_ELEMENTS, MAX_ROUTED_ROWS
+from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.load import load_matrix
 from pytest_tileconform.matrix.problems import (
     GROUPS,
     MODELS,
     PRESETS,
+    Preset,
     SplitMix64,
     UnknownPreset,
     describe_presets,
@@ -69,7 +71,7 @@ def test_another_seed_routes_differently_and_the_same_seed_the_same() -> None:
 
 
 @pytest.mark.parametrize("preset", PRESETS.values(), ids=list(PRESETS))
-def test_every_preset_is_a_top_k_routing_with_empty_and_hot_experts(preset) -> None:  # type: ignore[no-untyped-def]
+def test_every_preset_is_a_top_k_routing_with_empty_and_hot_experts(preset: Preset) -> None:
     rows = preset.rows()
     model = preset.model
     assert len(rows) == model.experts
@@ -294,3 +296,56 @@ def test_update_records_a_preset_case_and_the_matrix_still_loads(tc: TileRun) ->
     tc.run("--tile-update").assert_outcomes(passed=1, failed=1)
     assert f'  {case}: {{stage: initialize, status: "Error Internal"' in path.read_text()
     tc.run().assert_outcomes(passed=1, xfailed=1)
+
+
+# --- the proposed shipped problems ---------------------------------------------------------------
+
+#: SMs of the H200 the shipped SM90 matrix is recorded on.
+H200_SMS = 132
+
+
+def _extents(case: Case) -> tuple[list[int], list[int]]:
+    """What the kernel's M and N run over: each expert's rows and the problem's n, swapped
+    under swap_ab (the kernel then computes D transposed)."""
+    rows, n = list(case.problem.rows_per_expert), [case.problem.n]
+    return (n, rows) if case.swap_ab else (rows, n)
+
+
+def _tiles(case: Case) -> int:
+    """Output tiles of the persistent schedule: per expert, M tiles x N tiles."""
+    tile_m, tile_n, _ = case.tile
+    over_m, over_n = _extents(case)
+    if case.swap_ab:
+        return sum(-(-r // tile_n) * -(-over_m[0] // tile_m) for r in over_n)
+    return sum(-(-r // tile_m) * -(-over_n[0] // tile_n) for r in over_m)
+
+
+def _partial(case: Case) -> tuple[bool, bool, bool]:
+    """Whether the case has a partial tile along the kernel's M, N and K."""
+    tile_m, tile_n, tile_k = case.tile
+    over_m, over_n = _extents(case)
+    return (
+        any(e % tile_m for e in over_m if e),
+        any(e % tile_n for e in over_n if e),
+        case.problem.k % tile_k != 0,
+    )
+
+
+def test_the_proposed_sm90_problems_give_what_their_header_claims() -> None:
+    """For every tile configuration (and swap_ab): several waves on an H200, partial M, N and K
+    tiles, empty experts first, middle and last, bias and a one-token decode, PDL on and off."""
+    matrix = load_matrix(Path(__file__).parent.parent / "matrices" / "sm90-problems.yaml")
+    assert len(matrix.cases) == 2880
+    configs: dict[str, list[Case]] = {}
+    for case in matrix.cases:  # one configuration: the id without pdl and problem
+        configs.setdefault(case.id.split("-pdl-")[0].split("-nopdl-")[0], []).append(case)
+    assert len(configs) == 360
+    for key, cases in configs.items():
+        assert {c.pdl for c in cases} == {True, False}, key
+        assert max(_tiles(c) for c in cases) >= 3 * H200_SMS, key
+        partial = [_partial(c) for c in cases]
+        assert all(any(p[axis] for p in partial) for axis in range(3)), key
+        rows = [c.problem.rows_per_expert for c in cases]
+        assert any(r[0] == 0 and r[len(r) // 2] == 0 and r[-1] == 0 for r in rows), key
+        assert any(c.problem.bias for c in cases), key
+        assert any(c.problem.tokens == 1 for c in cases), key
