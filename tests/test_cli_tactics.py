@@ -56,6 +56,8 @@ def _runners(arch: str) -> list[str]:
 
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, Any]]:
+    if "--matrix" not in argv:  # the expectations of the smallest shipped matrix: loaded fast
+        argv = (*argv, "--matrix", "smoke-sm90")
     assert main(["tactics", *argv, "--json"]) == 0
     rows: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
     return rows
@@ -222,6 +224,29 @@ def test_autotuner_lines(text: str, gemm: int | None, ids: tuple[int, ...]) -> N
     assert (found.gemm, found.ids) == (gemm, ids)
 
 
+def test_a_cache_entry_says_use_fused_finalize(capsys: pytest.CaptureFixture[str]) -> None:
+    assert mentions(CACHE_ENTRY)[0].fused_finalize is True
+    plain = CACHE_ENTRY.replace('False, True))"', 'False, False))"')
+    assert mentions(plain)[0].fused_finalize is False and mentions(SKIPPING)[0].fused_finalize is None
+    argv = [
+        "tactics",
+        "--arch",
+        "sm120",
+        "--dtype",
+        "nvfp4-bf16",
+        "--tactics",
+        str(SM120),
+        "--explain",
+        plain,
+    ]
+    assert main(argv) == 0
+    assert "line 1 was tuned with use_fused_finalize=False: its GEMM 2 ids are numbered as --no-fused" in (
+        capsys.readouterr().err
+    )
+    assert main([*argv, "--no-fused-finalize"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_a_pasted_cache_file_names_every_entry() -> None:
     text = "{\n" + CACHE_ENTRY + "\n" + CACHE_ENTRY.replace("gemm2", "gemm1").replace("27", "4") + "\n}"
     assert [(m.line, m.gemm, m.ids) for m in mentions(text)] == [(2, 2, (27,)), (3, 1, (4,))]
@@ -282,6 +307,8 @@ def test_a_virtual_pass_says_how_far_it_was_judged(capsys: pytest.CaptureFixture
     argv = ["--arch", "sm120", "--dtype", "nvfp4-bf16", "--tactics", str(SM120), "--explain", "17"]
     (row,) = _json(capsys, *argv, str(SM120_RESULTS))
     assert row["tile"] == "128x128x128" and row["observed"] == "unrun (through launch) [virtual sm120]"
+    assert main(["tactics", *argv]) == 0  # every shipped matrix: sm120-flashinfer among them
+    assert "pass [sm120-flashinfer]" in capsys.readouterr().out
 
 
 def test_default_id_and_wrong_gemm(capsys: pytest.CaptureFixture[str]) -> None:

@@ -339,6 +339,13 @@ def main(args: argparse.Namespace) -> int:
             said = mentions(_explain_text(args.explain))
         except LineError as exc:
             raise CommandError(f"--explain: {exc}") from None
+        for mention in said:
+            if mention.fused_finalize is not None and mention.fused_finalize != args.fused_finalize:
+                flag = "without --no-fused-finalize" if mention.fused_finalize else "--no-fused-finalize"
+                message(
+                    f"warning: line {mention.line} was tuned with use_fused_finalize="
+                    f"{mention.fused_finalize}: its GEMM 2 ids are numbered as {flag} numbers them"
+                )
     results = _load_results(args)
     sources = _sources(args)
     everything = _tactics(args, arch, sources)

@@ -16,7 +16,8 @@ Users meet these tactics as integers in the forms FlashInfer 0.7.4 writes them
 - a bare id, ``17``.
 
 The GEMM comes from the custom op (``trtllm::fused_moe::gemm1`` / ``gemm2``) when the line names
-it; ``-1`` is FlashInfer's default tactic of that GEMM.
+it; ``-1`` is FlashInfer's default tactic of that GEMM. A cache entry's key ends with the runner's
+extras (``MoERunner.get_cache_key_extras``), whose last element is ``use_fused_finalize``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ _SINGLE = (
     re.compile(r"MoERunner object at 0x[0-9a-fA-F]+>\s+" + _ID + r"\b"),  # <... object at 0x..> 15
     re.compile(r"^\s*" + _ID + r"\s*$"),  # 17
 )
+_FINALIZE = re.compile(r"""\b(True|False)\)\)["']\s*:\s*\[""")  # ..., True))": [
 _LIST = re.compile(r"""::MoERunner["']\s*:\s*\[([-\d,\s]*)\]""")  # "...::MoERunner": [3, 11]
 
 
@@ -48,6 +50,7 @@ class Mention:
     line: int  # 1-based, in the pasted text
     gemm: int | None
     ids: tuple[int, ...]
+    fused_finalize: bool | None = None  # a cache entry's use_fused_finalize
 
 
 def _ids(text: str) -> tuple[int, ...]:
@@ -75,7 +78,9 @@ def mentions(text: str) -> list[Mention]:
         gemms = {int(g) for g in _GEMM.findall(line)}
         if len(gemms) > 1:
             raise LineError(f"line {number} names both fused_moe::gemm1 and gemm2: paste one entry")
-        found.append(Mention(number, gemms.pop() if gemms else None, ids))
+        finalize = _FINALIZE.search(line)
+        fused = None if finalize is None else finalize.group(1) == "True"
+        found.append(Mention(number, gemms.pop() if gemms else None, ids, fused))
     if not found:
         start = text.strip().splitlines()[0][:120] if text.strip() else "(empty)"
         raise LineError(
