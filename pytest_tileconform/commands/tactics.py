@@ -40,7 +40,7 @@ from ..flashinfer.tactics import (
     tactic_key,
     without_fused_finalize,
 )
-from .output import EXIT_OK, EXIT_USAGE, CommandError, emit, message
+from .output import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, CommandError, emit, message
 
 if TYPE_CHECKING:
     from ..flashinfer.autotuner_lines import Mention
@@ -309,12 +309,28 @@ def _sources(args: argparse.Namespace) -> FlashInferSources | None:
         raise CommandError("--flashinfer and --flashinfer-sources both name FlashInfer's sources: give one")
     from ..compile.cache import default_cache_dir
     from ..flashinfer.releases import ReleaseError, resolve_release
-    from .output import EXIT_ENVIRONMENT
 
     try:
         return resolve_release(args.flashinfer, args.cache_dir or default_cache_dir()).sources()
     except ReleaseError as exc:
         raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+
+
+def _explained(
+    said: Sequence[Mention], listed: Sequence[Tactic], rows: Sequence[Row]
+) -> tuple[str, list[Row], list[str]]:
+    """The rows of one runner that the pasted lines name, a title saying which ids they are
+    (``-1`` resolved), and why any id is none of this runner's."""
+    picked: list[tuple[int, Row]] = []
+    problems = []
+    for mention in said:
+        found, wrong = resolve(mention, listed)
+        picked += [(wanted, rows[t.tactic]) for wanted, t in found]
+        problems += [f"line {mention.line}: {w}" for w in wrong]
+    title = ", ".join(
+        f"{m} = GEMM {r.tactic.gemm} #{r.tactic.tactic}" if m == -1 else str(m) for m, r in picked
+    )
+    return title, [r for _, r in picked], problems
 
 
 def _explain_text(value: str) -> str:
@@ -363,22 +379,16 @@ def main(args: argparse.Namespace) -> int:
     problems = []
     for runner in runners:
         try:
-            listed = runner_tactics(everything, PROBE_SMS.get(arch, int(arch[2:])), runner)
+            listed = runner_tactics(everything, int(arch[2:]), runner)
         except ProbeError as exc:
-            raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", 3) from None
+            raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
         if not args.fused_finalize:
             listed = without_fused_finalize(listed)
         rows = rows_of(listed, expected, observed)
         if said is not None:
-            picked = []
-            for mention in said:
-                found, wrong = resolve(mention, listed)
-                picked += [(m, rows[t.tactic]) for m, t in found]
-                problems += [f"{runner}, line {mention.line}: {w}" for w in wrong]
-            title = f"{arch} {runner}: " + ", ".join(
-                f"{m} = GEMM {r.tactic.gemm} #{r.tactic.tactic}" if m == -1 else str(m) for m, r in picked
-            )
-            chosen = [r for _, r in picked]
+            title, chosen, wrong = _explained(said, listed, rows)
+            title = f"{arch} {runner}: {title}"
+            problems += [f"{runner}, {w}" for w in wrong]
         else:
             chosen = [r for r in rows if args.gemm is None or r.tactic.gemm == args.gemm]
             title = f"{arch} {runner}" + ("" if args.gemm is None else f", GEMM {args.gemm}")
@@ -399,7 +409,7 @@ def main(args: argparse.Namespace) -> int:
             "",
             "Ids as FlashInfer's autotuner, config cache and blocklist write them: one list per dtype "
             f"combination, GEMM 1's ids first, GEMM 2's after them ({finalize}). "
-            "Expected: the shipped matrices' expectation "
+            f"Expected: the {'given' if args.matrix else 'shipped'} matrices' expectation "
             "(a case without one is expected to pass); "
             + ("observed: " + ", ".join(f"`{p.name}`" for p in args.results) + "; " if args.results else "")
             + "virtual verdicts go through launch only.",
