@@ -249,7 +249,7 @@ COLUMNS = [
     "fusion",
     "swap_ab",
     "dispatch",
-    "expected (shipped matrices)",
+    "expected (matrices)",
 ]
 
 
