@@ -120,8 +120,11 @@ def test_results_option_is_a_deprecated_alias(flashinfer_074, capsys: pytest.Cap
 
 
 def test_the_probe_build_is_announced(
-    flashinfer_074, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:  # type: ignore[no-untyped-def]
+    flashinfer_074: FlashInferSources,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Without --tactics the probe is compiled first (a minute or more): stderr says so before."""
     import pytest_tileconform.flashinfer.tactics as tactics
     from pytest_tileconform.commands import cli
