@@ -214,7 +214,7 @@ def test_bias_and_seed_of_a_written_problem_are_described(tmp_path: Path) -> Non
         (
             "problems: [mixtral-gemm1-decode1, mixtral-decode]",
             "7:39",
-            "named 'mixtral-gemm1-decode1' (a preset's name",
+            "of this list both give a problem named 'mixtral-gemm1-decode1' (a preset's name",
         ),
         (
             "problems: {name: r, rows: [1, 2], n: 8, k: 8, tokens: 2, top_k: 2}",

@@ -108,14 +108,14 @@ def same_axis(
             one, other = found.item(i), found.item(j)
             presets = [k + 1 for k in (one, other) if isinstance((found.given or problems)[k], PresetRef)]
             what = (
-                f"both named {name!r}"
+                f"are both named {name!r}"
                 if not presets
                 else f"both give a problem named {name!r} (a preset's name is its problem's)"
             )
             return Duplicate(
                 (found.loc, "name", name),
                 at,
-                f"problems {one + 1} and {other + 1} of this list are {what}, so they give the same "
+                f"problems {one + 1} and {other + 1} of this list {what}, so they give the same "
                 f"case ids (e.g. {case_id!r}): give each problem its own name"
                 + (", and name each preset once" if presets else ""),
             )
