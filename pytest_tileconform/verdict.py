@@ -3,6 +3,11 @@
 A case walks the launcher's stages in order. It either gets through all of them (``pass``)
 or is rejected at exactly one. An expectation in a matrix names that stage, so a known-bad
 case only counts as an expected failure when it fails where it is known to fail.
+
+A device judges through some stage. A pass judged short of ``run`` (a virtual device stops at
+``launch``) saw no kernel run: it is reported as ``unrun``, never as a pass. This module is
+the one place that says what was judged (:func:`kernel_ran`, :attr:`Verdict.unrun`,
+:attr:`Verdict.reported`); every output reads it from here.
 """
 
 from __future__ import annotations

@@ -97,6 +97,17 @@ def test_terminal_grid_and_source_lines(tc: TileRun) -> None:
     )
 
 
+def test_under_xdist(tc: TileRun) -> None:
+    """Workers send their reports to the controller, which words them and writes the results."""
+    tc.matrix(MATRIX)
+    tc.verdicts(VERDICTS)
+    result = tc.run_subprocess("-n", "2", "-v", "--tile-report", "r.json")
+    assert result.parseoutcomes() == {"passed": 1, "unrun": 1}
+    result.stdout.fnmatch_lines([f"*UNRUN m.yaml::{VIRTUAL_CASE}*"])
+    cases = {entry["id"]: entry["outcome"] for entry in json.loads((tc.path / "r.json").read_text())["cases"]}
+    assert cases == {HARDWARE_CASE: "passed", VIRTUAL_CASE: "unrun"}
+
+
 def test_require_run_fails_an_unrun_pass(tc: TileRun) -> None:
     result = run(tc, "--tile-require-run", "-rf")
     assert result.parseoutcomes() == {"passed": 1, "failed": 1}

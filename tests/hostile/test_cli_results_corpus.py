@@ -81,7 +81,7 @@ FORMATS: list[tuple[str, Any, str]] = [
     ("format-true", True, "results format True"),
     ("format-float", 1.0, "results format 1.0"),
     ("format-string", "2", "results format '2'"),
-    ("format-3", 3, "results format 3"),
+    ("format-4", 4, "results format 4"),  # the first this version does not read
     ("format-0", 0, "results format 0"),
     ("format-negative", -1, "results format -1"),
     ("format-list", [2], "results format [2]"),
