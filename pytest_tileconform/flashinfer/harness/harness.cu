@@ -171,11 +171,6 @@ struct HostOperands {
   }
 };
 
-template <class T>
-DeviceBuffer on_device(const std::vector<T>& host) {
-  return upload_vector(host);
-}
-
 // The launcher's calls that compute D, each between the hook's two points, and D reset to what
 // it holds before a run (FlashInfer zeroes the finalize output before GEMM2; without fusion the
 // poison shows any element no run wrote).
@@ -303,14 +298,14 @@ void run_stages(const std::string& run_dir, Verdict& verdict, Hook& hook) {
   }
 
   Operands ops;
-  ops.a = on_device(host.a);
-  ops.b = on_device(host.b);
-  ops.alpha = on_device(host.alpha);
-  ops.a_sf = on_device(host.a_sf);
-  ops.b_sf = on_device(host.b_sf);
-  ops.router_scales = on_device(host.router);
-  ops.dest_row = on_device(host.dest);
-  ops.bias = on_device(host.bias);
+  ops.a = upload_vector(host.a);
+  ops.b = upload_vector(host.b);
+  ops.alpha = upload_vector(host.alpha);
+  ops.a_sf = upload_vector(host.a_sf);
+  ops.b_sf = upload_vector(host.b_sf);
+  ops.router_scales = upload_vector(host.router);
+  ops.dest_row = upload_vector(host.dest);
+  ops.bias = upload_vector(host.bias);
   ops.d = DeviceBuffer(storage_bytes((C::finalize ? p.out_rows : p.total_rows()) * p.n, C::out_bits));
 
   GemmSetup setup;
