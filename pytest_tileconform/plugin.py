@@ -66,9 +66,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--tile-require-run",
         action="store_true",
         dest=REQUIRE_RUN_OPTION,
-        default=False,
+        default=None,  # off, unless the ini key tile_require_run says otherwise (core.inikeys)
         help=f"fail an expected pass whose kernel did not run (a virtual device judges through "
-        f"launch), instead of reporting it as {UNRUN}: a CI gate that only a GPU run may pass",
+        f"launch), instead of reporting it as {UNRUN}: a CI gate that only a GPU run may pass "
+        "(default: the ini key tile_require_run, else off)",
     )
     group.addoption(
         "--tile-report",
@@ -92,6 +93,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("tile_matrix", type="paths", default=[], help="tile matrices to run (like --tile-matrix)")
     add_ini_key(parser, "tile_device", str, "auto", "where verdicts come from, like --tile-device")
+    add_ini_key(
+        parser, REQUIRE_RUN_OPTION, _switch, False, "true: fail an unrun pass, like --tile-require-run"
+    )
+
+
+def _switch(text: str) -> bool:
+    """An ini key's on/off value, as pytest spells its own (``true``/``false``, ``1``/``0``)."""
+    value = {"true": True, "1": True, "yes": True, "on": True}.get(text.lower())
+    if value is None and text.lower() not in ("false", "0", "no", "off"):
+        raise ValueError(text)
+    return bool(value)
 
 
 def _matrix_paths(config: pytest.Config) -> list[Path]:

@@ -121,6 +121,15 @@ def test_require_run_fails_an_unrun_pass(tc: TileRun) -> None:
     )
 
 
+def test_require_run_as_an_ini_key(tc: TileRun) -> None:
+    tc.pytester.makeini("[pytest]\ntile_require_run = true\n")
+    assert run(tc).parseoutcomes() == {"passed": 1, "failed": 1}
+    tc.pytester.makeini("[pytest]\ntile_require_run = maybe\n")
+    result = run(tc)
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*tile_require_run = 'maybe' is not a valid value for --tile-require-run*"])
+
+
 def test_the_marker_selects_before_anything_is_judged(tc: TileRun) -> None:
     """The backend says at collection which cases its device will not run, so ``-m`` can leave
     them out (or pick them) without judging them."""
