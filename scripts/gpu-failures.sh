@@ -5,7 +5,13 @@
 #
 # The checkout carries what scripts/gpu-env.sh needs (.whl/ and .carry/).
 #
-#   [JOBS=$(nproc)] [TIMEOUT=60] scripts/gpu-failures.sh
+#   [JOBS=$(nproc)] [TIMEOUT=60] [KEYWORD=EXPR] scripts/gpu-failures.sh
+#
+# Each case is compiled in a unit of its own (--tile-build-group 1): 18 cases fail to compile,
+# and a shared unit that fails is compiled again in halves. KEYWORD (pytest -k) judges a slice,
+# for a host where one call cannot take the whole matrix: KEYWORD='not finalize', then
+# KEYWORD=finalize (the update of the second keeps the first's expectations; give each its own
+# OUT, the reports are named the same).
 #
 # Everything goes to $OUT (default ./gpu-out): sm90-failures.yaml (the matrix as the update left
 # it), sm90-failures-hardware.json and -virtual.json (--tile-report), the two pytest logs,
@@ -17,7 +23,8 @@ out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 . "$(dirname "$0")/gpu-env.sh"
 pytest=(python3 -m pytest "${plugins[@]}" -q -rA --tile-matrix "$matrix" --tile-build-jobs "$jobs"
-  --tile-timeout "$timeout")
+  --tile-build-group 1 --tile-timeout "$timeout")
+if [ -n "${KEYWORD:-}" ]; then pytest+=(-k "$KEYWORD"); fi
 { nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
   nvcc --version | tail -1
   echo "cpus $(nproc), build jobs $jobs, timeout $timeout s"; } > "$out/sm90-failures-device.txt"
