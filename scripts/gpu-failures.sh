@@ -10,8 +10,8 @@
 # Each case is compiled in a unit of its own (--tile-build-group 1): 18 cases fail to compile,
 # and a shared unit that fails is compiled again in halves. KEYWORD (pytest -k) judges a slice,
 # for a host where one call cannot take the whole matrix: KEYWORD='not finalize', then
-# KEYWORD=finalize (the update of the second keeps the first's expectations; give each its own
-# OUT, the reports are named the same).
+# KEYWORD=finalize, with the first call's $OUT/sm90-failures.yaml copied over the matrix before
+# the second (each update writes only the cases it judged) and each call its own OUT.
 #
 # Everything goes to $OUT (default ./gpu-out): sm90-failures.yaml (the matrix as the update left
 # it), sm90-failures-hardware.json and -virtual.json (--tile-report), the two pytest logs,
