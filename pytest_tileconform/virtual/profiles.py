@@ -162,7 +162,7 @@ BUILTIN: dict[str, ArchProfile] = {
         sources={
             **_COMMON,
             "sm_count": "h200; product (H100 SXM and H200: 132 SMs)",
-            "max_smem_per_block_optin": "cccl (228 KiB - 1 KiB reserved); h200; corpus (also the largest TMA box)",
+            "max_smem_per_block_optin": "cccl (228 KiB - 1 KiB); h200; corpus (also the largest TMA box)",
             "max_smem_per_sm": "cccl; h200",
             "max_threads_per_sm": "cccl; h200",
             "max_blocks_per_sm": "cccl; h200",
