@@ -139,6 +139,10 @@ _COMMON = {
     "driver_version": "nominal: a CUDA 13.0 driver",
 }
 
+#: vcudart refuses a TMA box larger than the opt-in shared memory per block: the sm90 corpus shows
+#: that limit there; on other archs it is extrapolated, not recorded.
+_BOX_LIMIT = "also the largest TMA box (as the sm90 corpus shows; not recorded on this arch)"
+
 _TMA_FROM_CUTE = {
     "tma_packed_types": "cute (the FP4/FP6 collectives encode them); not in a driver corpus",
     "tma_swizzle_atom": "cute (the SM100 collectives encode them); not in a driver corpus",
@@ -188,7 +192,7 @@ BUILTIN: dict[str, ArchProfile] = {
         sources={
             **_COMMON,
             "sm_count": "product (B200: 148 SMs)",
-            "max_smem_per_block_optin": "cutlass sm100_smem_capacity_bytes; cccl",
+            "max_smem_per_block_optin": "cutlass sm100_smem_capacity_bytes; cccl; " + _BOX_LIMIT,
             "max_smem_per_sm": "cccl",
             "max_threads_per_sm": "cccl",
             "max_blocks_per_sm": "cccl",
@@ -213,7 +217,7 @@ BUILTIN: dict[str, ArchProfile] = {
         sources={
             **_COMMON,
             "sm_count": "product (B300 as B200: 148 SMs; not verified on hardware)",
-            "max_smem_per_block_optin": "cccl (sm_103 = sm_100 traits)",
+            "max_smem_per_block_optin": "cccl (sm_103 = sm_100 traits); " + _BOX_LIMIT,
             "max_smem_per_sm": "cccl",
             "max_threads_per_sm": "cccl",
             "max_blocks_per_sm": "cccl",
@@ -238,7 +242,8 @@ BUILTIN: dict[str, ArchProfile] = {
         sources={
             **_COMMON,
             "sm_count": "product (RTX PRO 6000 Blackwell: 188 SMs)",
-            "max_smem_per_block_optin": "cutlass sm120_smem_capacity_bytes; cccl (100 KiB - 1 KiB)",
+            "max_smem_per_block_optin": "cutlass sm120_smem_capacity_bytes; cccl (100 KiB - 1 KiB); "
+            + _BOX_LIMIT,
             "max_smem_per_sm": "cccl",
             "max_threads_per_sm": "cccl",
             "max_blocks_per_sm": "cccl",
@@ -264,7 +269,7 @@ BUILTIN: dict[str, ArchProfile] = {
         sources={
             **_COMMON,
             "sm_count": "product (GB10: 48 SMs)",
-            "max_smem_per_block_optin": "cccl (sm_121 = sm_120 traits); cutlass sm120",
+            "max_smem_per_block_optin": "cccl (sm_121 = sm_120 traits); cutlass sm120; " + _BOX_LIMIT,
             "max_smem_per_sm": "cccl",
             "max_threads_per_sm": "cccl",
             "max_blocks_per_sm": "cccl",
