@@ -11,16 +11,19 @@
 //                                cubins at build time (resources.py writes it)
 //   TILECONFORM_VIRTUAL_LOG      every call is appended here as one JSON object per line
 //
-// The answers follow the CUDA Runtime/Driver API documentation; where the documentation names
-// no error code the code is the one a real H200 returned for the same call (see
-// tests/test_virtual_runtime.py, which runs the same programs against both).
+// The answers are held, call for call, to the real driver's: virtual/conformance/probe.cu asks
+// every decision below of an H200 (the corpus, driver-corpus-h200.jsonl.gz) and of this runtime
+// on the sm90 profile (tests/test_driver_corpus.py). Each refusal quotes the header sentence it
+// comes from or says "corpus"; where the two disagree, the driver's answer is the one kept.
 //
 // Checks made:
 //   cudaFuncSetAttribute(MaxDynamicSharedMemorySize, n): n + static smem <= opt-in limit
-//   launches: block/grid dimensions, launch bounds and registers, dynamic smem against the
-//             function's MaxDynamicSharedMemorySize, cluster size (portable / non-portable) and
-//             grid divisibility, cooperative grid size (occupancy, from cuda_occupancy.h)
-//   cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col: every constraint documented for them in cuda.h
+//   launches, in the driver's order: block/grid dimensions, cooperative grid size, launch
+//             bounds, cluster (compile-time or required dimensions, portable size, grid
+//             divisibility), dynamic and opt-in shared memory, registers, non-portable size
+//   occupancy: cuda_occupancy.h with the function's carveout, as the corpus shows
+//   cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col: cuda.h's requirements the driver enforces,
+//             and the ones it enforces that cuda.h does not state (the corpus)
 // A launch that passes is recorded, not executed, and returns cudaSuccess.
 
 #include <cuda.h>
