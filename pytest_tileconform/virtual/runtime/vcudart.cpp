@@ -18,9 +18,10 @@
 //
 // Checks made:
 //   cudaFuncSetAttribute(MaxDynamicSharedMemorySize, n): n + static smem <= opt-in limit
-//   launches, in the driver's order: block/grid dimensions, cooperative grid size, launch
-//             bounds, cluster (compile-time or required dimensions, portable size, grid
-//             divisibility), dynamic and opt-in shared memory, registers, non-portable size
+//   launches, in the driver's order: block/grid dimensions, launch bounds, cluster shape
+//             (compile-time or required dimensions, grid divisibility), portable cluster size,
+//             cooperative grid size, dynamic and opt-in shared memory, registers, non-portable
+//             cluster size
 //   occupancy: cuda_occupancy.h with the function's carveout, as the corpus shows
 //   cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col: cuda.h's requirements the driver enforces,
 //             and the ones it enforces that cuda.h does not state (the corpus)
