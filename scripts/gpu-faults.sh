@@ -74,7 +74,7 @@ pdl = cases("pdl.json")
 check("pdl on/off, graph, repeat: 12 cases", len(pdl) == 12, f"{len(pdl)} cases")
 for cid, c in sorted(pdl.items()):
     extra = c["verdict"]["extra"]
-    check(f"  {cid}", c["outcome"] == "pass" and c["verdict"]["judged_through"] == "repeat",
+    check(f"  {cid}", c["verdict"]["outcome"] == "pass" and c["verdict"]["judged_through"] == "repeat",
           f"{c['outcome']} through {c['verdict']['judged_through']}, pdl={extra.get('pdl')}, "
           f"kernel_ms={extra.get('kernel_ms')}, graph={extra.get('graph')}, repeat={extra.get('repeat')}")
 check("  both PDL settings ran", {c["verdict"]["extra"].get("pdl") for c in pdl.values()} == {True, False})
@@ -90,15 +90,15 @@ expected = {
 faults = cases("faults.json")
 for cid, stage in expected.items():
     c = faults.get(cid)
-    got = c["outcome"] if c else "missing"
+    got = c["verdict"]["outcome"] if c else "missing"
     detail = f"{got}" + (f" ({c['verdict']['status']}: {c['verdict']['detail'][:160]})" if c else "")
     check(f"fault run {cid} ends at {stage}", got == stage, detail)
 pending = faults.get("sm90-fp8_e4m3-fp16-128x128x128-c1x2x1-finalize")
 cleared = pending["verdict"]["extra"].get("cleared_errors") if pending else None
 check("pending error cleared and recorded", bool(cleared), str(cleared))
 race = cases("race-repeat.json").get("sm90-fp32-128x64x32-c1x1x1-none")
-check("race without graphs ends at repeat", bool(race) and race["outcome"] == "repeat",
-      race["outcome"] if race else "missing")
+check("race without graphs ends at repeat", bool(race) and race["verdict"]["outcome"] == "repeat",
+      race["verdict"]["outcome"] if race else "missing")
 
 for mode in ("memcheck", "initcheck", "racecheck", "synccheck"):
     if mode != "memcheck" and not (out / f"sanitize-{mode}.json").exists():
@@ -111,6 +111,6 @@ for mode in ("memcheck", "initcheck", "racecheck", "synccheck"):
         verdict = Path(report).with_name("verdict.json")
         if verdict.is_file():
             shutil.copy(verdict, out / "sanitize" / f"{mode}-verdict.json")
-    check(f"sanitize {mode}", bool(c) and (mode != "memcheck" or c["outcome"] == "pass"),
-          f"{c['outcome'] if c else 'missing'} {sanitizer}")
+    check(f"sanitize {mode}", bool(c) and (mode != "memcheck" or c["verdict"]["outcome"] == "pass"),
+          f"{c['verdict']['outcome'] if c else 'missing'} {sanitizer}")
 EOF

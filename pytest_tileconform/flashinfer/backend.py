@@ -396,19 +396,26 @@ class FlashInferBackend:
 
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
         from .reference import make_inputs, write_inputs
+        from .run_faults import predicted_fault
 
         self._settle_case(case)
         profile = self._profile(case)
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
             entries = hardware.harness_entries(case, self.settings, on_hardware=False)
-            write_inputs(make_inputs(case, self.settings.seed), run_dir, extra_problem=entries)
+            inputs = make_inputs(case, self.settings.seed)
+            write_inputs(inputs, run_dir, extra_problem=entries)
+            # a fault the host can decide from the problem and the tile (virtual/faults.py)
+            dest_rows = None if inputs.dest_row is None else inputs.dest_row.tolist()
+            fault = predicted_fault(kernel_config(case), case.problem.n, dest_rows)
             self._before_run(case, run_dir)
             executable = build.path / (build.artifact.name + VIRTUAL_SUFFIX)
             args = [str(run_dir), kernel_config(case).name]
             run = run_virtual(executable, args, run_dir, profile, self.settings.timeout)
             report = HarnessReport.read(run_dir)
-            verdict = verdict_of(run, report, f"virtual ({profile.arch} profile)", profile.device)
+            verdict = verdict_of(
+                run, report, f"virtual ({profile.arch} profile)", profile.device, fault=fault
+            )
         verdict.extra.update(base)
         verdict.extra.update(hardware.launch_record(case, self.settings))
         return verdict

@@ -111,6 +111,10 @@ class ProblemRecord(_Strict):
     rows: list[int] = Field(description="rows of each expert")
     n: int
     k: int
+    bias: bool = Field(default=False, description="the finalize epilogue adds a bias per expert")
+    seed: int = Field(default=0, description="the seed the routing and the inputs were drawn with")
+    tokens: int | None = Field(default=None, description="tokens routed (a preset), else None")
+    top_k: int | None = Field(default=None, description="experts per token (a preset), else None")
 
 
 class CaseRecord(_Strict):
@@ -124,6 +128,10 @@ class CaseRecord(_Strict):
     cluster: str = Field(default="1x1x1", pattern=_SHAPE)
     swap_ab: bool = False
     fusion: str = "none"
+    pdl: bool | None = Field(
+        default=None,
+        description="programmatic dependent launch as the matrix set it (None: FlashInfer's default)",
+    )
     problem: ProblemRecord | None = None
 
     def shape(self, field: Literal["tile", "cluster"]) -> tuple[int, int, int]:
