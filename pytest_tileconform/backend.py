@@ -10,7 +10,8 @@ tell before judging whether this host can judge its cases at all (a toolkit, sou
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .matrix.cases import Case
@@ -41,6 +42,17 @@ class FinishingBackend(Backend, Protocol):
     def finish(self) -> None:
         """Called once per process when the session ends, whether or not a case was judged:
         restore what judging changed in the process."""
+
+
+@runtime_checkable
+class PlacingBackend(Backend, Protocol):
+    """A backend whose messages quote files under directories of its own (sources, toolkits)."""
+
+    def places(self) -> Mapping[str, Path]:
+        """Stable names for those directories (``{"<flashinfer>": root}``), so a recorded
+        reason reads the same on every host (:func:`.reasons.stable_reason`). Cheap: only what
+        is known already."""
+        ...  # pragma: no cover
 
 
 class UnusableEnvironment(Exception):

@@ -32,6 +32,11 @@ _TEMPORARY = re.compile(
 #: An installed package's files, wherever the environment is.
 _SITE_PACKAGES = re.compile(rf"{_PATH_CHAR}*/(?:site|dist)-packages/")
 
+#: One frame of a native backtrace, as TensorRT-LLM's ``throwRuntimeError`` appends to its
+#: messages (``3       0x7f1c... symbol + 157``): addresses that differ in every build, so the
+#: frames are dropped and the message itself kept.
+_BACKTRACE_FRAME = re.compile(r"^\s*\d+\s+0x[0-9a-fA-F]+\s.*$\n?", re.MULTILINE)
+
 #: How many characters of a reason a matrix keeps (:func:`shorten`).
 MATRIX_REASON_LIMIT = 2000
 
@@ -41,9 +46,11 @@ def stable_reason(text: str, places: Mapping[str, Path | str] | None = None) -> 
 
     ``places`` maps a stable name to a directory, e.g. ``{"<cache>": cache_dir}``: a path under
     it is written ``<cache>/...`` (the directory as given or resolved). Installed packages become
-    ``<site-packages>/...`` and the home directory ``~``. Trailing blanks go. Applying it again
+    ``<site-packages>/...`` and the home directory ``~``. Native backtrace frames and trailing
+    blanks go. Applying it again
     changes nothing.
     """
+    text = _BACKTRACE_FRAME.sub("", text)
     text = _TEMPORARY.sub("", text)
     named = []
     for name, path in (places or {}).items():

@@ -284,3 +284,20 @@ def test_read_only_matrix_is_refused_with_a_message(tc: TileRun) -> None:
     )
     assert path.read_text() == BASIC
     assert sorted(p.name for p in tc.path.iterdir() if p.name.startswith(".m.yaml")) == []
+
+
+def test_recorded_reasons_name_the_backends_places_and_drop_backtraces(tc: TileRun) -> None:
+    """A reason quoting the backend's own sources and a native backtrace (as TensorRT-LLM's
+    errors carry) is recorded the same on every host: the place named, the frames gone."""
+    path = tc.matrix(BASIC)
+    detail = (
+        f"{tc.path}/sources/cutlass/gemm.hpp(139): error: static assertion failed\n"
+        "1       0x7f1ce7a69a87 tensorrt_llm::common::throwRuntimeError(char const*, int) + 97\n"
+        "2       0x5592e27f4814 /tmp/x/runner(+0x17814) [0x5592e27f4814]\n"
+        "after the frames"
+    )
+    tc.verdicts({BASIC_IDS[0]: {"stage": "compile", "status": "compile error", "detail": detail}})
+    tc.run("--tile-update")
+    text = path.read_text()
+    assert "<fake-sources>/cutlass/gemm.hpp(139): error: static assertion failed\\nafter the frames" in text
+    assert "0x" not in text and str(tc.path) not in text

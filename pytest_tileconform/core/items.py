@@ -18,6 +18,7 @@ from _pytest._code.code import (
     TerminalRepr,
 )
 
+from ..backend import PlacingBackend
 from ..compile.cache import default_cache_dir
 from ..matrix.cases import Case
 from ..matrix.load import CasePlace
@@ -101,7 +102,11 @@ class TileCase(pytest.Item):
         """``text`` as recorded: temporary build paths gone, the build cache named ``<cache>``
         (:func:`..reasons.stable_reason`)."""
         cache = self.config.getoption("tile_cache_dir", None)
-        return stable_reason(text, {"<cache>": Path(cache) if cache else default_cache_dir()})
+        places: dict[str, Path | str] = {"<cache>": Path(cache) if cache else default_cache_dir()}
+        backend = self.config.stash[SESSION_KEY].registry[self.case.backend]
+        if isinstance(backend, PlacingBackend):
+            places.update(backend.places())
+        return stable_reason(text, places)
 
     def _where(self) -> str:
         """The matrix file as tracebacks name files: relative to where pytest was started when

@@ -87,6 +87,11 @@ class FlashInferBackend:
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
 
     # -- what is here -------------------------------------------------------------------
+    def places(self) -> dict[str, Path]:
+        """FlashInfer's sources as ``<flashinfer>``: compile errors quote its headers, from
+        wherever this host keeps them (site-packages, a carried copy, a release folder)."""
+        return {} if self._sources is None else {"<flashinfer>": self._sources.root}
+
     @property
     def sources(self) -> FlashInferSources:
         """FlashInfer's sources; without them nothing can be judged (UnusableEnvironment)."""
