@@ -1,5 +1,5 @@
-"""The run faults the virtual device predicts from the host (virtual/faults.py) and the accesses
-the FlashInfer backend says its kernels make (flashinfer/run_faults.py)."""
+"""The run faults the virtual device predicts from the host (virtual/faults.py) and the operands
+the FlashInfer backend says its kernels move with TMA (flashinfer/run_faults.py)."""
 
 from __future__ import annotations
 
@@ -9,70 +9,66 @@ import pytest
 
 from pytest_tileconform.flashinfer.codegen import KernelConfig
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
-from pytest_tileconform.flashinfer.run_faults import predicted_fault, scatter_vector_elements
+from pytest_tileconform.flashinfer.run_faults import predicted_fault, tma_operands
 from pytest_tileconform.verdict import Stage
 from pytest_tileconform.virtual.faults import (
     MISALIGNED_STATUS,
-    MISALIGNED_VECTOR,
+    TMA_STRIDE,
     RunFault,
-    VectorAccess,
-    misaligned_vector,
+    TmaOperand,
+    tma_stride_fault,
 )
 from pytest_tileconform.virtual.run import VirtualRun, verdict_of
 
 
 def _config(
-    out: str = "bf16", tile: tuple[int, int, int] = (128, 128, 64), fusion: str = "finalize", act: str = ""
+    out: str = "bf16", fusion: str = "none", act: str = "", swap_ab: bool = False, arch: int = 90
 ) -> KernelConfig:
     act = act or out
-    return KernelConfig(90, act, act, out, tile, (1, 1, 1), False, fusion)
+    return KernelConfig(arch, act, act, out, (128, 128, 64), (1, 1, 1), swap_ab, fusion)
 
 
-def test_aligned_vectors_break_no_rule() -> None:
-    assert misaligned_vector([VectorAccess("D", 16, [0, 16, 4096])]) is None
+def test_pitches_of_16_bytes_break_no_rule() -> None:
+    assert tma_stride_fault([TmaOperand("A", 16 * 8), TmaOperand("D", 1024 * 8)]) is None
 
 
-def test_the_first_misaligned_vector_is_the_fault() -> None:
-    fault = misaligned_vector([VectorAccess("D", 16, [0, 200, 8])])
+def test_the_first_unaligned_pitch_is_the_fault() -> None:
+    fault = tma_stride_fault([TmaOperand("A", 1024 * 8), TmaOperand("D", 200 * 8), TmaOperand("B", 8)])
     assert fault is not None
-    assert (fault.rule, fault.status) == (MISALIGNED_VECTOR, MISALIGNED_STATUS)
-    assert "offset 200" in fault.detail and "16-byte" in fault.detail
-
-
-def test_scalar_accesses_are_never_misaligned() -> None:
-    assert misaligned_vector([VectorAccess("D", 1, [3, 7])]) is None
+    assert (fault.rule, fault.status) == (TMA_STRIDE, MISALIGNED_STATUS)
+    assert fault.detail.startswith("D:") and "200 bytes" in fault.detail
 
 
 @pytest.mark.parametrize(
-    ("out", "tile", "act", "width"),
+    ("config", "n", "k", "operand"),
     [
-        ("bf16", (128, 128, 64), "", 8),  # subtile 128 x 32: 16 values a thread, capped at 8
-        ("fp16", (128, 16, 64), "", 8),  # 128 x 16: 8 a thread
-        ("bf16", (128, 8, 64), "", 4),  # 128 x 8: 4 a thread
-        ("bf16", (128, 128, 128), "fp8_e4m3", 8),  # fp8 inputs, bf16 D
-        ("fp32", (128, 128, 32), "", 1),  # fp32 D: scalar atomic add
+        (_config("bf16"), 384, 100, "A"),  # rows of 200 bytes (recorded on the H200: run)
+        (_config("bf16"), 100, 512, "D"),  # D rows of 200 bytes (recorded on the H200: run)
+        (_config("fp16"), 384, 100, "A"),
+        (_config("bf16", act="fp8_e4m3"), 384, 40, "A"),  # fp8 rows of 40 bytes
+        (_config("fp32"), 50, 512, "D"),  # fp32 rows of 200 bytes
+        (_config("bf16", swap_ab=True), 100, 512, "D"),  # swap_ab moves the same tensors
+        (_config("bf16", fusion="finalize"), 384, 100, "A"),  # finalize still loads A by TMA
     ],
 )
-def test_scatter_vector_width(out: str, tile: tuple[int, int, int], act: str, width: int) -> None:
-    assert scatter_vector_elements(_config(out, tile, act=act)) == width
+def test_an_unaligned_tma_operand_faults(config: KernelConfig, n: int, k: int, operand: str) -> None:
+    fault = predicted_fault(config, n, k)
+    assert fault is not None and fault.rule == TMA_STRIDE
+    assert fault.detail.startswith(f"{operand} ")
 
 
-def test_odd_rows_of_an_odd_width_fault() -> None:
-    fault = predicted_fault(_config(), 101, [0, 2, 3])
-    assert fault is not None and fault.rule == MISALIGNED_VECTOR
-    assert "offset 404" in fault.detail  # row 2 starts 2 * 101 * 2 bytes into D
+def test_finalize_stores_d_without_tma() -> None:
+    """Its D pitch is no TMA rule's business: the H200 ran finalize with n=101 (a numerics
+    failure, which no host rule predicts)."""
+    assert [o.what[0] for o in tma_operands(_config(fusion="finalize"), 101, 512)] == ["A", "B"]
+    assert predicted_fault(_config(fusion="finalize"), 101, 512) is None
+    assert predicted_fault(_config(fusion="finalize"), 100, 512) is None
 
 
-def test_rows_of_200_bytes_fault_only_with_8_element_vectors() -> None:
-    assert predicted_fault(_config(tile=(128, 128, 64)), 100, [0, 1]) is not None  # 16-byte vectors
-    assert predicted_fault(_config(tile=(128, 8, 64)), 100, [0, 1]) is None  # 8-byte vectors
-
-
-def test_no_fault_without_finalize_or_when_every_row_is_aligned() -> None:
-    assert predicted_fault(_config(fusion="none"), 101, None) is None
-    assert predicted_fault(_config(), 101, [0, 8, 16]) is None  # rows 1,616 bytes apart
-    assert predicted_fault(_config(), 384, [0, 1, 5]) is None
-    assert predicted_fault(_config(out="fp32", tile=(128, 128, 32)), 101, [1, 3]) is None
+def test_aligned_problems_and_unmodelled_archs_do_not_fault() -> None:
+    assert predicted_fault(_config("bf16"), 384, 512) is None
+    assert predicted_fault(_config("bf16", act="fp8_e4m3"), 384, 48) is None  # 48 fp8 bytes
+    assert predicted_fault(_config("bf16", arch=100), 100, 100) is None
 
 
 def _passed_run() -> tuple[VirtualRun, HarnessReport]:
@@ -82,13 +78,13 @@ def _passed_run() -> tuple[VirtualRun, HarnessReport]:
 
 
 def test_a_predicted_fault_is_a_run_failure_judged_through_launch() -> None:
-    fault = RunFault(MISALIGNED_VECTOR, MISALIGNED_STATUS, "D: ...")
+    fault = RunFault(TMA_STRIDE, MISALIGNED_STATUS, "A: ...")
     verdict = verdict_of(*_passed_run(), "virtual (sm90 profile)", fault=fault)
     assert verdict.failed_stage is Stage.RUN
     assert verdict.judged_through is Stage.LAUNCH and not verdict.kernel_ran
     assert verdict.status == MISALIGNED_STATUS
-    assert verdict.detail.startswith(MISALIGNED_VECTOR)
-    assert verdict.extra["run_rule"] == MISALIGNED_VECTOR
+    assert verdict.detail.startswith(TMA_STRIDE)
+    assert verdict.extra["run_rule"] == TMA_STRIDE
     assert verdict.smem_requested == 215040
 
 

@@ -410,9 +410,8 @@ class FlashInferBackend:
             entries = hardware.harness_entries(case, self.settings, on_hardware=False)
             inputs = make_inputs(case, self.settings.seed)
             write_inputs(inputs, run_dir, extra_problem=entries)
-            # a fault the host can decide from the problem and the tile (virtual/faults.py)
-            dest_rows = None if inputs.dest_row is None else inputs.dest_row.tolist()
-            fault = predicted_fault(kernel_config(case), case.problem.n, dest_rows)
+            # a fault the host can decide from the problem and the instantiation (virtual/faults.py)
+            fault = predicted_fault(kernel_config(case), case.problem.n, case.problem.k)
             self._before_run(case, run_dir)
             executable = build.path / (build.artifact.name + VIRTUAL_SUFFIX)
             args = [str(run_dir), kernel_config(case).name]

@@ -1,61 +1,52 @@
 """The faults a launcher instantiation's kernel would take on a problem, decided on the host.
 
-The virtual device judges through ``launch``; what a kernel then touches is fixed by the
-instantiation and the problem, so where that breaks a hardware rule (:mod:`..virtual.faults`)
-the verdict is a ``run`` failure without running anything. This module knows which accesses
-the launcher's kernels make; the rules are the virtual device's.
+The virtual device judges through ``launch``; which operands a kernel then moves with TMA is
+fixed by the instantiation, and their row pitches by the problem, so where a pitch breaks a
+hardware rule (:mod:`..virtual.faults`) the verdict is a ``run`` failure without running
+anything. This module knows which operands the launcher's kernels move with TMA; the rule is
+the virtual device's.
 
-One case is modelled: the finalize epilogue on SM90. TensorRT-LLM's scatter visitor
-(cutlass_extensions/epilogue/fusion/sm90_visitor_scatter.hpp, FlashInfer 0.7.4) writes each
-permuted row of the GEMM into output row ``dest_row % T`` with vectors of
-``MaxVecSize = min(AlignmentOutput, values of the epilogue subtile / 256 threads)`` elements
-(lines 288-291) through ``red.global.add.noftz`` of fp16/bf16 x8, x4 or x2 (lines 218-250; a
-plain st.global of the same width without reduction, lines 294 and 206-212); fp32 and other
-outputs use a scalar atomic add (line 253). The cooperative schedule's epilogue subtile is
-``min(128, tile M) x gcd(min(32, tile N), tile N)`` (cutlass/epilogue/collective/builders/
-sm90_builder.inl:117-121), and AlignmentOutput is 128 bits of the output type. Output row t
-starts ``t * n`` elements into D and a vector starts at a column that is a multiple of its width,
-so a row whose start is not a multiple of the vector's bytes faults. Neither the launcher nor
-CUTLASS checks ``n`` (TensorRT-LLM passes no host problem shapes, so can_implement checks no
-alignment).
+One kernel family is modelled: SM90's ptr-array grouped GEMM (cutlass/gemm/kernel/
+sm90_gemm_array_tma_warpspecialized_cooperative.hpp, FlashInfer 0.7.4). For each group it
+writes the group's shapes and byte strides into its TMA descriptors on the device
+(tensormaps_perform_update -> tensormaps_replace_global_tensor_properties ->
+cute::tma_descriptor_replace_dims_strides_in_shared_mem): the mainloop's A and B always
+(gemm/collective/sm90_mma_array_tma_gmma_ss_warpspecialized.hpp:671-712, the FP8 mainloop
+likewise), the epilogue's D where the epilogue stores through TMA
+(epilogue/collective/sm90_epilogue_array_tma_warpspecialized.hpp:1118-1163). The finalize
+fusion stores D through TensorRT-LLM's scatter visitor with plain global reductions, not TMA,
+so its D pitch breaks no TMA rule (the H200 agrees: finalize with a 202-byte D pitch runs). The
+launcher passes no C. A is the activations (rows of K), B the weights (rows of K), D the output
+(rows of N); swap_ab swaps the GEMM's operands, not these tensors or their pitches. Neither the
+launcher nor CUTLASS checks the pitches: TensorRT-LLM passes no host problem shapes, so
+can_implement checks no alignment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from math import gcd
-
 from ..dtypes import DTYPES
-from ..virtual.faults import RunFault, VectorAccess, misaligned_vector
+from ..virtual.faults import RunFault, TmaOperand, tma_stride_fault
 from .codegen import KernelConfig
 
-#: Threads of the SM90 cooperative kernel's two consumer warp groups, which run the epilogue.
-EPILOGUE_THREADS = 256
-#: Output types whose reduction the scatter visitor vectorises (the red.global.add.noftz
-#: f16x2 / bf16x2 forms); any other output is written one element at a time.
-VECTORISED_OUTPUTS = ("fp16", "bf16")
+#: The architectures whose kernels :func:`tma_operands` describes.
+MODELLED_ARCHS = (90,)
 
 
-def scatter_vector_elements(config: KernelConfig) -> int:
-    """Elements per vector of the SM90 finalize scatter for ``config`` (1: not vectorised)."""
-    if config.out not in VECTORISED_OUTPUTS:
-        return 1
-    tile_m, tile_n, _ = config.tile
-    subtile = min(128, tile_m) * gcd(min(32, tile_n), tile_n)
-    alignment = 128 // DTYPES[config.out].bits
-    most = min(alignment, subtile // EPILOGUE_THREADS)
-    return next((width for width in (8, 4, 2) if most % width == 0), 1)
+def tma_operands(config: KernelConfig, n: int, k: int) -> list[TmaOperand]:
+    """The operands ``config``'s kernel moves with TMA on a problem of ``n`` x ``k``, each
+    with its row pitch."""
+    operands = [
+        TmaOperand(f"A ({config.act} activations, rows of K={k})", k * DTYPES[config.act].bits),
+        TmaOperand(f"B ({config.weight} weights, rows of K={k})", k * DTYPES[config.weight].bits),
+    ]
+    if config.fusion != "finalize":
+        operands.append(TmaOperand(f"D ({config.out} output, rows of N={n})", n * DTYPES[config.out].bits))
+    return operands
 
 
-def predicted_fault(config: KernelConfig, n: int, dest_rows: Iterable[int] | None) -> RunFault | None:
-    """The fault ``config``'s kernel would take on a problem of ``n`` columns whose permuted
-    rows go to output rows ``dest_rows`` (finalize only; None without fusion), or None."""
-    if config.arch != 90 or config.fusion != "finalize" or dest_rows is None:
+def predicted_fault(config: KernelConfig, n: int, k: int) -> RunFault | None:
+    """The fault ``config``'s kernel would take on a problem of ``n`` x ``k``, or None (also
+    for an architecture this module does not model)."""
+    if config.arch not in MODELLED_ARCHS:
         return None
-    width = scatter_vector_elements(config)
-    element_bytes = DTYPES[config.out].bits // 8
-    row_bytes = n * element_bytes
-    starts = sorted({int(row) * row_bytes for row in dest_rows})
-    return misaligned_vector(
-        [VectorAccess(f"finalize scatter into D rows of {row_bytes} bytes", width * element_bytes, starts)]
-    )
+    return tma_stride_fault(tma_operands(config, n, k))

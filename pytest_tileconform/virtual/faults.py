@@ -1,12 +1,14 @@
 """Faults the host can tell a kernel would take when it runs, each a named rule.
 
 A virtual device runs no kernel, so a case it accepts through ``launch`` is judged no further,
-unless the host alone can decide that the kernel would fault: what the kernel will touch and
+unless the host alone can decide that the kernel would fault: which operands a kernel moves and
 how is fixed by the instantiation and the problem, and a rule of the hardware (not of the
-library) says that access faults. Each rule here is such a hardware rule; which accesses a
-kernel makes is its backend's knowledge, handed over as :class:`VectorAccess` records.
+library) says that movement faults. Each rule here is such a hardware rule; which operands a
+kernel moves with TMA is its backend's knowledge, handed over as :class:`TmaOperand` records.
+No rule here judges what a kernel computes: a kernel that runs and writes wrong values is the
+hardware's verdict alone (``numerics``), never predicted.
 
-Each rule is confirmed by a case of ``matrices/sm90-failures.yaml`` recorded on an H200.
+Each rule is confirmed by cases of ``matrices/sm90-failures.yaml`` recorded on an H200.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-#: The rule :func:`misaligned_vector` applies: the PTX ISA requires the address of a vector
-#: load, store or reduction (``ld/st/red.global.v*``, ``red.global.add.noftz.bf16x2``, ...) to
-#: be aligned to its access size and leaves a misaligned one undefined; the GPU stops the
-#: kernel with cudaErrorMisalignedAddress, a sticky error (what the hardware cases of
-#: ``matrices/sm90-failures.yaml`` check).
-MISALIGNED_VECTOR = "misaligned-vector-access"
+#: The rule :func:`tma_stride_fault` applies: a TMA descriptor's global strides must be
+#: multiples of 16 bytes (cuTensorMapEncodeTiled's contract; PTX ``tensormap.replace``
+#: ``.global_stride`` writes them on the device unchecked, cute/arch/copy_sm90_desc.hpp
+#: "Strides must be a multiple of 16"). A kernel that writes a group's row pitch into its
+#: descriptor on the device and then loads or stores through it stops with
+#: cudaErrorMisalignedAddress, a sticky error.
+TMA_STRIDE = "tma-global-stride-alignment"
+TMA_STRIDE_BYTES = 16
 MISALIGNED_STATUS = "cudaErrorMisalignedAddress"
 
 
@@ -34,30 +38,22 @@ class RunFault:
 
 
 @dataclass(frozen=True)
-class VectorAccess:
-    """Global-memory accesses a kernel makes ``vector_bytes`` at a time.
-
-    ``offsets`` are byte offsets from the start of an allocation (cudaMalloc aligns every
-    allocation to at least 256 bytes, so an offset's alignment is the address's). ``what``
-    names the operand for the message.
-    """
+class TmaOperand:
+    """An operand a kernel moves through a TMA descriptor whose row pitch (the global stride
+    of its second dimension) is ``pitch_bits`` bits; ``what`` names it for the message."""
 
     what: str
-    vector_bytes: int
-    offsets: Iterable[int]
+    pitch_bits: int
 
 
-def misaligned_vector(accesses: Iterable[VectorAccess]) -> RunFault | None:
-    """The first access that breaks :data:`MISALIGNED_VECTOR`, as a fault; None if none does."""
-    for access in accesses:
-        if access.vector_bytes <= 1:
-            continue
-        for offset in access.offsets:
-            if offset % access.vector_bytes:
-                return RunFault(
-                    MISALIGNED_VECTOR,
-                    MISALIGNED_STATUS,
-                    f"{access.what}: a {access.vector_bytes}-byte vector access at byte offset "
-                    f"{offset:,}, not a multiple of {access.vector_bytes}",
-                )
+def tma_stride_fault(operands: Iterable[TmaOperand]) -> RunFault | None:
+    """The first operand that breaks :data:`TMA_STRIDE`, as a fault; None if none does."""
+    for operand in operands:
+        if operand.pitch_bits % (8 * TMA_STRIDE_BYTES):
+            return RunFault(
+                TMA_STRIDE,
+                MISALIGNED_STATUS,
+                f"{operand.what}: a TMA global stride of {operand.pitch_bits / 8:,g} bytes, "
+                f"not a multiple of {TMA_STRIDE_BYTES}",
+            )
     return None
