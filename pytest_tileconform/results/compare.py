@@ -5,9 +5,10 @@ matrices). How a pair of verdicts is compared depends on what judged them:
 
 - hardware against virtual (one file all hardware, the other all virtual, or the two verdicts of
   a case): a virtual device judges through ``launch``, so a hardware ``pass`` or a failure after
-  ``launch`` (the launch was accepted) agrees with a virtual pass (``unrun``); every other stage must be
-  the same, and so must the shared memory the kernel asked for. Build-stage verdicts (compile
-  failures) of such a pair are compared the same way.
+  ``launch`` (the launch was accepted) agrees with a virtual pass (``unrun``): that much was not
+  judged. A virtual failure is a claim at its stage, even past ``launch`` (a run fault the host
+  predicted), so it must be the hardware's stage; so must the shared memory the kernel asked for.
+  Build-stage verdicts (compile failures) of such a pair are compared the same way.
 - otherwise (the same kind of device), exactly: every field of :data:`EXACT_FIELDS`. Timings,
   build paths and the rest of ``extra``, the free-text ``source`` and pytest's outcome (which
   follows the matrix's expectations) are not compared; a pass whose kernel did not run reads
@@ -87,9 +88,22 @@ def _device_kinds(document: ResultsDocument) -> set[str]:
     return {_kind(v) for _, v in document.judged()} - {"build"}
 
 
-def _launch_key(verdict: VerdictRecord) -> tuple[str, int | None]:
-    outcome = verdict.outcome
-    return ("launch accepted" if outcome in BEYOND_LAUNCH else outcome, verdict.smem_requested)
+def _launch_key(verdict: VerdictRecord, exact: bool = False) -> tuple[str, int | None]:
+    """What a hardware-vs-virtual comparison holds a verdict to: its stage, or ``launch
+    accepted`` for one past launch unless ``exact`` (the other side claims a stage past it)."""
+    outcome = str(verdict.outcome)
+    accepted = outcome in BEYOND_LAUNCH and not exact
+    return ("launch accepted" if accepted else outcome, verdict.smem_requested)
+
+
+def _hardware_virtual_keys(
+    va: VerdictRecord, vb: VerdictRecord, virtual_side: str | None
+) -> tuple[tuple[str, int | None], tuple[str, int | None]]:
+    """The keys of a hardware-vs-virtual pair (see the module docstring); ``virtual_side``:
+    which of the two is virtual ("a" or "b"; None for two build-stage verdicts)."""
+    virtual = {"a": va, "b": vb}.get(virtual_side or "")
+    exact = virtual is not None and str(virtual.outcome) in BEYOND_LAUNCH and virtual.outcome != "pass"
+    return _launch_key(va, exact), _launch_key(vb, exact)
 
 
 def _exact_value(verdict: VerdictRecord, name: str) -> Any:
@@ -155,7 +169,11 @@ def compare(a: ResultsDocument, b: ResultsDocument) -> Comparison:
                 result.disagreements.append(Disagreement(case_id, EXACT, text_a, text_b))
             continue
         if hardware_side is not None or {_kind(va), _kind(vb)} == {"hardware", "virtual"}:
-            ka, kb = _launch_key(va), _launch_key(vb)
+            if hardware_side is not None:
+                virtual_side: str | None = "b" if hardware_side == "a" else "a"
+            else:
+                virtual_side = {_kind(va): "a", _kind(vb): "b"}.get("virtual")
+            ka, kb = _hardware_virtual_keys(va, vb, virtual_side)
             if ka == kb:
                 result.agreeing[HARDWARE_VIRTUAL] += 1
             else:
