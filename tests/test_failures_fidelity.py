@@ -20,11 +20,11 @@ from pytest_tileconform.matrix.load import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = ROOT / "matrices" / "sm90-failures.yaml"
-#: A cluster of 32 refused at launch, and a finalize problem whose output rows break the
-#: scatter's vector alignment, which the virtual device predicts to fault at run.
+#: A cluster of 32 refused at launch, and a problem whose A rows of 200 bytes break TMA's
+#: 16-byte global stride rule, which the virtual device predicts to fault at run.
 CASES = (
     "sm90-bf16-128x128x64-c8x4x1-none",
-    "sm90-bf16-128x128x64-c1x1x1-finalize-n101",
+    "sm90-bf16-128x128x64-c1x1x1-finalize-k100",
 )
 UNIT_CACHE = default_cache_dir().with_name(f"{default_cache_dir().name}-e2e-failures")
 
