@@ -24,8 +24,8 @@ from typing import Any
 import torch
 
 from pytest_tileconform.compile.cache import available_cores
-from pytest_tileconform.flashinfer.reference import make_inputs, output_dtype, reference_output
-from pytest_tileconform.flashinfer.tolerance import compare, policy_for
+from pytest_tileconform.flashinfer.reference import expected_output, make_inputs, output_dtype
+from pytest_tileconform.flashinfer.tolerance import compare
 from pytest_tileconform.matrix.load import load_matrix
 from pytest_tileconform.matrix.schema import Problem
 
@@ -43,15 +43,15 @@ def time_checks(problem: Problem, threads: list[int], budget_s: float, matrix: P
     """Each thread count: checks until ``budget_s`` have passed, at least 3."""
     case = replace(load_matrix(matrix).cases[0], problem=problem, fusion="none")
     inputs = make_inputs(case, seed=0)
-    actual = reference_output(inputs, case).to(output_dtype(case.out)).float()
+    actual = expected_output(inputs, case).value.to(output_dtype(case.out))
     results = []
     for count in threads:
         torch.set_num_threads(count)
         seconds: list[float] = []
         while len(seconds) < 3 or sum(seconds) < budget_s:
             start = time.perf_counter()
-            expected = reference_output(inputs, case)
-            assert compare(actual, expected, policy_for(case)).ok
+            expected = expected_output(inputs, case)
+            assert compare(actual, expected).ok
             seconds.append(time.perf_counter() - start)
         results.append(
             {

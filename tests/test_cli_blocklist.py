@@ -238,7 +238,7 @@ def test_every_command_takes_the_same_archs() -> None:
         for name, parser in commands.choices.items()
         if any("--arch" in a.option_strings for a in parser._actions)
     }
-    assert set(taking) == {"gen-matrix", "drift", "export-blocklist", "bisect"}
+    assert set(taking) == {"gen-matrix", "drift", "export-blocklist", "bisect", "tactics"}
     assert all(tuple(choices) == ARCHS for choices in taking.values())
 
 
