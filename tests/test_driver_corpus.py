@@ -53,12 +53,8 @@ def on_sm90(probe: Path, tmp_path_factory: pytest.TempPathFactory) -> Lines:
 #: Call kinds where vcudart does not yet answer every corpus call as the driver did, and why.
 #: Each is a strict xfail: it fails the run the day the kind agrees, so the entry must go.
 NOT_YET = {
-    "cudaOccupancyMaxActiveClusters": "vcudart counts clusters as if any SMs could share one; the "
-    "driver places them within GPCs (1 block/SM: 30 clusters of 4, 15 of 8, 7 of 16 on 132 SMs) and "
-    "validates the configuration in its own order",
     "cuTensorMapEncodeIm2col": "5 interleaved (16B/32B) im2col calls: the pixel-box corner rule for "
     "interleaved layouts is not the one for INTERLEAVE_NONE",
-    "launch": "3 cooperative launches with clusters: their co-residence needs the GPC placement above",
 }
 CALL_KINDS = (
     "cudaGetDriverEntryPointByVersion",
@@ -181,6 +177,20 @@ def test_a_wrong_rule_is_reported_with_the_calls_arguments(
         assert m.virtual["result"] == "cudaErrorInvalidClusterSize", m
     first = launches[0]
     assert f"#{first.index} launch" in replay.report() and '"kernel": "k_' in replay.report()
+
+
+def test_the_gpc_layout_decides_the_cluster_answers(probe: Path, on_sm90: Lines, tmp_path: Path) -> None:
+    """Without sm90's GPC layout (every SM one pool) vcudart answers more clusters than the driver
+    placed: the layout, not a per-call rule, is what makes those calls agree."""
+    pooled = dataclasses.replace(builtin("sm90"), gpc_sms=())
+    replay = compare(on_sm90, run_probe(probe, PLAN, tmp_path, pooled))
+    assert {m.call for m in replay.mismatches} == {"cudaOccupancyMaxActiveClusters", "launch"}
+    for m in replay.mismatches:
+        assert m.driver is not None and m.virtual is not None
+        if m.call == "cudaOccupancyMaxActiveClusters":
+            assert m.virtual["clusters"] > m.driver["clusters"], m
+        else:
+            assert m.args["cooperative"] and m.driver["result"] == "cudaErrorCooperativeLaunchTooLarge", m
 
 
 def _lines(header: dict[str, Any], *rows: dict[str, Any]) -> Lines:

@@ -54,6 +54,12 @@ class ArchProfile:
     max_cluster_size_nonportable: int  # with cudaFuncAttributeNonPortableClusterSizeAllowed
     total_global_mem: int
     l2_cache_bytes: int
+    # How the driver places thread block clusters (cudaOccupancyMaxActiveClusters, cooperative
+    # cluster launches): a cluster's blocks go to distinct SMs of one GPC, at most
+    # cluster_blocks_per_sm of them on an SM. gpc_sms lists the SMs of each GPC; () = unknown,
+    # and vcudart then treats all sm_count SMs as one GPC (no cluster is ever split off).
+    gpc_sms: tuple[int, ...]
+    cluster_blocks_per_sm: int
     integrated: int = 0
     max_smem_per_block: int = 48 * KIB  # without opt-in
     reserved_smem_per_block: int = KIB
@@ -90,6 +96,11 @@ class ArchProfile:
             )
         if self.max_cluster_size_nonportable < self.max_cluster_size_portable:
             raise ProfileError(f"{self.name}: max_cluster_size_nonportable < max_cluster_size_portable")
+        if self.gpc_sms and (min(self.gpc_sms) <= 0 or sum(self.gpc_sms) != self.sm_count):
+            raise ProfileError(
+                f"{self.name}: gpc_sms {self.gpc_sms} must be positive and add up to "
+                f"sm_count ({self.sm_count})"
+            )
         for flag in ("integrated", "tma_packed_types", "tma_swizzle_atom"):
             if getattr(self, flag) not in (0, 1):
                 raise ProfileError(f"{self.name}: {flag} must be 0 or 1")
@@ -112,8 +123,11 @@ class ArchProfile:
         """The key=value file the runtime reads (TILECONFORM_VIRTUAL_PROFILE)."""
         lines = [f"# {self.name} ({self.arch}), written by pytest_tileconform.virtual.profiles"]
         for f in dataclasses.fields(self):
-            if f.name != "sources":
-                lines.append(f"{f.name}={getattr(self, f.name)}")
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                lines.append(f"{f.name}={','.join(map(str, value))}")
+            elif f.name != "sources":
+                lines.append(f"{f.name}={value}")
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> Path:
@@ -143,6 +157,13 @@ _COMMON = {
 #: that limit there; on other archs it is extrapolated, not recorded.
 _BOX_LIMIT = "also the largest TMA box (as the sm90 corpus shows; not recorded on this arch)"
 
+#: The cluster placement of archs without a driver record: not published, not recorded.
+_PLACEMENT_UNKNOWN = {
+    "gpc_sms": "unknown (not published, no driver corpus): vcudart counts clusters as if one GPC "
+    "held every SM, so it may count more clusters than the device places",
+    "cluster_blocks_per_sm": "as the sm90 corpus (8); not recorded on this arch",
+}
+
 _TMA_FROM_CUTE = {
     "tma_packed_types": "cute (the FP4/FP6 collectives encode them); not in a driver corpus",
     "tma_swizzle_atom": "cute (the SM100 collectives encode them); not in a driver corpus",
@@ -161,6 +182,8 @@ BUILTIN: dict[str, ArchProfile] = {
         max_cluster_size_nonportable=16,
         total_global_mem=150_109_880_320,
         l2_cache_bytes=60 * KIB * KIB,
+        gpc_sms=(18, 18, 16, 16, 16, 16, 16, 8, 2, 2, 2, 2),
+        cluster_blocks_per_sm=8,
         tma_packed_types=0,
         tma_swizzle_atom=0,
         sources={
@@ -173,6 +196,17 @@ BUILTIN: dict[str, ArchProfile] = {
             "max_cluster_size_nonportable": "h200 (16 launches, 32 is refused)",
             "total_global_mem": "h200",
             "l2_cache_bytes": "h200",
+            "gpc_sms": "corpus, fitted: the only split of the 132 SMs into GPCs under which every "
+            "recorded cudaOccupancyMaxActiveClusters answer and cooperative cluster launch is the sum "
+            "over GPCs of floor(SMs x min(blocks/SM, 8) / cluster size) for GPCs of at least cluster "
+            "size SMs. One block/SM: 132 clusters of 1, 66 of 2, 39 of 3, 30 of 4, 17 of 6, 15 of 8, "
+            "7 of 16, 0 of 32; two: 79 of 3, 62 of 4, 30 of 8, 14 of 16; three: 62 of 6; four: 124 "
+            "of 4, 62 of 8, 28 of 16; five: 203 of 3, 154 of 4, 77 of 8; seven: 107 of 8; eight or "
+            "more: 248 of 4, 124 of 8, 58 of 16. The four 2-SM entries are what the answers require: "
+            "8 SMs that hold clusters of 1 or 2 blocks and none larger (as SM pairs: Hopper's TPCs "
+            "are); searched over every split with GPCs of at most 18 SMs (Hopper's GPC)",
+            "cluster_blocks_per_sm": "corpus: 12, 16, 21 and 32 blocks/SM give the answers of 8 "
+            "(1,056 clusters of 1, 528 of 2, 248 of 4, 124 of 8, 58 of 16)",
             "tma_packed_types": "corpus (every 16U4/16U6 descriptor refused)",
             "tma_swizzle_atom": "corpus (every 128B_ATOM_* descriptor refused)",
         },
@@ -189,6 +223,8 @@ BUILTIN: dict[str, ArchProfile] = {
         max_cluster_size_nonportable=16,
         total_global_mem=180 * 10**9,
         l2_cache_bytes=126 * KIB * KIB,
+        gpc_sms=(),
+        cluster_blocks_per_sm=8,
         sources={
             **_COMMON,
             "sm_count": "product (B200: 148 SMs)",
@@ -200,6 +236,7 @@ BUILTIN: dict[str, ArchProfile] = {
             "total_global_mem": "nominal (B200 180 GB)",
             "l2_cache_bytes": "nominal",
             **_TMA_FROM_CUTE,
+            **_PLACEMENT_UNKNOWN,
         },
     ),
     "sm103": ArchProfile(
@@ -214,6 +251,8 @@ BUILTIN: dict[str, ArchProfile] = {
         max_cluster_size_nonportable=16,
         total_global_mem=270 * 10**9,
         l2_cache_bytes=126 * KIB * KIB,
+        gpc_sms=(),
+        cluster_blocks_per_sm=8,
         sources={
             **_COMMON,
             "sm_count": "product (B300 as B200: 148 SMs; not verified on hardware)",
@@ -225,6 +264,7 @@ BUILTIN: dict[str, ArchProfile] = {
             "total_global_mem": "nominal (B300 288 GB class)",
             "l2_cache_bytes": "nominal",
             **_TMA_FROM_CUTE,
+            **_PLACEMENT_UNKNOWN,
         },
     ),
     "sm120": ArchProfile(
@@ -239,6 +279,8 @@ BUILTIN: dict[str, ArchProfile] = {
         max_cluster_size_nonportable=8,
         total_global_mem=96 * 10**9,
         l2_cache_bytes=128 * KIB * KIB,
+        gpc_sms=(),
+        cluster_blocks_per_sm=8,
         sources={
             **_COMMON,
             "sm_count": "product (RTX PRO 6000 Blackwell: 188 SMs)",
@@ -251,6 +293,7 @@ BUILTIN: dict[str, ArchProfile] = {
             "total_global_mem": "nominal (96 GB)",
             "l2_cache_bytes": "product (128 MB)",
             **_TMA_FROM_CUTE,
+            **_PLACEMENT_UNKNOWN,
         },
     ),
     "sm121": ArchProfile(
@@ -265,6 +308,8 @@ BUILTIN: dict[str, ArchProfile] = {
         max_cluster_size_nonportable=8,
         total_global_mem=128 * 10**9,
         l2_cache_bytes=24 * KIB * KIB,
+        gpc_sms=(),
+        cluster_blocks_per_sm=8,
         integrated=1,
         sources={
             **_COMMON,
@@ -278,6 +323,7 @@ BUILTIN: dict[str, ArchProfile] = {
             "l2_cache_bytes": "nominal",
             "integrated": "product (unified CPU/GPU memory)",
             **_TMA_FROM_CUTE,
+            **_PLACEMENT_UNKNOWN,
         },
     ),
 }

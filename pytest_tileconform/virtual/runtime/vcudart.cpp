@@ -20,9 +20,10 @@
 //   cudaFuncSetAttribute(MaxDynamicSharedMemorySize, n): n + static smem <= opt-in limit
 //   launches, in the driver's order: block/grid dimensions, launch bounds, cluster shape
 //             (compile-time or required dimensions, grid divisibility), portable cluster size,
-//             cooperative grid size, dynamic and opt-in shared memory, registers, non-portable
-//             cluster size
-//   occupancy: cuda_occupancy.h with the function's carveout, as the corpus shows
+//             cooperative grid size (clusters placed within GPCs), dynamic and opt-in shared
+//             memory, registers, non-portable cluster size
+//   occupancy: cuda_occupancy.h with the function's carveout, as the corpus shows; clusters
+//             as the driver places them, within GPCs (the profile's gpc_sms)
 //   cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col: cuda.h's requirements the driver enforces,
 //             and the ones it enforces that cuda.h does not state (the corpus)
 // A launch that passes is recorded, not executed, and returns cudaSuccess.
@@ -109,12 +110,13 @@ const char* const kProfileKeys[] = {
     "max_threads_per_sm", "max_blocks_per_sm", "max_block_dim_x", "max_block_dim_y",
     "max_block_dim_z", "max_grid_dim_x", "max_grid_dim_y", "max_grid_dim_z", "warp_size",
     "max_cluster_size_portable", "max_cluster_size_nonportable", "integrated",
-    "driver_version", "tma_packed_types", "tma_swizzle_atom",
+    "driver_version", "tma_packed_types", "tma_swizzle_atom", "gpc_sms", "cluster_blocks_per_sm",
 };
 
 struct Profile {
   std::string name;
   std::map<std::string, long long> values;
+  std::vector<long long> gpc_sms;  // SMs of each GPC; empty: unknown
 
   long long operator[](const char* key) const {
     auto it = values.find(key);
@@ -143,14 +145,26 @@ Profile load_profile() {
       p.name = value;
       continue;
     }
+    if (key == "gpc_sms") {  // comma-separated; empty: the layout is unknown
+      std::stringstream items(value);
+      for (std::string item; std::getline(items, item, ',');) {
+        char* end = nullptr;
+        const long long n = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || n <= 0) fatal("profile %s: bad GPC SM count in '%s'", path, line.c_str());
+        p.gpc_sms.push_back(n);
+      }
+      continue;
+    }
     char* end = nullptr;
     const long long number = std::strtoll(value.c_str(), &end, 10);
     if (value.empty() || *end != '\0') fatal("profile %s: '%s' is not an integer", path, line.c_str());
     p.values[key] = number;
   }
   for (const char* key : kProfileKeys) {
-    if (std::string(key) != "name" && !p.values.count(key)) fatal("profile %s lacks '%s'", path, key);
+    const std::string k = key;
+    if (k != "name" && k != "gpc_sms" && !p.values.count(key)) fatal("profile %s lacks '%s'", path, key);
   }
+  if (p.gpc_sms.empty()) p.gpc_sms.push_back(p.values["sm_count"]);  // unknown: one GPC of every SM
   return p;
 }
 
@@ -478,6 +492,20 @@ int occupancy(const State& s, Function& f, int block_threads, size_t dynamic_sme
   return e == CUDA_OCC_SUCCESS ? result.activeBlocksPerMultiprocessor : 0;
 }
 
+// Clusters of `size` blocks resident at once when `per_sm` blocks fit on one SM, as the driver
+// places them (corpus, profiles.py gpc_sms): a cluster's blocks on distinct SMs of one GPC, at
+// most cluster_blocks_per_sm blocks on an SM, so a GPC of n SMs holds n x blocks / size clusters
+// and none if it has fewer SMs than the cluster has blocks. H200, one block per SM: 30 clusters
+// of 4, 15 of 8, 7 of 16 where a pool of 132 SMs would hold 33, 16 and 8.
+long long clusters_that_fit(const Profile& p, long long per_sm, long long size) {
+  const long long blocks = std::min(per_sm, p["cluster_blocks_per_sm"]);
+  long long clusters = 0;
+  for (const long long sms : p.gpc_sms) {
+    if (sms >= size) clusters += sms * blocks / size;
+  }
+  return clusters;
+}
+
 // ------------------------------------------------------------------------------------------
 // Launch checks
 
@@ -598,9 +626,12 @@ cudaError_t check_launch(State& s, Function* f, const LaunchConfig& c, Record& r
   if (const cudaError_t e = check_cluster_size(p, *f, c, r, false); e != cudaSuccess) return e;
   if (c.cooperative) {
     // corpus: a block that cannot be resident at all (registers, shared memory) makes any
-    // cooperative grid too large, before those rules' own errors
-    const long long resident =
-        static_cast<long long>(std::max(0, occupancy(s, *f, static_cast<int>(threads), c.smem))) * p["sm_count"];
+    // cooperative grid too large, before those rules' own errors; a cluster grid is co-resident
+    // when its clusters all fit as the driver places them (within GPCs), before the
+    // non-portable cluster size is checked
+    const long long per_sm = std::max(0, occupancy(s, *f, static_cast<int>(threads), c.smem));
+    const long long cluster = static_cast<long long>(volume(launch_cluster(*f, c)));
+    const long long resident = cluster > 0 ? clusters_that_fit(p, per_sm, cluster) * cluster : per_sm * p["sm_count"];
     if (static_cast<long long>(volume(c.grid)) > resident) {
       reason("cooperative grid exceeds the blocks that can be co-resident").add("limit", resident);
       return cudaErrorCooperativeLaunchTooLarge;
@@ -1331,30 +1362,46 @@ cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, func, block_size, dynamic_smem);
 }
 
-// Clusters that fit at once: as many whole clusters as the blocks that fit per SM allow,
-// assuming a cluster's blocks may spread over any SMs (a GPC's SM count is not modelled).
+// Clusters that fit at once (clusters_that_fit). The driver validates the configuration in
+// this order (corpus): the grid's dimensions (cudaErrorInvalidValue; the block's are not
+// checked), then the cluster's shape and portable size as a launch checks them
+// (cudaErrorInvalidClusterSize), then the block size; no cluster at all is 0 clusters, and so is
+// a non-portable size no GPC holds (no error: the launch would refuse it, the question is not).
 cudaError_t CUDARTAPI cudaOccupancyMaxActiveClusters(int* clusters, const void* func, const cudaLaunchConfig_t* config) {
   VCUDART_BEGIN("cudaOccupancyMaxActiveClusters");
   Function* f = find_function(s, func);
   if (clusters == nullptr || config == nullptr) return finish(s, r, cudaErrorInvalidValue);
   if (const cudaError_t e = usable(f); e != cudaSuccess) return finish(s, r, e);
-  dim3 cluster = f->required_cluster;
+  const Profile& p = s.profile;
+  LaunchConfig c;
+  c.grid = config->gridDim;
+  c.block = config->blockDim;
+  c.smem = config->dynamicSmemBytes;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     if (config->attrs[i].id == cudaLaunchAttributeClusterDimension) {
-      const auto& c = config->attrs[i].val.clusterDim;
-      cluster = dim3(c.x, c.y, c.z);
+      const auto& d = config->attrs[i].val.clusterDim;
+      c.cluster = dim3(d.x, d.y, d.z);
     }
   }
+  r.add("kernel", f->name).add("grid", c.grid).add("block", c.block);
+  if (volume(c.grid) == 0 || c.grid.x > static_cast<unsigned>(p.i("max_grid_dim_x")) ||
+      c.grid.y > static_cast<unsigned>(p.i("max_grid_dim_y")) || c.grid.z > static_cast<unsigned>(p.i("max_grid_dim_z"))) {
+    return finish(s, r.add("reason", "zero grid dimension or grid exceeds the device's grid dimensions"),
+                  cudaErrorInvalidValue);
+  }
+  if (const cudaError_t e = check_cluster_shape(p, *f, c, r); e != cudaSuccess) return finish(s, r, e);
+  if (const cudaError_t e = check_cluster_size(p, *f, c, r, false); e != cudaSuccess) return finish(s, r, e);
+  const dim3 cluster = launch_cluster(*f, c);
   const long long size = static_cast<long long>(volume(cluster));
-  r.add("kernel", f->name).add("cluster", cluster);
-  if (size == 0) return finish(s, r.add("reason", "no cluster dimension given"), cudaErrorInvalidValue);
-  const long long limit = f->non_portable_cluster ? s.profile["max_cluster_size_nonportable"]
-                                                  : s.profile["max_cluster_size_portable"];
-  if (size > limit) return finish(s, r.add("limit", limit), cudaErrorInvalidClusterSize);
-  const long long per_sm = occupancy(s, *f, static_cast<int>(volume(config->blockDim)), config->dynamicSmemBytes);
+  r.add("cluster", cluster);
+  if (size == 0) {
+    *clusters = 0;
+    return finish(s, r.add("reason", "no cluster dimension given").add("clusters", 0LL), cudaSuccess);
+  }
+  const long long per_sm = occupancy(s, *f, static_cast<int>(volume(c.block)), c.smem);
   if (per_sm < 0) return finish(s, r.add("reason", "block size must be positive"), cudaErrorInvalidValue);
-  *clusters = static_cast<int>(per_sm * s.profile["sm_count"] / size);
-  return finish(s, r.add("clusters", static_cast<long long>(*clusters)), cudaSuccess);
+  *clusters = static_cast<int>(clusters_that_fit(p, per_sm, size));
+  return finish(s, r.add("blocks_per_sm", per_sm).add("clusters", static_cast<long long>(*clusters)), cudaSuccess);
 }
 
 cudaError_t CUDARTAPI cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void**, size_t smem, cudaStream_t) {
