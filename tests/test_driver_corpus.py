@@ -50,12 +50,6 @@ def on_sm90(probe: Path, tmp_path_factory: pytest.TempPathFactory) -> Lines:
 
 # -- the corpus ----------------------------------------------------------------------------------
 
-#: Call kinds where vcudart does not yet answer every corpus call as the driver did, and why.
-#: Each is a strict xfail: it fails the run the day the kind agrees, so the entry must go.
-NOT_YET = {
-    "cuTensorMapEncodeIm2col": "5 interleaved (16B/32B) im2col calls: the pixel-box corner rule for "
-    "interleaved layouts is not the one for INTERLEAVE_NONE",
-}
 CALL_KINDS = (
     "cudaGetDriverEntryPointByVersion",
     "cuTensorMapEncodeTiled",
@@ -85,13 +79,7 @@ def test_every_corpus_call_is_of_a_judged_kind(driver: Lines) -> None:
     assert len(driver[1]) == driver[0]["edges"] + driver[0]["generated"] >= 10_000
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[c])) if c in NOT_YET else c
-        for c in CALL_KINDS
-    ],
-)
+@pytest.mark.parametrize("call", CALL_KINDS)
 def test_vcudart_answers_as_the_driver_did(call: str, driver: Lines, on_sm90: Lines) -> None:
     """Every corpus call of this kind, line for line (header: only NORMALISED fields may differ)."""
 

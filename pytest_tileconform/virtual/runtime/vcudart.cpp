@@ -847,10 +847,14 @@ std::string tensor_map_violation(const TensorMapCall& c, const Profile& p) {
       }
     }
     // "The bounding box specified by pixelBoxLowerCorner and pixelBoxUpperCorner must have
-    // non-zero area." Corpus: corner k bounds globalDim[k + 1], whose extent is
-    // globalDim[k + 1] + upper[k] - lower[k].
+    // non-zero area." Corpus: corner k bounds globalDim[k + 1] with interleave NONE, and
+    // globalDim[k] with interleave 16B or 32B (the driver counts the dimensions one lower
+    // there); the extent is that dimension + upper[k] - lower[k].
+    const cuuint32_t first = c.interleave == CU_TENSOR_MAP_INTERLEAVE_NONE ? 1 : 0;
     for (cuuint32_t k = 0; k + 2 < rank; ++k) {
-      if (static_cast<long long>(c.dims[k + 1]) + c.upper[k] - c.lower[k] <= 0) return "the pixel bounding box has zero area";
+      if (static_cast<long long>(c.dims[k + first]) + c.upper[k] - c.lower[k] <= 0) {
+        return "the pixel bounding box has zero area in globalDim[" + std::to_string(k + first) + "]";
+      }
     }
     // "channelsPerPixel ... must be less than or equal to 256." "pixelsPerColumn ... must be less
     // than or equal to 1024." Corpus: 0 is refused for either.
