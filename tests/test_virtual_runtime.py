@@ -313,6 +313,7 @@ def test_builtin_numbers() -> None:
         ("sm90", {"sm_count": 0}, "sm_count must be positive"),
         ("sm90", {"max_cluster_size_nonportable": 4}, "max_cluster_size_nonportable <"),
         ("sm121", {"integrated": 2}, "integrated must be 0 or 1"),
+        ("sm90", {"gpc_sms": (18, 18)}, "must be positive and add up to sm_count"),
     ],
 )
 def test_impossible_profile_numbers_are_refused(arch: str, change: dict[str, Any], message: str) -> None:

@@ -215,8 +215,7 @@ def verdict_of(
         return Verdict(None, **common)
     if stage in HOST_STAGES and not decision.outside_cutlass:
         # A refused cuTensorMapEncodeTiled decides nothing by itself (CuTe only prints it; its
-        # assert is compiled out with NDEBUG), and CUTLASS's SM120 ptr-array mainloop encodes
-        # placeholder descriptors with a NULL address: the refusals of calls CUTLASS checks
+        # assert is compiled out with NDEBUG): the refusals of calls CUTLASS checks
         # (cudaFuncSetAttribute, launches) come first, so they lead the detail.
         ordered = sorted(run.refusals, key=lambda r: r.get("call") == "cuTensorMapEncodeTiled")
         reasons = Counter(f"{r['call']}: {r.get('reason', r.get('result'))}" for r in ordered)
