@@ -154,7 +154,18 @@ def test_case_coordinates_reach_the_backend(tc: TileRun) -> None:
         "cluster": "1x1x1",
         "swap_ab": False,
         "fusion": "none",
-        "problem": {"name": "odd", "rows": [0, 77, 0, 130], "n": 384, "k": 96},
+        # a results file states what a matrix left out: FlashInfer's PDL default, no bias, seed 0
+        "pdl": None,
+        "problem": {
+            "name": "odd",
+            "rows": [0, 77, 0, 130],
+            "n": 384,
+            "k": 96,
+            "bias": False,
+            "seed": 0,
+            "tokens": None,
+            "top_k": None,
+        },
     }
 
 
