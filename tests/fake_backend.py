@@ -6,8 +6,9 @@ either a stage name (``"initialize"``) or a mapping with ``stage`` and optionall
 ``judged_through``, ``status``, ``smem``, ``limit``, ``detail``, ``source`` and ``device`` (the
 fields of ``Device``). Its messages may quote files under ``sources/`` next to the conftest,
 which it names ``<fake-sources>`` (``places``). Cases not in the table pass. Only sm90 is
-"present": any other arch raises NotJudgeable. An entry's ``judged_through`` is also what the backend promises at collection
-(``pytest_tileconform_judged_through``), as a virtual device knows it will stop at launch.
+"present": any other arch raises NotJudgeable. An entry's ``judged_through`` is also what the
+backend promises at collection (``pytest_tileconform_judged_through``), as a virtual device
+knows it will stop at launch.
 
 Every ``prepare`` call and every verdict (through the ``pytest_tileconform_verdict`` hook) is
 appended as one JSON line to ``prepared.jsonl`` / ``verdicts.jsonl``.

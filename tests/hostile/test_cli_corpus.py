@@ -81,7 +81,9 @@ _FUZZ = settings(
 
 def _mutate(document: Any, path: list[int], value: Any) -> Any:
     """``document`` with the node that ``path`` picks (indices into its keys/items) replaced."""
-    node, parent, key = document, None, None
+    node: Any = document
+    parent: Any = None
+    key: Any = None
     for step in path:
         if isinstance(node, dict) and node:
             parent, key = node, list(node)[step % len(node)]

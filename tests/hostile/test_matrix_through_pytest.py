@@ -62,6 +62,11 @@ def link_to_basic(folder: Path) -> Path:
     return folder / "m.yaml"
 
 
+def dangling_link(folder: Path) -> Path:
+    (folder / "m.yaml").symlink_to(folder / "gone")
+    return folder / "m.yaml"
+
+
 FILES = {
     "fifo": (fifo, "a FIFO, not a regular file"),
     "dev-zero": (lambda _: Path("/dev/zero"), "a device, not a regular file"),
@@ -69,10 +74,7 @@ FILES = {
     "directory": (directory, "a directory, not a matrix file"),
     "symlink-loop": (symlink_loop, "cannot read matrix: Too many levels of symbolic links"),
     "missing": (lambda folder: folder / "nope.yaml", "cannot read matrix: No such file or directory"),
-    "dangling-link": (
-        lambda folder: (folder / "m.yaml").symlink_to(folder / "gone") or folder / "m.yaml",
-        "No such file",
-    ),
+    "dangling-link": (dangling_link, "No such file"),
     "link-to-a-matrix": (link_to_basic, ""),
 }
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cli_corpus import LIMIT_S, VALID_RESULTS, tileconform
@@ -179,9 +180,9 @@ def test_outputs_of_every_command(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     command: list[str],
-    make,
+    make: Any,
     status: int,
-    fragment: str,  # type: ignore[no-untyped-def]
+    fragment: str,
 ) -> None:
     (tmp_path / "f").write_text("a file")
     (tmp_path / "ro.md").write_text("keep")

@@ -83,7 +83,10 @@ def edit(old: str, new: str) -> Callable[[Path], None]:
 
 
 def write(text: str) -> Callable[[Path], None]:
-    return lambda path: path.write_text(text, encoding="utf-8")
+    def apply(path: Path) -> None:
+        path.write_text(text, encoding="utf-8")
+
+    return apply
 
 
 def nothing(path: Path) -> None:
@@ -263,7 +266,9 @@ def test_an_update_waits_for_the_lock_and_then_writes_on_top(tmp_path: Path) -> 
     update_matrix(path, ADD_A, {A: None})
     thread.join()
     text = path.read_text()
-    assert "# written while holding the lock" in text and ADD_A[A].line in text
+    line = ADD_A[A].line
+    assert line is not None
+    assert "# written while holding the lock" in text and line in text
 
 
 def test_many_threads_updating_at_once_lose_nothing(tmp_path: Path) -> None:

@@ -146,8 +146,12 @@ CASES: list[tuple[str, dict[str, str], Callable[[zipfile.ZipFile], None] | None,
     ("members", "extra", "sizes", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_refused_before_unpacking(
-    tmp_path: Path, members: dict[str, str], extra, sizes: dict[str, int], fragment: str
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    members: dict[str, str],
+    extra: Callable[[zipfile.ZipFile], None] | None,
+    sizes: dict[str, int],
+    fragment: str,
+) -> None:
     wheel = _wheel(tmp_path / "flashinfer_python-0.6.0-py3-none-any.whl", members, extra)
     for name, size in sizes.items():
         _fake_size(wheel, name, size)
