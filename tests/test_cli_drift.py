@@ -127,7 +127,7 @@ def test_the_probe_build_is_announced(
 ) -> None:
     """Without --tactics the probe is compiled first (a minute or more): stderr says so before."""
     import pytest_tileconform.flashinfer.tactics as tactics
-    from pytest_tileconform.commands import cli
+    from pytest_tileconform.commands import inputs
 
     said: list[str] = []
 
@@ -139,7 +139,7 @@ def test_the_probe_build_is_announced(
     argv = ["drift", "--arch", "sm120", "--cache-dir", str(tmp_path)]
     assert main(argv) == 0
     assert "building the tactics probe from FlashInfer 0.7.4's sources with nvcc" in said[0]
-    monkeypatch.setattr(cli, "_probe_built", lambda *_args: True)
+    monkeypatch.setattr(inputs, "probe_built", lambda *_args: True)
     assert main(argv) == 0
     assert "building" not in said[1] and "asking FlashInfer 0.7.4's heuristic" in said[1]
 

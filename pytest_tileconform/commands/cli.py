@@ -14,23 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the commands import what they need when they run: --help stays fast
-    from ..flashinfer.sources import FlashInferSources
-    from ..flashinfer.tactics import Tactic
-    from ..results.model import ResultsDocument
+    pass
 
+from .inputs import installed_sources, load_results, offered, read_document
 from .output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message, quiet_stdout
 
 
 # -- report ------------------------------------------------------------------------------------
-def _read(path: Path) -> ResultsDocument:
-    from ..results.store import ReportError, read_results
-
-    try:
-        return read_results(path)
-    except ReportError as exc:
-        raise CommandError(str(exc)) from None
-
-
 def _report_merge(args: argparse.Namespace) -> int:
     from ..results.merge import merge, to_markdown
     from ..results.merge_html import to_html
@@ -54,7 +44,7 @@ def _report_merge(args: argparse.Namespace) -> int:
 def _report_compare(args: argparse.Namespace) -> int:
     from ..results.compare import compare, report_lines
 
-    first, second = _read(args.a), _read(args.b)
+    first, second = read_document(args.a), read_document(args.b)
     result = compare(first, second)
     emit("\n".join(report_lines(result, str(args.a), str(args.b))), None)
     if result.compared == 0:
@@ -65,7 +55,7 @@ def _report_compare(args: argparse.Namespace) -> int:
 def _report_diff(args: argparse.Namespace) -> int:
     from ..results.diff import diff, to_markdown
 
-    old, new = _read(args.old), _read(args.new)
+    old, new = read_document(args.old), read_document(args.new)
     result = diff(old, new)
     if not result.matched and old.cases and new.cases:
         message(f"warning: no case of {args.new} is in {args.old}: is it the right baseline?")
@@ -156,15 +146,6 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 # -- gen-matrix --------------------------------------------------------------------------------
-def _sources(override: Path | None) -> FlashInferSources:
-    from ..flashinfer.sources import FlashInferSourcesError, find_sources
-
-    try:
-        return find_sources(override)
-    except FlashInferSourcesError as exc:
-        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
-
-
 def _split_list(values: Sequence[str]) -> list[str]:
     return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
@@ -176,7 +157,7 @@ def _gen_matrix(args: argparse.Namespace) -> int:
     arch = args.arch
     if arch not in GENERATOR_ARCH:
         raise CommandError(f"--arch {arch}: FlashInfer's generator is read for {', '.join(GENERATOR_ARCH)}")
-    sources = _sources(args.flashinfer_sources)
+    sources = installed_sources(args.flashinfer_sources)
     try:
         configs, skipped = instantiated_configs(sources, arch)
         configs = select_dtypes(configs, _split_list(args.dtype))
@@ -245,89 +226,6 @@ def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 # -- drift -------------------------------------------------------------------------------------
-def _load_results(args: argparse.Namespace, *, required: bool = False) -> list[ResultsDocument]:
-    from .options import results_files
-
-    paths = results_files(args, message)
-    if required and not paths:
-        raise CommandError(f"{args.command} needs at least one results file (RESULTS.json ...)")
-    args.results = paths
-    return [_read(path) for path in paths]
-
-
-def _probe_built(sources: FlashInferSources, cache: Path) -> bool:
-    """Whether the tactics probe for ``sources`` is in the build cache already."""
-    from ..compile.cache import BuildCache
-    from ..flashinfer.sources import FlashInferSourcesError, build_salt, find_cuda_home
-    from ..flashinfer.tactics import probe_spec
-
-    try:
-        home = find_cuda_home()
-        spec = probe_spec(sources, home, build_salt(sources, home, cache))
-    except (FlashInferSourcesError, OSError):
-        return False  # the build says what is missing
-    return BuildCache(cache).lookup(spec) is not None
-
-
-def _tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[str]:
-    """The tactics probe's output: replayed from --tactics, or from FlashInfer's own host code."""
-    from ..compile.cache import default_cache_dir
-    from ..flashinfer.sources import FlashInferSourcesError
-    from ..flashinfer.tactics import PROBE_SMS, ProbeError, offered_tactics
-
-    if args.tactics is not None:
-        return _replayed_lines(args.tactics)
-    if arch not in PROBE_SMS:
-        raise CommandError(f"--arch {arch}: the tactics probe answers for {', '.join(PROBE_SMS)}")
-    if sources is None:
-        sources = _sources(args.flashinfer_sources)
-    cache = args.cache_dir or default_cache_dir()
-    if not _probe_built(sources, cache):
-        message(
-            f"building the tactics probe from FlashInfer {sources.version}'s sources with nvcc: once "
-            f"per FlashInfer and nvcc, about a minute on one core and 2 GB, cached in {cache} "
-            "(--tactics JSONL replays a probe output saved with --save-tactics instead)"
-        )
-    message(f"asking FlashInfer {sources.version}'s heuristic and dispatch (tactics probe)")
-    try:
-        lines = offered_tactics(sources, [arch], cache, message)
-    except (ProbeError, FlashInferSourcesError) as exc:
-        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
-    if args.save_tactics is not None:
-        emit("\n".join(lines), args.save_tactics)
-    return lines
-
-
-#: The largest --tactics file read: the probe's output for one architecture is about 100 kB.
-MAX_TACTICS_BYTES = 64 * 1024 * 1024
-
-
-def _replayed_lines(path: Path) -> list[str]:
-    """The lines of a saved probe output: a regular UTF-8 file of bounded size, else exit 2."""
-    from ..files import read_regular
-
-    try:
-        raw = read_regular(path, MAX_TACTICS_BYTES, "tactics file")
-    except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return raw.decode("utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise CommandError(f"{path}: not UTF-8 text (a --save-tactics file is): {exc}") from None
-
-
-def _tactics(args: argparse.Namespace, arch: str, sources: FlashInferSources | None) -> list[Tactic]:
-    """FlashInfer's tactics for ``arch`` (see :func:`_tactic_lines`). A file that cannot be read
-    is bad input (exit 2); lines that are not the probe's output, saved or live, are the probe's
-    failure (exit 3), as a tool that answered wrongly."""
-    from ..flashinfer.tactics import ProbeError, parse
-
-    try:
-        return [t for t in parse(_tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
-    except ProbeError as exc:
-        raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
-
-
 def _drift(args: argparse.Namespace) -> int:
     from ..flashinfer.generator import GENERATOR_ARCH, GeneratorError, generated_ops
     from .drift import compare, to_markdown
@@ -335,9 +233,9 @@ def _drift(args: argparse.Namespace) -> int:
     arch = args.arch
     if arch not in GENERATOR_ARCH:
         raise CommandError(f"--arch {arch}: FlashInfer's generator is read for {', '.join(GENERATOR_ARCH)}")
-    results = _load_results(args)
-    sources = _sources(args.flashinfer_sources)
-    tactics = _tactics(args, arch, sources)
+    results = load_results(args)
+    sources = installed_sources(args.flashinfer_sources)
+    tactics = offered(args, arch, sources)
     if not tactics:
         raise CommandError(f"no tactic for {arch} in {args.tactics or 'the probe output'}")
     try:
@@ -387,13 +285,13 @@ def _export_blocklist(args: argparse.Namespace) -> int:
     from .blocklist import BlocklistError, dumps, export_for, request
 
     arch = args.arch
-    results = _load_results(args, required=True)
+    results = load_results(args, required=True)
     try:  # before the probe may be built: the results decide whether there is a list to write
         wanted = request(results, arch, dtypes=args.dtype, gpu=args.gpu, accept_virtual=args.accept_virtual)
     except BlocklistError as exc:
         raise CommandError(str(exc)) from None
-    sources = _sources(args.flashinfer_sources) if args.tactics is None else None
-    tactics = _tactics(args, arch, sources)
+    sources = installed_sources(args.flashinfer_sources) if args.tactics is None else None
+    tactics = offered(args, arch, sources)
     if not tactics:
         raise CommandError(f"no tactic for {arch} in {args.tactics or 'the probe output'}")
     export = export_for(tactics, wanted)

@@ -301,7 +301,7 @@ def resolve(mention: Mention, tactics: Sequence[Tactic]) -> tuple[list[tuple[int
 def _sources(args: argparse.Namespace) -> FlashInferSources | None:
     """FlashInfer's sources: a release (--flashinfer), a folder, the installed package; None
     when a saved probe output is replayed and nothing else needs them."""
-    from .cli import _sources as installed
+    from .inputs import installed_sources as installed
 
     if args.flashinfer is None:
         return None if args.tactics is not None else installed(args.flashinfer_sources)
@@ -344,7 +344,7 @@ def _explain_text(value: str) -> str:
 def main(args: argparse.Namespace) -> int:
     from ..flashinfer.autotuner_lines import LineError, mentions
     from ..flashinfer.tactics import PROBE_SMS, ProbeError
-    from .cli import _load_results, _tactics
+    from .inputs import load_results, offered
 
     arch = args.arch
     if args.tactics is None and arch not in PROBE_SMS:
@@ -362,9 +362,9 @@ def main(args: argparse.Namespace) -> int:
                     f"warning: line {mention.line} was tuned with use_fused_finalize="
                     f"{mention.fused_finalize}: its GEMM 2 ids are numbered as {flag} numbers them"
                 )
-    results = _load_results(args)
+    results = load_results(args)
     sources = _sources(args)
-    everything = _tactics(args, arch, sources)
+    everything = offered(args, arch, sources)
     if not everything:
         raise CommandError(f"no tactic for {arch} in {args.tactics or 'the probe output'}")
     runners = select_runners(everything, args.dtype)
