@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from test_cli_corpus import VALID_RESULTS, VALID_TACTICS, tileconform
 
-from pytest_tileconform.commands import cli
+from pytest_tileconform.commands import inputs
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.flashinfer.tactics import ProbeError, parse
 
@@ -131,7 +131,7 @@ def test_unreadable_tactics_files_exit_2(tmp_path: Path, make, fragment: str) ->
 def test_a_tactics_file_over_the_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "MAX_TACTICS_BYTES", 100)
+    monkeypatch.setattr(inputs, "MAX_TACTICS_BYTES", 100)
     path = tmp_path / "t.jsonl"
     path.write_text(_line())
     assert main(["drift", "--arch", "sm120", "--tactics", str(path)]) == 2
