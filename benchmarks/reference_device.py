@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from pytest_tileconform.dtypes import dtype_label
 from pytest_tileconform.flashinfer.reference import (
     GENERATED_BLOCK_SCALED,
     GENERATED_DTYPES,
@@ -48,7 +49,7 @@ def case_of(act: str, weight: str, out: str, fusion: str, problem: Problem) -> C
         act=act,
         weight=weight,
         out=out,
-        dtype_label=f"{act}-{out}",
+        dtype_label=dtype_label(act, weight, out),
         tile=(128, 128, 128),
         cluster=(1, 1, 1),
         swap_ab=False,

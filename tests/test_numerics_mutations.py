@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from pytest_tileconform.dtypes import dtype_label
 from pytest_tileconform.flashinfer.reference import (
     GENERATED_BLOCK_SCALED,
     GENERATED_DTYPES,
@@ -53,8 +54,7 @@ SEED = 5
 
 
 def dtype_id(combo: tuple[str, str, str]) -> str:
-    act, weight, out = combo
-    return f"{act}-{out}" if act == weight else f"{act}x{weight}-{out}"
+    return dtype_label(*combo)
 
 
 def case_for(act: str, weight: str, out: str, fusion: str, problem: Problem = PROBLEM) -> Case:
@@ -65,7 +65,7 @@ def case_for(act: str, weight: str, out: str, fusion: str, problem: Problem = PR
         act=act,
         weight=weight,
         out=out,
-        dtype_label=dtype_id((act, weight, out)),
+        dtype_label=dtype_label(act, weight, out),
         tile=TILE,
         cluster=(1, 1, 1),
         swap_ab=False,
