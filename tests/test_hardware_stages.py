@@ -19,6 +19,7 @@ from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer import hardware
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
+from pytest_tileconform.flashinfer.prepared import DEFAULT_CACHE_BYTES, InputCache
 from pytest_tileconform.flashinfer.reference import _le_bytes, expected_output, make_inputs, output_dtype
 from pytest_tileconform.flashinfer.sanitizer import SanitizerRun
 from pytest_tileconform.flashinfer.settings import Settings
@@ -70,7 +71,8 @@ def judge(
     sanitize: hardware.Sanitize = no_sanitizer,
 ) -> Verdict:
     build = BuildResult(ok=True, path=Path("/nonexistent"), seconds=0.0)
-    return hardware.judge(case, build, {}, GPU, settings, harness, lambda _c, _d: None, sanitize)
+    prepared = InputCache(DEFAULT_CACHE_BYTES).get(case, settings.seed)
+    return hardware.judge(case, prepared, build, {}, GPU, settings, harness, lambda _c, _d: None, sanitize)
 
 
 @pytest.fixture

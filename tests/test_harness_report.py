@@ -21,6 +21,7 @@ from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, UnsupportedConfig
 from pytest_tileconform.flashinfer.harness_report import STAGES, VERDICT_FILE, HarnessReport
 from pytest_tileconform.flashinfer.planner import plan_units
+from pytest_tileconform.flashinfer.prepared import DEFAULT_CACHE_BYTES, InputCache
 from pytest_tileconform.flashinfer.sanitizer import SanitizerRun
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.sources import FlashInferSources
@@ -110,7 +111,9 @@ def _hardware(fields: dict[str, Any], backend_settings: Callable[..., Settings],
 
     build = BuildResult(ok=True, path=tmp_path, seconds=0.0)
     settings = backend_settings(device="hardware")
-    return hardware.judge(make_case(), build, {}, gpu, settings, execute, lambda _c, _d: None, sanitize)
+    case = make_case()
+    prepared = InputCache(DEFAULT_CACHE_BYTES).get(case, settings.seed)
+    return hardware.judge(case, prepared, build, {}, gpu, settings, execute, lambda _c, _d: None, sanitize)
 
 
 def _virtual(fields: dict[str, Any]) -> Verdict:

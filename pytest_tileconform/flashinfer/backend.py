@@ -17,7 +17,7 @@ import functools
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backend import UnusableEnvironment
 from ..compile.cache import (
@@ -56,6 +56,9 @@ from .settings import DEVICES, Settings
 from .settling import CaseSettling
 from .sources import FlashInferSources, FlashInferSourcesError, build_salt
 
+if TYPE_CHECKING:
+    from .prepared import InputCache, Prepared
+
 __all__ = ["DEVICES", "NAME", "FlashInferBackend", "Settings", "kernel_config"]
 
 
@@ -80,6 +83,7 @@ class FlashInferBackend:
         self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)
         self._builds: dict[Case, BuildResult | Verdict] = {}
+        self._inputs: InputCache | None = None  # made at the first case: it needs torch
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
         self._runtime_built = False
@@ -400,7 +404,7 @@ class FlashInferBackend:
         self._settling.settle(case)
 
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
-        from .reference import make_inputs, write_inputs
+        from .reference import write_inputs
         from .run_faults import predicted_fault
 
         self._settle_case(case)
@@ -408,8 +412,7 @@ class FlashInferBackend:
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
             entries = hardware.harness_entries(case, self.settings, on_hardware=False)
-            inputs = make_inputs(case, self.settings.seed)
-            write_inputs(inputs, run_dir, extra_problem=entries)
+            write_inputs(self._prepared(case).inputs, run_dir, extra_problem=entries)
             # a fault the host can decide from the problem and the instantiation (virtual/faults.py)
             fault = predicted_fault(kernel_config(case), case.problem.n, case.problem.k)
             self._before_run(case, run_dir)
@@ -429,8 +432,24 @@ class FlashInferBackend:
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
         return hardware.judge(
-            case, build, base, gpu, self.settings, self._execute, self._before_run, self._sanitize
+            case,
+            self._prepared(case),
+            build,
+            base,
+            gpu,
+            self.settings,
+            self._execute,
+            self._before_run,
+            self._sanitize,
         )
+
+    def _prepared(self, case: Case) -> Prepared:
+        """``case``'s inputs and expected D, made once for all the cases of its problem."""
+        from .prepared import DEFAULT_CACHE_BYTES, InputCache
+
+        if self._inputs is None:
+            self._inputs = InputCache(DEFAULT_CACHE_BYTES)
+        return self._inputs.get(case, self.settings.seed)
 
     def _execute(self, unit: Path, run_dir: Path, name: str) -> tuple[HarnessReport, str | None]:
         """Run case ``name`` of the harness ``unit`` in this worker's runner

@@ -35,8 +35,8 @@ from .sanitizer import SanitizerRun
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from .reference import GroupedInputs
-    from .tolerance import Expected, NumericsReport
+    from .prepared import Prepared
+    from .tolerance import NumericsReport
 
 #: Called with a case and its run directory once the inputs are there, before the harness runs.
 BeforeRun = Callable[[Case, Path], None]
@@ -98,13 +98,12 @@ def execute(
 class _Check:
     """D of the case's runs against its reference (made once, when first needed)."""
 
-    def __init__(self, case: Case, inputs: GroupedInputs, run_dir: Path) -> None:
-        self.case, self.inputs, self.run_dir = case, inputs, run_dir
-        self._expected: Expected | None = None
+    def __init__(self, case: Case, prepared: Prepared, run_dir: Path) -> None:
+        self.case, self.prepared, self.run_dir = case, prepared, run_dir
         self.seconds: dict[str, float] = {}
 
     def __call__(self, name: str) -> NumericsReport:
-        from .reference import expected_output, read_output
+        from .reference import read_output
         from .tolerance import compare
 
         started = time.perf_counter()
@@ -114,12 +113,11 @@ class _Check:
             where.mkdir(exist_ok=True)
             (where / "d.bin").unlink(missing_ok=True)
             os.link(self.run_dir / name, where / "d.bin")
-        actual = read_output(where, self.case, self.inputs)
+        actual = read_output(where, self.case, self.prepared.inputs)
         read_done = time.perf_counter()
-        if self._expected is None:
-            self._expected = expected_output(self.inputs, self.case)
+        expected = self.prepared.expected()  # shared by the cases of this problem
         reference_done = time.perf_counter()
-        report = compare(actual, self._expected)
+        report = compare(actual, expected)
         done = time.perf_counter()
         for part, seconds in (
             ("check_read", read_done - started),
@@ -151,6 +149,7 @@ def replay_failure(stage: Stage, fields: Mapping[str, Any], deterministic: bool,
 
 def judge(
     case: Case,
+    prepared: Prepared,
     build: BuildResult,
     base: dict[str, Any],
     gpu: Gpu,
@@ -160,15 +159,16 @@ def judge(
     sanitize: Sanitize,
 ) -> Verdict:
     """``case``'s verdict from its unit ``build`` run on ``gpu`` through ``execute`` (and, with
-    ``settings.sanitize``, ``sanitize``); ``base`` starts every verdict's ``extra``."""
-    from .reference import make_inputs, write_inputs
+    ``settings.sanitize``, ``sanitize``), its inputs and expected D from ``prepared``; ``base``
+    starts every verdict's ``extra``."""
+    from .reference import write_inputs
 
     source = f"hardware ({gpu.describe()})"
     run_dir = Path(tempfile.mkdtemp(prefix="tileconform-run-"))
     started = time.perf_counter()
     collected = COLLECTOR_TIME.seconds
     try:
-        inputs = make_inputs(case, settings.seed)
+        inputs = prepared.inputs
         write_inputs(inputs, run_dir, extra_problem=harness_entries(case, settings, on_hardware=True))
         before_run(case, run_dir)
         inputs_done = time.perf_counter()
@@ -216,7 +216,7 @@ def judge(
                 device=gpu_device(gpu),
             )
 
-        check = _Check(case, inputs, run_dir)
+        check = _Check(case, prepared, run_dir)
 
         def numerics_failure() -> Verdict | None:
             """The checked run's D against the reference: a NUMERICS verdict if it is wrong."""
