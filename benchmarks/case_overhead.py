@@ -1,8 +1,9 @@
 """Per-case overhead of hardware runs, from the plugin's run reports (``--tile-report``).
 
-Overhead of a case = its duration (pytest's call phase) minus the kernel's own time, measured
-with CUDA events (``--tile-timing-iters N`` records kernel_ms, the mean of N launcher calls;
-the checked run is one more). Where the rest goes, per case, is the verdict's ``seconds``:
+Overhead of a case = its duration (pytest's call phase) minus the kernel's own time: kernel_ms
+(CUDA events, the mean of ``--tile-timing-iters N`` launcher calls) times the case's kernel runs
+(the verdict's ``launches``: the checked run, each graph replay and repeat, the N timed calls;
+one where a report predates it). Where the rest goes, per case, is the verdict's ``seconds``:
 inputs (torch makes and writes them), harness (the runner: load inputs, launcher, kernel, D),
 check (read D, torch reference, compare: check_read, check_reference, check_compare); gc is
 the garbage collector's time within those. ``slow_checks`` sets the cases whose check took over
@@ -26,7 +27,7 @@ def summarize(reports: list[dict[str, Any]]) -> dict[str, Any]:
     parts: dict[str, list[float]] = {}
     for case in cases:
         extra = case["verdict"].get("extra", {})
-        kernel_s = (extra.get("kernel_ms") or 0.0) / 1000
+        kernel_s = (extra.get("kernel_ms") or 0.0) * extra.get("launches", 1) / 1000
         overheads.append(case["duration_s"] - kernel_s)
         for name, seconds in extra.get("seconds", {}).items():
             parts.setdefault(name, []).append(seconds)

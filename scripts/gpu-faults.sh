@@ -2,10 +2,11 @@
 # The hardware stages and the injected faults on this host's GPU, through the case runner:
 #   1. the smoke matrix with PDL on and off (each case twice), the graph stage (8 replays), the
 #      repeat stage (3 runs) and 20 timed launcher calls: every case must pass;
-#   2. one run with a fault injected into five of the six smoke cases (the test plugin
+#   2. one run with a fault injected into each of the six smoke cases (the test plugin
 #      tests/plugins/tileconform_faults.py, through the harness's hook), each of which must end
 #      at its stage: trap -> run, uninit-workspace -> numerics, unwritten-d -> numerics,
-#      race -> graph, pending-error -> pass (cleared and recorded); the sixth must pass;
+#      race -> graph, pending-error -> prepare (cleared, recorded), pending-after -> run (all six
+#      cases carry a fault);
 #   3. the race again without the graph stage: it must fail at repeat;
 #   4. one case under compute-sanitizer: memcheck (must be clean), then initcheck, racecheck and
 #      synccheck while within the time budget; their reports are copied to $OUT/sanitize/.
@@ -35,6 +36,7 @@ t "${P[@]}" --tile-matrix "$S" -p tileconform_faults \
   --tile-inject-fault "sm90-fp32-128x64x32-c1x1x1-none=race" \
   --tile-inject-fault "sm90-fp8_e4m3-bf16-128x128x128-c1x2x1-finalize=unwritten-d" \
   --tile-inject-fault "sm90-fp8_e4m3-fp16-128x128x128-c1x2x1-finalize=pending-error" \
+  --tile-inject-fault "sm90-bf16-128x16x64-c1x1x1-finalize-swapab=pending-after" \
   --tile-report "$OUT/faults.json" > "$OUT/faults.log" 2>&1
 tail -12 "$OUT/faults.log"
 t "${P[@]}" --tile-matrix "$S" -p tileconform_faults -k fp32 --tile-graph-replays 0 \
@@ -44,7 +46,7 @@ tail -3 "$OUT/race-repeat.log"
 
 # memcheck always; the other tools while the run is within its budget (about 8 minutes)
 for mode in memcheck initcheck racecheck synccheck; do
-  if [ "$mode" != memcheck ] && [ "$SECONDS" -gt 330 ]; then echo "skipped $mode: ${SECONDS}s used"; continue; fi
+  if [ "$mode" != memcheck ] && [ "$SECONDS" -gt "${SANITIZE_BUDGET:-330}" ]; then echo "skipped $mode: ${SECONDS}s used"; continue; fi
   t timeout 150 "${P[@]}" --tile-matrix "$S" -k "$BF16" --tile-sanitize "$mode" --tile-timeout 120 \
     --tile-report "$OUT/sanitize-$mode.json" > "$OUT/sanitize-$mode.log" 2>&1
   tail -1 "$OUT/sanitize-$mode.log"
@@ -72,6 +74,8 @@ def check(what, ok, detail=""):
 
 pdl = cases("pdl.json")
 check("pdl on/off, graph, repeat: 12 cases", len(pdl) == 12, f"{len(pdl)} cases")
+check("  operands in device memory", all(c["verdict"]["extra"].get("operands") == "device memory" for c in pdl.values()),
+      str({c["verdict"]["extra"].get("operands") for c in pdl.values()}))
 for cid, c in sorted(pdl.items()):
     extra = c["verdict"]["extra"]
     check(f"  {cid}", c["verdict"]["outcome"] == "pass" and c["verdict"]["judged_through"] == "repeat",
@@ -81,11 +85,11 @@ check("  both PDL settings ran", {c["verdict"]["extra"].get("pdl") for c in pdl.
 
 expected = {
     "sm90-bf16-128x128x64-c1x1x1-none": "numerics",  # uninit-workspace
-    "sm90-bf16-128x16x64-c1x1x1-finalize-swapab": "pass",  # no fault, after none
     "sm90-fp16-256x128x64-c2x1x1-none": "run",  # trap
     "sm90-fp32-128x64x32-c1x1x1-none": "graph",  # race, after the trap's new runner
     "sm90-fp8_e4m3-bf16-128x128x128-c1x2x1-finalize": "numerics",  # unwritten-d
-    "sm90-fp8_e4m3-fp16-128x128x128-c1x2x1-finalize": "pass",  # pending-error
+    "sm90-fp8_e4m3-fp16-128x128x128-c1x2x1-finalize": "prepare",  # pending-error
+    "sm90-bf16-128x16x64-c1x1x1-finalize-swapab": "run",  # pending-after
 }
 faults = cases("faults.json")
 for cid, stage in expected.items():

@@ -43,7 +43,8 @@ FAULTS = {
     "uninit-workspace": "numerics",
     "unwritten-d": "numerics",
     "race": "graph",
-    "pending-error": "pass",
+    "pending-error": "prepare",
+    "pending-after": "run",
 }
 GOOD = "sm90-bf16-128x128x64-c1x1x1-none"
 
@@ -51,8 +52,8 @@ GOOD = "sm90-bf16-128x128x64-c1x1x1-none"
 class StandInRunner:
     """The case runner's part. A case whose problem.txt names a hook gets what the harness
     leaves behind with that fault (tileconform_faults_hook.cu on a GPU): the trap's sticky
-    error at run, a D the poison shows in, a graph replay that changed D, a cleared pending
-    error; any other case writes the reference D and passes."""
+    error at run, a D the poison shows in, a graph replay that changed D, a pending error
+    cleared and failing the case at prepare; any other case writes the reference D and passes."""
 
     def __init__(self, cases: list[Case]) -> None:
         self.cases = {kernel_config(case).name: case for case in cases}
@@ -86,7 +87,11 @@ class StandInRunner:
                 "most_changed_elements": 128,
                 "saved": "d.graph.bin",
             }
+        elif fault == "pending-after":
+            fields.update(stage="run", status="cudaErrorMemoryAllocation", message="left pending by the case")
+            fields["cleared_errors"] = [{"when": "after the case", "name": "cudaErrorMemoryAllocation"}]
         elif fault == "pending-error":
+            fields.update(stage="prepare", status="cudaErrorMemoryAllocation", message="pending before the case")
             fields["cleared_errors"] = [{"when": "before the case", "name": "cudaErrorMemoryAllocation"}]
         (run_dir / "d.bin").write_bytes(bytes(d))
         (run_dir / VERDICT_FILE).write_text(json.dumps(fields))

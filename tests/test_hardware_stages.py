@@ -161,11 +161,19 @@ def test_a_fault_in_a_replay_is_that_stages_verdict(settings: Settings) -> None:
     assert (verdict.failed_stage, verdict.status) == (Stage.GRAPH, "cudaErrorIllegalAddress")
 
 
-def test_a_cleared_pending_error_is_recorded(settings: Settings) -> None:
+def test_a_pending_error_before_the_case_fails_it_at_prepare_and_is_recorded(settings: Settings) -> None:
     case = make_case()
     cleared = [{"when": "before the case", "name": "cudaErrorMemoryAllocation", "string": "out of memory"}]
-    verdict = judge(case, Harness(passed(cleared_errors=cleared), {"d.bin": d_bytes(case)}), settings)
-    assert verdict.passed and verdict.extra["cleared_errors"] == cleared
+    fields = {
+        "final": True,
+        "stage": "prepare",
+        "status": "cudaErrorMemoryAllocation",
+        "message": "a CUDA error was pending before the case (cleared): out of memory",
+        "cleared_errors": cleared,
+    }
+    verdict = judge(case, Harness(fields, {}), settings)
+    assert (verdict.failed_stage, verdict.status) == (Stage.PREPARE, "cudaErrorMemoryAllocation")
+    assert verdict.extra["cleared_errors"] == cleared
 
 
 @pytest.mark.parametrize(

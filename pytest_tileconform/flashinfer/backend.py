@@ -83,7 +83,7 @@ class FlashInferBackend:
         self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)
         self._builds: dict[Case, BuildResult | Verdict] = {}
-        self._inputs: InputCache | None = None  # made at the first case: it needs torch
+        self._inputs: dict[str, InputCache] = {}  # per device, made at its first case: it needs torch
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
         self._runtime_built = False
@@ -412,7 +412,7 @@ class FlashInferBackend:
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
             entries = hardware.harness_entries(case, self.settings, on_hardware=False)
-            write_inputs(self._prepared(case).inputs, run_dir, extra_problem=entries)
+            write_inputs(self._prepared(case, "cpu").inputs, run_dir, extra_problem=entries)
             # a fault the host can decide from the problem and the instantiation (virtual/faults.py)
             fault = predicted_fault(kernel_config(case), case.problem.n, case.problem.k)
             self._before_run(case, run_dir)
@@ -433,7 +433,7 @@ class FlashInferBackend:
         assert gpu is not None  # _mode made sure
         return hardware.judge(
             case,
-            self._prepared(case),
+            self._prepared(case, self._hardware_inputs_device()),
             build,
             base,
             gpu,
@@ -443,13 +443,26 @@ class FlashInferBackend:
             self._sanitize,
         )
 
-    def _prepared(self, case: Case) -> Prepared:
-        """``case``'s inputs and expected D, made once for all the cases of its problem."""
-        from .prepared import DEFAULT_CACHE_BYTES, InputCache
+    @staticmethod
+    def _hardware_inputs_device() -> str:
+        """Where a hardware case's inputs are made: on the GPU where this process's torch can
+        reach it; else (a torch without CUDA on a GPU host) on the CPU, handed over as files."""
+        import torch
 
-        if self._inputs is None:
-            self._inputs = InputCache(DEFAULT_CACHE_BYTES)
-        return self._inputs.get(case, self.settings.seed)
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def _prepared(self, case: Case, device: str) -> Prepared:
+        """``case``'s inputs and expected D on ``device``, made once for all the cases of its
+        problem: on the GPU for a case judged there (the harness reads them in place, the check
+        runs there), on the CPU for the virtual device (which reads files and never runs D)."""
+        import torch
+
+        from .prepared import InputCache, cache_bytes
+
+        where = torch.device(device)
+        if device not in self._inputs:
+            self._inputs[device] = InputCache(cache_bytes(where))
+        return self._inputs[device].get(case, self.settings.seed, where)
 
     def _execute(self, unit: Path, run_dir: Path, name: str) -> tuple[HarnessReport, str | None]:
         """Run case ``name`` of the harness ``unit`` in this worker's runner

@@ -35,7 +35,10 @@ from .sanitizer import SanitizerRun
 from .settings import Settings
 
 if TYPE_CHECKING:
+    import torch
+
     from .prepared import Prepared
+    from .shared_operands import SharedOperands
     from .tolerance import NumericsReport
 
 #: Called with a case and its run directory once the inputs are there, before the harness runs.
@@ -88,7 +91,10 @@ def execute(
 ) -> tuple[HarnessReport, str | None]:
     """Run case ``name`` of the harness ``unit`` in ``runner``; return its report and, if the
     runner itself failed, why."""
-    failure = runner.run(unit, run_dir, name, timeout).failure
+    run = runner.run(unit, run_dir, name, timeout)
+    if run.unmapped:  # the case never ran: this host's fault, not a verdict on the case
+        raise RuntimeError(run.failure)
+    failure = run.failure
     report = HarnessReport.read(run_dir)
     if failure is not None and report.decided_before_run:
         failure = None  # the harness reached its own verdict before the process failed
@@ -96,24 +102,32 @@ def execute(
 
 
 class _Check:
-    """D of the case's runs against its reference (made once, when first needed)."""
+    """D of the case's runs against its reference (made once, when first needed): read from the
+    run directory's files, or from the buffers the harness copied it into (``shared``)."""
 
-    def __init__(self, case: Case, prepared: Prepared, run_dir: Path) -> None:
-        self.case, self.prepared, self.run_dir = case, prepared, run_dir
+    def __init__(self, case: Case, prepared: Prepared, run_dir: Path, shared: SharedOperands | None) -> None:
+        self.case, self.prepared, self.run_dir, self.shared = case, prepared, run_dir, shared
         self.seconds: dict[str, float] = {}
 
-    def __call__(self, name: str) -> NumericsReport:
+    def _read(self, name: str) -> torch.Tensor:
         from .reference import read_output
-        from .tolerance import compare
 
-        started = time.perf_counter()
+        inputs = self.prepared.inputs
+        if self.shared is not None:
+            return self.shared.output(name, inputs.out, inputs.out_rows, inputs.n)
         where = self.run_dir
         if name != "d.bin":  # read_output reads a folder's d.bin: give the saved D one of its own
             where = self.run_dir / name.removesuffix(".bin")
             where.mkdir(exist_ok=True)
             (where / "d.bin").unlink(missing_ok=True)
             os.link(self.run_dir / name, where / "d.bin")
-        actual = read_output(where, self.case, self.prepared.inputs)
+        return read_output(where, self.case, inputs)
+
+    def __call__(self, name: str) -> NumericsReport:
+        from .tolerance import compare
+
+        started = time.perf_counter()
+        actual = self._read(name)
         read_done = time.perf_counter()
         expected = self.prepared.expected()  # shared by the cases of this problem
         reference_done = time.perf_counter()
@@ -147,6 +161,27 @@ def replay_failure(stage: Stage, fields: Mapping[str, Any], deterministic: bool,
     return None
 
 
+def hand_over(prepared: Prepared, run_dir: Path, entries: Mapping[str, int], settings: Settings) -> tuple[SharedOperands | None, str]:
+    """Give the harness ``prepared``'s inputs in ``run_dir``: in device memory where they are
+    on the GPU and this process can share them (:mod:`.shared_operands`), else as files. Returns
+    the shared operands (None for files) and how they were handed over, for the verdict."""
+    from .reference import write_inputs, write_problem
+    from .shared_operands import SharingError
+
+    inputs = prepared.inputs
+    how = "files"
+    if inputs.device.type == "cuda":
+        try:
+            shared = prepared.shared()
+            write_problem(inputs, run_dir, extra_problem=entries)
+            shared.write(run_dir, graph=settings.graph_replays > 0, repeat=settings.repeats > 0)
+            return shared, "device memory"
+        except SharingError as exc:
+            how = f"files (device memory could not be shared: {exc})"
+    write_inputs(inputs.to("cpu"), run_dir, extra_problem=entries)
+    return None, how
+
+
 def judge(
     case: Case,
     prepared: Prepared,
@@ -168,8 +203,8 @@ def judge(
     started = time.perf_counter()
     collected = COLLECTOR_TIME.seconds
     try:
-        inputs = prepared.inputs
-        write_inputs(inputs, run_dir, extra_problem=harness_entries(case, settings, on_hardware=True))
+        entries = harness_entries(case, settings, on_hardware=True)
+        shared, handed = hand_over(prepared, run_dir, entries, settings)
         before_run(case, run_dir)
         inputs_done = time.perf_counter()
         name = kernel_config(case).name
@@ -187,9 +222,14 @@ def judge(
             "graph_replays": settings.graph_replays,
             "repeats": settings.repeats,
             "gpu": f"{gpu.index} ({gpu.uuid})",
+            "operands": handed,
             "seconds": seconds,
         }
         extra.update(report.given("kernel_ms", "device", "cuda_error", "graph", "repeat"))
+        # kernel runs of the case: the checked one, each replay and repeat, each timed call
+        extra["launches"] = 1 + settings.timing_iters + sum(
+            int(fields.get("runs", 0)) for fields in (extra.get("graph"), extra.get("repeat")) if isinstance(fields, dict)
+        )
         if report.cleared_errors:
             extra["cleared_errors"] = report.cleared_errors
         # the stages this verdict speaks for: numerics, those the harness says it ran, and
@@ -216,7 +256,7 @@ def judge(
                 device=gpu_device(gpu),
             )
 
-        check = _Check(case, prepared, run_dir)
+        check = _Check(case, prepared, run_dir, shared)
 
         def numerics_failure() -> Verdict | None:
             """The checked run's D against the reference: a NUMERICS verdict if it is wrong."""
@@ -260,6 +300,8 @@ def judge(
             if isinstance(fields, dict) and (why := replay_failure(stage, fields, deterministic, check)):
                 return finish(verdict(stage, "changed", why))
         if settings.sanitize:
+            if shared is not None:  # compute-sanitizer's run reads files, in a process of its own
+                write_inputs(prepared.inputs.to("cpu"), run_dir, extra_problem=entries)
             sanitized = sanitize(build.artifact, run_dir, name)
             extra["sanitizer"] = sanitized.as_dict()
             if sanitized.result == "unavailable":

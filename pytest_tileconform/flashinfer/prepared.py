@@ -8,16 +8,28 @@ making the inputs and the reference is most of a case's time beside the kernel a
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ..matrix.cases import Case
 from .reference import GroupedInputs, expected_output, make_inputs
+from .shared_operands import SharedOperands
 from .tolerance import Expected
 
-#: What one worker's cache may hold: a few problems at decode and mid sizes, one at prefill size.
+#: What one worker's cache may hold in host memory: a few problems at decode and mid sizes, one at
+#: prefill size.
 DEFAULT_CACHE_BYTES = 8 << 30
+#: The share of a GPU's memory one worker's cache may hold there: the rest is for the harness's
+#: own D, workspace and the reference's temporaries.
+GPU_CACHE_SHARE = 0.4
+
+
+def cache_bytes(device: torch.device) -> int:
+    """How much one worker's :class:`InputCache` may hold on ``device``."""
+    if device.type != "cuda":
+        return DEFAULT_CACHE_BYTES
+    return int(torch.cuda.get_device_properties(device).total_memory * GPU_CACHE_SHARE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -27,15 +39,24 @@ class Prepared:
     inputs: GroupedInputs
     case: Case
     _expected: list[Expected]
+    _shared: list[SharedOperands] = field(default_factory=list)
 
     def expected(self) -> Expected:
         if not self._expected:
             self._expected.append(expected_output(self.inputs, self.case))
         return self._expected[0]
 
+    def shared(self) -> SharedOperands:
+        """The inputs as the harness reads them in device memory, and the buffers D comes back
+        in (:mod:`.shared_operands`; made once; raises SharingError off a CUDA device)."""
+        if not self._shared:
+            self._shared.append(SharedOperands.of(self.inputs))
+        return self._shared[0]
+
     @property
     def nbytes(self) -> int:
-        return self.inputs.nbytes + sum(e.nbytes for e in self._expected)
+        parts = [e.nbytes for e in self._expected] + [s.nbytes for s in self._shared]
+        return self.inputs.nbytes + sum(parts)
 
 
 class InputCache:

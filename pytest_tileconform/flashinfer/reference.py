@@ -397,6 +397,15 @@ def _from_le_bytes(data: bytes, dtype: torch.dtype, shape: Sequence[int]) -> tor
     return torch.from_numpy(arr.copy()).view(ints).view(dtype).reshape(tuple(shape))
 
 
+def write_problem(
+    inputs: GroupedInputs, run_dir: Path, *, extra_problem: Mapping[str, int | Sequence[int]] | None = None
+) -> None:
+    """problem.txt alone: the problem's entries and ``extra_problem``'s."""
+    entries: dict[str, int | Sequence[int]] = dict(problem_entries(inputs))
+    entries.update(extra_problem or {})
+    (Path(run_dir) / "problem.txt").write_text(format_problem(entries))
+
+
 def write_inputs(
     inputs: GroupedInputs,
     run_dir: Path,
@@ -413,9 +422,7 @@ def write_inputs(
     scales at :func:`weight_sf_offset`, ``weight_sf_offset(E, N, K)`` bytes.
     """
     run_dir = Path(run_dir)
-    entries: dict[str, int | Sequence[int]] = dict(problem_entries(inputs))
-    entries.update(extra_problem or {})
-    (run_dir / "problem.txt").write_text(format_problem(entries))
+    write_problem(inputs, run_dir, extra_problem=extra_problem)
     (run_dir / "a.bin").write_bytes(_le_bytes(inputs.a))
     (run_dir / "b.bin").write_bytes(_le_bytes(inputs.b))
     if inputs.alpha is not None:

@@ -21,10 +21,12 @@ from pathlib import Path
 from ..compile.hostbuild import build_once, compiler_id, cxx, run_tool
 
 RUNNER_SOURCE = Path(__file__).resolve().parent / "runner.cpp"
+#: the operand table's declarations, which runner.cpp includes
+OPERANDS_HEADER = Path(__file__).resolve().parent / "harness" / "tileconform_operands.h"
 RUNNER = "runner"
 LOG = "harness.log"  # what a case printed, in its run directory
 #: Reply statuses of runner.cpp: 0 passed, 1 any other verdict
-NO_SUCH_CASE, UNLOADABLE = 2, 3
+NO_SUCH_CASE, UNLOADABLE, UNMAPPED = 2, 3, 4
 
 
 def build_runner(cache_dir: Path) -> Path:
@@ -37,7 +39,7 @@ def build_runner(cache_dir: Path) -> Path:
         command = [compiler, "-std=c++17", "-O2", str(RUNNER_SOURCE), "-o", str(directory / RUNNER), "-ldl"]
         run_tool(command, "compiling the case runner")
 
-    inputs = (RUNNER_SOURCE.read_bytes(), compiler_id(compiler).encode())
+    inputs = (RUNNER_SOURCE.read_bytes(), OPERANDS_HEADER.read_bytes(), compiler_id(compiler).encode())
     return build_once(cache_dir, "runner", inputs, RUNNER, produce)
 
 
@@ -48,6 +50,8 @@ class CaseRun:
 
     status: int | None  # the unit's status (0 passed, 1 other verdict); None: no reply
     failure: str | None  # why there was no reply: the runner died or timed out
+    #: the runner could not map the operands of operands.txt: the case did not run
+    unmapped: bool = False
 
 
 class HarnessRunner:
@@ -84,6 +88,8 @@ class HarnessRunner:
         code = int(status)
         if code == UNLOADABLE:
             return CaseRun(None, f"the runner could not load {unit}: {_tail(run_dir)}")
+        if code == UNMAPPED:
+            return CaseRun(None, f"the runner could not map the case's operands: {_tail(run_dir)}", unmapped=True)
         if code == NO_SUCH_CASE:
             return CaseRun(None, f"{unit} has no case {case}")
         return CaseRun(code, None)

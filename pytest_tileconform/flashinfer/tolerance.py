@@ -18,7 +18,7 @@ units in the last place (ulp) of the output type at the expected value.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -42,15 +42,38 @@ class Expected:
     #: the scale its adds round at (a token whose rows cancel has a tiny D but not tiny
     #: rounding); None: the value itself
     magnitude: torch.Tensor | None = None
+    #: what every check of the cases of one problem needs, made once (:meth:`derived`)
+    _derived: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
 
     @property
     def exact(self) -> bool:
         """Whether D must equal :attr:`value` everywhere."""
-        return self.bound is None or not bool((self.bound > 0).any())
+        return bool(self.derived("exact"))
+
+    def derived(self, name: str) -> torch.Tensor:
+        """``exact`` (0-d bool), ``bits`` (:attr:`value` in the output dtype: what an exact D
+        must equal bit for bit), ``unit`` (the ulp errors are counted in), ``bound`` (never
+        None) and ``bound_ulp``: made at the first check and kept, since the cases of one problem
+        share their expected D."""
+        if name not in self._derived:
+            if name == "exact":
+                made = torch.tensor(self.bound is None or not bool((self.bound > 0).any()))
+            elif name == "bits":
+                made = self.value.to(self.out_dtype)
+            elif name == "unit":
+                made = ulp(self.value if self.magnitude is None else self.magnitude, self.out_dtype)
+            elif name == "bound":
+                made = self.bound if self.bound is not None else torch.zeros_like(self.value)
+            elif name == "bound_ulp":
+                made = self.derived("bound") / self.derived("unit")
+            else:
+                raise KeyError(name)
+            self._derived[name] = made
+        return self._derived[name]
 
     @property
     def nbytes(self) -> int:
-        tensors = (self.value, self.bound, self.magnitude)
+        tensors = (self.value, self.bound, self.magnitude, *self._derived.values())
         return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
 
@@ -145,7 +168,8 @@ class NumericsReport:
     max_ulp_err: float  #: inf when D has a NaN/Inf
     max_bound_ulp: float  #: the loosest element's bound (0 when exact)
     max_abs_err: float
-    worst_index: tuple[int, ...] | None  #: (row, col) farthest beyond its bound; None if empty
+    #: (row, col) farthest beyond its bound; None if empty or D equals the reference bit for bit
+    worst_index: tuple[int, ...] | None
     worst_actual: float
     worst_expected: float
     worst_bound_ulp: float
@@ -157,12 +181,13 @@ class NumericsReport:
         rule = (
             "exact: correctly rounded" if self.exact else f"finalize order: <= {self.max_bound_ulp:.3g} ulp"
         )
-        where = (
-            f"worst at {self.worst_index}: got {self.worst_actual:.9g}, expected "
-            f"{self.worst_expected:.9g} (bound {self.worst_bound_ulp:.3g} ulp)"
-            if self.worst_index is not None
-            else "no elements"
-        )
+        if self.worst_index is not None:
+            where = (
+                f"worst at {self.worst_index}: got {self.worst_actual:.9g}, expected "
+                f"{self.worst_expected:.9g} (bound {self.worst_bound_ulp:.3g} ulp)"
+            )
+        else:
+            where = "D equals the reference bit for bit" if self.total else "no elements"
         return (
             f"{verdict}: {self.over_bound}/{self.total} over the bound ({self.nonfinite} "
             f"non-finite, {self.unwritten} unwritten), max {self.max_ulp_err:.4g} ulp of "
@@ -179,6 +204,14 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
+def _identical(actual: torch.Tensor, expected: Expected) -> bool:
+    """Whether D holds exactly the bits of the expected value (an exact case's pass, found in one
+    pass over D; anything else takes the full comparison)."""
+    bits = expected.derived("bits")
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[bits.element_size()]
+    return bool(torch.equal(actual.to(bits.device).view(ints), bits.view(ints)))
+
+
 def compare(actual: torch.Tensor, expected: Expected) -> NumericsReport:
     """Check D (``actual``, in the output dtype as :func:`.reference.read_output` returns it)
     against ``expected``, on the device ``expected`` is on."""
@@ -186,26 +219,27 @@ def compare(actual: torch.Tensor, expected: Expected) -> NumericsReport:
         raise ValueError(
             f"shape mismatch: actual {tuple(actual.shape)}, expected {tuple(expected.value.shape)}"
         )
+    if actual.dtype != expected.out_dtype:
+        raise TypeError(f"D is {actual.dtype}, the output type is {expected.out_dtype}: compare D as read")
     out = str(expected.out_dtype).removeprefix("torch.")
     total = expected.value.numel()
-    unwritten = _count_unwritten(actual, expected.out_dtype)
     if total == 0:
         return NumericsReport(
             True, 0, 0, 0, 0, expected.exact, 0.0, 0.0, 0.0, None, math.nan, math.nan, 0.0, out
         )
+    if expected.exact and _identical(actual, expected):
+        return NumericsReport(True, total, 0, 0, 0, True, 0.0, 0.0, 0.0, None, math.nan, math.nan, 0.0, out)
+    unwritten = _count_unwritten(actual, expected.out_dtype)
     exp = expected.value
     act = actual.detach().to(device=exp.device, dtype=torch.float64)
     finite = torch.isfinite(act)
-    err = torch.where(finite, (act - exp).abs(), math.inf)
-    bound = expected.bound if expected.bound is not None else torch.zeros_like(exp)
-    unit = ulp(exp if expected.magnitude is None else expected.magnitude, expected.out_dtype)
-    err_ulp = err / unit
-    bound_ulp = bound / unit
-    over = err > bound
+    err = (act - exp).abs_().nan_to_num_(nan=math.inf)
+    bound = expected.derived("bound")
+    err_ulp = err / expected.derived("unit")
+    bound_ulp = expected.derived("bound_ulp")
+    over_count = int((err > bound).sum())
     flat = int(torch.argmax((err_ulp - bound_ulp).reshape(-1)))
-    finite_err = err_ulp[finite]
     nonfinite = total - int(finite.sum())
-    over_count = int(over.sum())
     return NumericsReport(
         ok=over_count == 0,
         total=total,
@@ -213,7 +247,7 @@ def compare(actual: torch.Tensor, expected: Expected) -> NumericsReport:
         nonfinite=nonfinite,
         unwritten=unwritten,
         exact=expected.exact,
-        max_ulp_err=math.inf if nonfinite else float(finite_err.max()),
+        max_ulp_err=math.inf if nonfinite else float(err_ulp.max()),
         max_bound_ulp=float(bound_ulp.max()),
         max_abs_err=float(err.max()),
         worst_index=_unravel(flat, tuple(exp.shape)),

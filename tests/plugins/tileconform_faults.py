@@ -9,7 +9,9 @@ trap (default)      run: a sticky error; the cases after it get a new runner and
 uninit-workspace    numerics: D computed from workspace memory nobody wrote (the poison shows)
 unwritten-d         numerics: D left as it was before the run
 race                graph (or repeat without graphs): a second kernel writes D racing the GEMM
-pending-error       none: a pending non-sticky error before the case is cleared and recorded
+pending-error       prepare: a pending non-sticky error before the case is cleared, recorded and
+                    fails the case (the state it would run in is not clean)
+pending-after       run: the same error left after the case's last stage fails the case
 ==================  ===========================================================================
 
 Not part of the package: load it with ``-p tileconform_faults`` and this folder on PYTHONPATH.
@@ -34,7 +36,8 @@ FAULTS = {
     "uninit-workspace": "numerics",
     "unwritten-d": "numerics",
     "race": "graph",
-    "pending-error": "pass",
+    "pending-error": "prepare",
+    "pending-after": "run",
 }
 HOOK_SOURCE = Path(__file__).with_name("tileconform_faults_hook.cu")
 LIBRARY = "libtileconform_faults.so"

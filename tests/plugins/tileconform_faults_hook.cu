@@ -13,7 +13,9 @@
 //                     joined after it without any order between the two, writes into D after
 //                     ~2 ms: it races the GEMM and, given the GEMM's microseconds, wins late
 //   pending-error     before the case, a failed cudaMalloc in the harness's own runtime leaves
-//                     a pending (non-sticky) error
+//                     a pending (non-sticky) error: the case fails at prepare
+//   pending-after     the same after the case's last stage, as a launcher call that left an
+//                     error nobody checked: the case fails at run
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -76,6 +78,10 @@ extern "C" void tileconform_hook(const TileconformHookContext* c) {
       }
       break;
     case TILECONFORM_HOOK_AFTER_CASE:
+      if (is(c, "pending-after")) {
+        void* never = nullptr;
+        c->runtime_malloc(&never, size_t{1} << 62);
+      }
       break;
   }
 }

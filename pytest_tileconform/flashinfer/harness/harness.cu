@@ -125,51 +125,80 @@ DeviceInfo query_device() {
   return info;
 }
 
-// The case's operand files, read and checked against problem.txt ("setup" when they are not
-// what the problem says).
-template <class C>
-struct HostOperands {
-  std::vector<char> a, b, alpha, a_sf, b_sf, router, dest, bias;
+// Finalize's output rows, checked against problem.txt: each permuted row's target must be in
+// [0, out_rows); red.add is used iff two rows share a target (TensorRT-LLM: top_k > 1).
+void check_dest_rows(const int32_t* dest, int64_t total, ProblemInfo& p) {
+  std::vector<int> hits(p.out_rows, 0);
+  for (int64_t r = 0; r < total; ++r) {
+    const int32_t t = dest[r];
+    if (t < 0 || t >= p.out_rows) {
+      bad_input("dest_row: row " + std::to_string(r) + " targets " + std::to_string(t) +
+                ", outside [0, out_rows)");
+    }
+    if (++hits[t] > 1) p.use_reduction = true;
+  }
+}
 
-  HostOperands(const std::string& run_dir, ProblemInfo& p) {
-    using BS = BlockScale<C::block_scale>;
-    const int64_t total = p.total_rows();
-    a = read_file(run_dir + "/a.bin", storage_bytes(total * p.k, C::act_bits));
-    b = read_file(run_dir + "/b.bin", storage_bytes(int64_t{p.experts} * p.n * p.k, C::weight_bits));
-    if (file_exists(run_dir + "/alpha.bin")) {
-      alpha = read_file(run_dir + "/alpha.bin", sizeof(float) * p.experts);
-    }
-    if constexpr (C::block_scale != 0) {
-      if (p.k % BS::vec != 0) {
-        bad_input("problem.txt: k must be a multiple of the scale block " + std::to_string(BS::vec));
-      }
-      a_sf = read_file(run_dir + "/a_sf.bin",
-                       static_cast<size_t>(act_sf_offset<BS>(p.experts, total, p.k)));
-      b_sf = read_file(run_dir + "/b_sf.bin",
-                       static_cast<size_t>(weight_sf_offset<BS>(p.experts, p.n, p.k)));
-    }
-    p.bias = file_exists(run_dir + "/bias.bin");
-    if (p.bias && !C::finalize) {
-      bad_input("bias.bin: FlashInfer hands a bias to the GEMM only with the finalize epilogue");
-    }
-    if (p.bias) {
-      bias = read_file(run_dir + "/bias.bin", storage_bytes(int64_t{p.experts} * p.n, C::out_bits));
-    }
-    if (!C::finalize) return;
-    router = read_file(run_dir + "/router_scales.bin", sizeof(float) * total);
-    dest = read_file(run_dir + "/dest_row.bin", sizeof(int32_t) * total);
-    std::vector<int> hits(p.out_rows, 0);
-    for (int64_t r = 0; r < total; ++r) {
-      int32_t t;
-      std::memcpy(&t, dest.data() + r * sizeof(int32_t), sizeof(t));
-      if (t < 0 || t >= p.out_rows) {
-        bad_input("dest_row.bin: row " + std::to_string(r) + " targets " + std::to_string(t) +
-                  ", outside [0, out_rows)");
-      }
-      if (++hits[t] > 1) p.use_reduction = true;
+// The case's operands on the device, checked against problem.txt ("setup" when they are not
+// what the problem says): read from the run directory's files and uploaded, or, when the runner
+// mapped them (`table`), the worker's own buffers, used in place. D is always the harness's own.
+template <class C>
+Operands load_operands(const std::string& run_dir, const OperandTable& table, ProblemInfo& p) {
+  using BS = BlockScale<C::block_scale>;
+  const int64_t total = p.total_rows();
+  if constexpr (C::block_scale != 0) {
+    if (p.k % BS::vec != 0) {
+      bad_input("problem.txt: k must be a multiple of the scale block " + std::to_string(BS::vec));
     }
   }
-};
+  struct Part {
+    const char* name;
+    size_t bytes;
+    bool wanted;  // the case has this operand (the optional ones: when given)
+    DeviceBuffer Operands::*member;
+  };
+  const bool has_alpha = table.given() ? table.has("alpha") : file_exists(run_dir + "/alpha.bin");
+  p.bias = table.given() ? table.has("bias") : file_exists(run_dir + "/bias.bin");
+  if (p.bias && !C::finalize) {
+    bad_input("bias: FlashInfer hands a bias to the GEMM only with the finalize epilogue");
+  }
+  const size_t sf_a = C::block_scale != 0 ? static_cast<size_t>(act_sf_offset<BS>(p.experts, total, p.k)) : 0;
+  const size_t sf_b = C::block_scale != 0 ? static_cast<size_t>(weight_sf_offset<BS>(p.experts, p.n, p.k)) : 0;
+  const Part parts[] = {
+      {"a", storage_bytes(total * p.k, C::act_bits), true, &Operands::a},
+      {"b", storage_bytes(int64_t{p.experts} * p.n * p.k, C::weight_bits), true, &Operands::b},
+      {"alpha", sizeof(float) * p.experts, has_alpha, &Operands::alpha},
+      {"a_sf", sf_a, C::block_scale != 0, &Operands::a_sf},
+      {"b_sf", sf_b, C::block_scale != 0, &Operands::b_sf},
+      {"bias", storage_bytes(int64_t{p.experts} * p.n, C::out_bits), p.bias, &Operands::bias},
+      {"router_scales", sizeof(float) * total, C::finalize, &Operands::router_scales},
+      {"dest_row", sizeof(int32_t) * total, C::finalize, &Operands::dest_row},
+  };
+  Operands ops;
+  std::vector<char> dest;  // dest_row on the host, to check it
+  for (const Part& part : parts) {
+    if (!part.wanted) continue;
+    if (table.given()) {
+      ops.*part.member = table.borrow(part.name, part.bytes);
+      continue;
+    }
+    std::vector<char> host = read_file(run_dir + "/" + part.name + ".bin", part.bytes);
+    ops.*part.member = upload_vector(host);
+    if (std::strcmp(part.name, "dest_row") == 0) dest = std::move(host);
+  }
+  if (C::finalize) {
+    if (table.given()) {
+      dest.resize(ops.dest_row.bytes());
+      check_cuda(cudaMemcpy(dest.data(), ops.dest_row.as<void>(), dest.size(), cudaMemcpyDeviceToHost),
+                 "cudaMemcpy dest_row D2H");
+    }
+    std::vector<int32_t> rows(total);
+    std::memcpy(rows.data(), dest.data(), sizeof(int32_t) * total);
+    check_dest_rows(rows.data(), total, p);
+  }
+  ops.d = DeviceBuffer(storage_bytes((C::finalize ? p.out_rows : p.total_rows()) * p.n, C::out_bits));
+  return ops;
+}
 
 // The launcher's calls that compute D, each between the hook's two points, and D reset to what
 // it holds before a run (FlashInfer zeroes the finalize output before GEMM2; without fusion the
@@ -210,13 +239,9 @@ struct Runs {
     ++calls;
   }
 
-  std::vector<char> finish(const char* stage) const {
+  void finish(const char* stage) const {
     check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize", stage);
     check_cuda(cudaGetLastError(), "cudaGetLastError", stage);
-    std::vector<char> host(d.bytes());
-    check_cuda(cudaMemcpy(host.data(), d.as<void>(), d.bytes(), cudaMemcpyDeviceToHost),
-               "cudaMemcpy D2H", stage);
-    return host;
   }
 };
 
@@ -229,8 +254,7 @@ void running(const std::string& run_dir, Verdict& verdict, const char* stage, co
 }
 
 template <class C>
-void graph_stage(Runs<C>& runs, const std::vector<char>& checked, const std::string& run_dir,
-                 Verdict& verdict) {
+void graph_stage(Runs<C>& runs, CheckedD& checked, const std::string& run_dir, Verdict& verdict) {
   const GraphApi api = GraphApi::load();
   running(run_dir, verdict, "graph", "the run was captured into a CUDA graph or replayed");
   verdict.graph.ran = true;
@@ -250,19 +274,20 @@ void graph_stage(Runs<C>& runs, const std::vector<char>& checked, const std::str
   for (int i = 0; i < runs.p.graph_replays; ++i) {
     runs.reset_d("graph");
     api.check(api.launch(captured.exec, runs.stream), "cuGraphLaunch");
-    note_run(verdict.graph, checked, runs.finish("graph"), C::out_bits, run_dir, "graph");
+    runs.finish("graph");
+    checked.note_run(verdict.graph, "graph");
   }
 }
 
 template <class C>
-void repeat_stage(Runs<C>& runs, const std::vector<char>& checked, const std::string& run_dir,
-                  Verdict& verdict) {
+void repeat_stage(Runs<C>& runs, CheckedD& checked, const std::string& run_dir, Verdict& verdict) {
   running(run_dir, verdict, "repeat", "the case was run again");
   verdict.repeat.ran = true;
   for (int i = 0; i < runs.p.repeats; ++i) {
     runs.reset_d("repeat");
     runs.launch("repeat");
-    note_run(verdict.repeat, checked, runs.finish("repeat"), C::out_bits, run_dir, "repeat");
+    runs.finish("repeat");
+    checked.note_run(verdict.repeat, "repeat");
   }
 }
 
@@ -285,9 +310,8 @@ void time_launcher(Runs<C>& runs, Verdict& verdict) {
 }
 
 template <class C>
-void run_stages(const std::string& run_dir, Verdict& verdict, Hook& hook) {
+void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& verdict, Hook& hook) {
   ProblemInfo& p = verdict.problem;
-  HostOperands<C> host(run_dir, p);
   verdict.device = query_device();
   verdict.have_device = true;
   const int device_sm = verdict.device.cc_major * 10 + verdict.device.cc_minor;
@@ -297,16 +321,7 @@ void run_stages(const std::string& run_dir, Verdict& verdict, Hook& hook) {
                          ", device is sm_" + std::to_string(device_sm));
   }
 
-  Operands ops;
-  ops.a = upload_vector(host.a);
-  ops.b = upload_vector(host.b);
-  ops.alpha = upload_vector(host.alpha);
-  ops.a_sf = upload_vector(host.a_sf);
-  ops.b_sf = upload_vector(host.b_sf);
-  ops.router_scales = upload_vector(host.router);
-  ops.dest_row = upload_vector(host.dest);
-  ops.bias = upload_vector(host.bias);
-  ops.d = DeviceBuffer(storage_bytes((C::finalize ? p.out_rows : p.total_rows()) * p.n, C::out_bits));
+  const Operands ops = load_operands<C>(run_dir, table, p);
 
   GemmSetup setup;
   try {
@@ -347,11 +362,12 @@ void run_stages(const std::string& run_dir, Verdict& verdict, Hook& hook) {
   hook.context.workspace = workspace.as<void>();
   hook.context.workspace_bytes = workspace_bytes;
 
+  CheckedD checked(ops.d, C::out_bits, run_dir, table, p, stream);
   running(run_dir, verdict, "run", "the launcher or the kernel was running");
   runs.reset_d("setup");
   runs.launch();
-  const std::vector<char> checked = runs.finish("run");
-  write_bytes(run_dir + "/d.bin", checked, "run");
+  runs.finish("run");
+  checked.keep("run");
 
   if (p.graph_replays > 0) graph_stage(runs, checked, run_dir, verdict);
   if (p.repeats > 0) repeat_stage(runs, checked, run_dir, verdict);
@@ -362,17 +378,23 @@ void run_stages(const std::string& run_dir, Verdict& verdict, Hook& hook) {
   verdict.message.clear();
 }
 
-// One case: its problem, its hook around everything, pending errors cleared before it.
+// One case: its problem, its hook around everything. An error pending before it is cleared and
+// fails the case at prepare: the state the case would run in is not the clean one it must start
+// from (no case is judged on a runtime some earlier call left an error in).
 template <class C>
-void run_case(const std::string& run_dir, Verdict& verdict) {
+void run_case(const std::string& run_dir, const OperandTable& table, Verdict& verdict) {
   verdict.problem = read_problem(run_dir + "/problem.txt", C::finalize);
   verdict.have_problem = true;
   Hook hook(verdict.problem, run_dir, verdict.case_name);
   hook.call(TILECONFORM_HOOK_BEFORE_CASE);
-  clear_pending(verdict, "before the case");
   tileconform_cudart_probe() = TileconformCudartProbe{};  // what CUTLASS reports is this case's
   try {
-    run_stages<C>(run_dir, verdict, hook);
+    if (clear_pending(verdict, "before the case")) {
+      const ClearedError& e = verdict.cleared_errors.back();
+      throw StageError("prepare", e.name,
+                       "a CUDA error was pending before the case (cleared): " + e.string);
+    }
+    run_stages<C>(run_dir, table, verdict, hook);
   } catch (...) {
     hook.call(TILECONFORM_HOOK_AFTER_CASE);
     throw;
@@ -384,7 +406,7 @@ void run_case(const std::string& run_dir, Verdict& verdict) {
 struct CaseEntry {
   const char* name;         // KernelConfig.name
   const char* config_json;  // KernelConfig as JSON, echoed into verdict.json
-  void (*run)(const std::string& run_dir, Verdict& verdict);
+  void (*run)(const std::string& run_dir, const OperandTable& table, Verdict& verdict);
 };
 extern const CaseEntry kCases[];
 extern const int kCaseCount;
@@ -406,9 +428,12 @@ const CaseEntry* find_case(const char* name) {
 //
 // Exported so that the runner (runner.cpp) can run the cases of many units in one process,
 // with one CUDA context; the executable form (main below) runs one case.
-extern "C" __attribute__((visibility("default"))) int tileconform_run_case(const char* run_dir,
-                                                                          const char* case_name,
-                                                                          int* context_lost) {
+//
+// tileconform_run_case_on does the same with the case's operands in device memory
+// (tileconform_operands.h) instead of its operand files.
+extern "C" __attribute__((visibility("default"))) int tileconform_run_case_on(
+    const char* run_dir, const char* case_name, int* context_lost,
+    const TileconformOperand* operands, int count) {
   using namespace tileconform;
   *context_lost = 0;
   const CaseEntry* entry = find_case(case_name);
@@ -418,7 +443,7 @@ extern "C" __attribute__((visibility("default"))) int tileconform_run_case(const
   verdict.config_json = entry->config_json;
   verdict.case_name = entry->name;
   try {
-    entry->run(run_dir, verdict);
+    entry->run(run_dir, OperandTable(operands, count), verdict);
   } catch (const StageError& e) {
     verdict.stage = e.stage;
     verdict.status = e.status;
@@ -430,6 +455,12 @@ extern "C" __attribute__((visibility("default"))) int tileconform_run_case(const
   verdict.final_ = true;
   write_verdict(run_dir, verdict);
   return verdict.stage == "pass" ? 0 : 1;
+}
+
+extern "C" __attribute__((visibility("default"))) int tileconform_run_case(const char* run_dir,
+                                                                          const char* case_name,
+                                                                          int* context_lost) {
+  return tileconform_run_case_on(run_dir, case_name, context_lost, nullptr, 0);
 }
 
 int main(int argc, char** argv) {

@@ -12,6 +12,7 @@
 
 #include "cutlass/util/packed_stride.hpp"
 #include "harness_verdict.h"
+#include "tileconform_operands.h"
 
 namespace tileconform {
 
@@ -149,6 +150,14 @@ size_t storage_bytes(int64_t elements, int bits) {
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
+  // Memory someone else owns (an operand the runner mapped): never freed here.
+  static DeviceBuffer borrowed(void* ptr, size_t bytes) {
+    DeviceBuffer buffer;
+    buffer.ptr_ = ptr;
+    buffer.bytes_ = bytes;
+    buffer.owned_ = false;
+    return buffer;
+  }
   explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
     if (bytes_ > 0) check_cuda(cudaMalloc(&ptr_, bytes_), "cudaMalloc");
   }
@@ -158,10 +167,11 @@ class DeviceBuffer {
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     std::swap(ptr_, other.ptr_);
     std::swap(bytes_, other.bytes_);
+    std::swap(owned_, other.owned_);
     return *this;
   }
   ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+    if (ptr_ != nullptr && owned_) cudaFree(ptr_);
   }
 
   template <class T>
@@ -179,6 +189,37 @@ class DeviceBuffer {
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  bool owned_ = true;
+};
+
+// The operands the runner mapped for a case (tileconform_operands.h); none in file mode.
+class OperandTable {
+ public:
+  OperandTable(const TileconformOperand* operands, int count) : operands_(operands), count_(count) {}
+  bool given() const { return count_ > 0; }
+  bool has(const char* name) const { return find(name) != nullptr; }
+
+  // Operand NAME, which must hold exactly `bytes` bytes (bad_input otherwise, as a file of
+  // another size is).
+  DeviceBuffer borrow(const char* name, size_t bytes) const {
+    const TileconformOperand* operand = find(name);
+    if (operand == nullptr) bad_input(std::string("operands: no '") + name + "'");
+    if (operand->bytes != bytes) {
+      bad_input(std::string("operands: '") + name + "' has " + std::to_string(operand->bytes) +
+                " bytes, expected " + std::to_string(bytes));
+    }
+    return DeviceBuffer::borrowed(operand->ptr, operand->bytes);
+  }
+
+ private:
+  const TileconformOperand* find(const char* name) const {
+    for (int i = 0; i < count_; ++i) {
+      if (std::strcmp(operands_[i].name, name) == 0) return &operands_[i];
+    }
+    return nullptr;
+  }
+  const TileconformOperand* operands_;
+  int count_;
 };
 
 template <class T>

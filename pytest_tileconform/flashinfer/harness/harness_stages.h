@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "harness_inputs.h"
 #include "harness_verdict.h"
 #include "tileconform_hook.h"
 
@@ -119,35 +120,124 @@ struct CapturedGraph {
 // ------------------------------------------------------------------------------------------
 // D run to run
 
-// Elements (of `bits` bits) in which two copies of D differ.
-long long changed_elements(const std::vector<char>& a, const std::vector<char>& b, int bits) {
-  const size_t size = bits >= 8 ? static_cast<size_t>(bits / 8) : 1;
-  long long changed = 0;
-  for (size_t i = 0; i < a.size(); i += size) {
-    if (std::memcmp(a.data() + i, b.data() + i, std::min(size, a.size() - i)) != 0) ++changed;
-  }
-  return changed;
-}
-
 void write_bytes(const std::string& path, const std::vector<char>& bytes, const char* stage) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!out) throw StageError(stage, "io_error", "cannot write " + path);
 }
 
-// Notes one more run of a replaying stage: its D against the checked run's; the D that changed
-// most is saved as RUN_DIR/d.STAGE.bin for Python to check against the reference.
-void note_run(ReplayInfo& info, const std::vector<char>& checked, const std::vector<char>& now,
-              int bits, const std::string& run_dir, const char* stage) {
-  ++info.runs;
-  const long long changed = changed_elements(checked, now, bits);
-  if (changed == 0) return;
-  ++info.changed_runs;
-  if (changed <= info.most_changed) return;
-  info.most_changed = changed;
-  info.saved = std::string("d.") + stage + ".bin";
-  write_bytes(run_dir + "/" + info.saved, now, stage);
+// Elements of type T in which two copies of D differ, counted into *count.
+template <class T>
+__global__ void tileconform_count_changed(const T* a, const T* b, size_t elements,
+                                          unsigned long long* count) {
+  unsigned long long local = 0;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < elements; i += stride) {
+    local += a[i] != b[i] ? 1 : 0;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) local += __shfl_down_sync(0xffffffffu, local, offset);
+  if ((threadIdx.x & 31) == 0 && local != 0) atomicAdd(count, local);
 }
+
+// The checked run's D, which every later run's D is compared with, bit for bit. In file mode it
+// is copied to the host and written as d.bin, a run that changed D most as d.STAGE.bin; with the
+// operands in device memory it is copied into the worker's `d`, compared on the device, and the
+// run that changed most is copied into `d_graph` / `d_repeat` (no D crosses to the host).
+class CheckedD {
+ public:
+  CheckedD(const DeviceBuffer& d, int bits, const std::string& run_dir, const OperandTable& table,
+           const ProblemInfo& p, cudaStream_t stream)
+      : d_(d), size_(bits >= 8 ? bits / 8 : 1), run_dir_(run_dir), stream_(stream) {
+    if (!table.given()) return;
+    on_device_ = true;
+    out_ = table.borrow("d", d.bytes());
+    if (p.graph_replays > 0) graph_ = table.borrow("d_graph", d.bytes());
+    if (p.repeats > 0) repeat_ = table.borrow("d_repeat", d.bytes());
+    if (p.graph_replays > 0 || p.repeats > 0) count_ = DeviceBuffer(sizeof(unsigned long long));
+  }
+
+  // After the checked run (its stream synchronized).
+  void keep(const char* stage) {
+    if (on_device_) {
+      copy(out_, stage);
+      return;
+    }
+    host_ = to_host(stage);
+    write_bytes(run_dir_ + "/d.bin", host_, stage);
+  }
+
+  // Notes one more run of a replaying stage (its stream synchronized): its D against the
+  // checked run's; the D that changed most is saved for Python to check against the reference.
+  void note_run(ReplayInfo& info, const char* stage) {
+    ++info.runs;
+    std::vector<char> now;
+    const long long changed = on_device_ ? changed_on_device(stage) : changed_on_host(stage, now);
+    if (changed == 0) return;
+    ++info.changed_runs;
+    if (changed <= info.most_changed) return;
+    info.most_changed = changed;
+    info.saved = std::string("d.") + stage + ".bin";
+    if (on_device_) {
+      copy(std::strcmp(stage, "graph") == 0 ? graph_ : repeat_, stage);
+    } else {
+      write_bytes(run_dir_ + "/" + info.saved, now, stage);
+    }
+  }
+
+ private:
+  std::vector<char> to_host(const char* stage) const {
+    std::vector<char> host(d_.bytes());
+    check_cuda(cudaMemcpy(host.data(), d_.as<void>(), d_.bytes(), cudaMemcpyDeviceToHost),
+               "cudaMemcpy D2H", stage);
+    return host;
+  }
+
+  void copy(const DeviceBuffer& to, const char* stage) const {
+    check_cuda(cudaMemcpy(to.as<void>(), d_.as<void>(), d_.bytes(), cudaMemcpyDeviceToDevice),
+               "cudaMemcpy D2D", stage);
+  }
+
+  long long changed_on_host(const char* stage, std::vector<char>& now) const {
+    now = to_host(stage);
+    long long changed = 0;
+    for (size_t i = 0; i < now.size(); i += size_) {
+      if (std::memcmp(host_.data() + i, now.data() + i, std::min(size_, now.size() - i)) != 0) ++changed;
+    }
+    return changed;
+  }
+
+  template <class T>
+  void count(size_t elements, unsigned long long* counter) const {
+    const unsigned blocks = static_cast<unsigned>(std::min<size_t>((elements + 255) / 256, 4096));
+    tileconform_count_changed<T><<<blocks, 256, 0, stream_>>>(out_.as<T>(), d_.as<T>(), elements, counter);
+  }
+
+  long long changed_on_device(const char* stage) const {
+    auto* counter = count_.as<unsigned long long>();
+    check_cuda(cudaMemsetAsync(counter, 0, sizeof(unsigned long long), stream_), "cudaMemsetAsync", stage);
+    const size_t elements = d_.bytes() / size_;
+    if (elements > 0) {
+      switch (size_) {
+        case 1: count<unsigned char>(elements, counter); break;
+        case 2: count<unsigned short>(elements, counter); break;
+        case 4: count<unsigned int>(elements, counter); break;
+        default: count<unsigned long long>(elements, counter); break;
+      }
+    }
+    check_cuda(cudaGetLastError(), "comparing D run to run", stage);
+    unsigned long long changed = 0;
+    check_cuda(cudaMemcpy(&changed, counter, sizeof(changed), cudaMemcpyDeviceToHost), "cudaMemcpy D2H", stage);
+    return static_cast<long long>(changed);
+  }
+
+  const DeviceBuffer& d_;
+  size_t size_;
+  std::string run_dir_;
+  cudaStream_t stream_;
+  bool on_device_ = false;
+  DeviceBuffer out_, graph_, repeat_, count_;
+  std::vector<char> host_;
+};
 
 // ------------------------------------------------------------------------------------------
 // Errors a case leaves behind
@@ -155,20 +245,26 @@ void note_run(ReplayInfo& info, const std::vector<char>& checked, const std::vec
 // Clears a pending (non-sticky) CUDA error and records it: an error some earlier call left in
 // this runtime must not be taken for one of the launcher's (CUTLASS reads cudaGetLastError
 // after its launch).
-void clear_pending(Verdict& verdict, const char* when) {
+bool clear_pending(Verdict& verdict, const char* when) {
   const cudaError_t pending = cudaGetLastError();
-  if (pending != cudaSuccess) {
-    verdict.cleared_errors.push_back({when, cudaGetErrorName(pending), cudaGetErrorString(pending)});
-  }
+  if (pending == cudaSuccess) return false;
+  verdict.cleared_errors.push_back({when, cudaGetErrorName(pending), cudaGetErrorString(pending)});
+  return true;
 }
 
-// After a case: a pending error is cleared and recorded; a sticky one (the context is lost, the
-// device cannot synchronize) ends the process that runs the cases (`*context_lost`), and a case
-// that had passed until then fails at run with it.
+// After a case: a pending error is cleared and recorded, and a case that had passed until then
+// fails at run with it (the case left it: its launcher's calls are the only ones since the check
+// before the case); a sticky one (the context is lost, the device cannot synchronize) ends the
+// process that runs the cases (`*context_lost`) and fails such a case at run too.
 void settle_errors(Verdict& verdict, int* context_lost) {
   const cudaError_t synced = cudaDeviceSynchronize();
   if (synced == cudaSuccess) {
-    clear_pending(verdict, "after the case");
+    if (clear_pending(verdict, "after the case") && verdict.stage == "pass") {
+      const ClearedError& e = verdict.cleared_errors.back();
+      verdict.stage = "run";
+      verdict.status = e.name;
+      verdict.message = "the case left a CUDA error pending (cleared): " + e.string;
+    }
     return;
   }
   *context_lost = 1;
