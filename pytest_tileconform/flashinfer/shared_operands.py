@@ -112,11 +112,16 @@ class SharedOperands:
 
     def write(self, run_dir: Path, *, graph: bool, repeat: bool) -> None:
         """operands.txt for one case: every input, ``d`` and the buffers its stages need. ``d``
-        is filled with the poison first, so a harness that never copied D into it fails."""
+        is filled with the poison first, so a harness that never copied D into it fails.
+
+        Returns once this process's GPU work is done: the runner's context is ordered with none
+        of this process's streams, so inputs still being made (or the poison still being
+        written) would race the harness's reads and its copy of D."""
         from .tolerance import POISON_BYTE
 
         wanted = ["d", *(["d_graph"] if graph else []), *(["d_repeat"] if repeat else [])]
         self.outputs["d"].fill_(POISON_BYTE)
+        torch.cuda.synchronize(self.outputs["d"].device)
         lines = [self._line(name, t) for name, t in self.inputs.items()]
         lines += [self._line(name, self.outputs[name]) for name in wanted]
         (run_dir / OPERANDS_FILE).write_text("\n".join(lines) + "\n")
