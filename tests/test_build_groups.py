@@ -236,3 +236,30 @@ def test_a_killed_build_gives_no_verdict(
 )
 def test_the_ram_model_covers_every_measured_peak(sm: int, instantiations: int, measured_gb: float) -> None:
     assert compile_ram(sm, instantiations) >= measured_gb * GB
+
+
+def test_the_cases_of_one_configuration_are_planned_as_one_instantiation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_settings: Callable[..., Settings]
+) -> None:
+    """A matrix judges each configuration over several problems and both PDL settings: those
+    cases are one instantiation, so units are planned (and sized) as for the configurations
+    alone, each compiled once."""
+    compiler = tmp_path / "fake_nvcc.py"
+    compiler.write_text(FAKE_COMPILER)
+    tiles = [(128, 64, 64), (128, 128, 64), (256, 128, 64), (128, 32, 64)]
+
+    def unit_sizes(cases: list[Case], name: str) -> list[str]:
+        log = tmp_path / f"{name}.log"
+        settings = backend_settings(group=4, cache_dir=tmp_path / name)
+        backend = FlashInferBackend(settings, progress=lambda _msg: None)
+        make = fake_spec(compiler, log)
+        # the stand-in unit lists its configurations, as codegen instantiates each once
+        monkeypatch.setattr(
+            backend, "_spec", lambda group: make([replace(c, pdl=None) for c in {c.tile: c for c in group}.values()])
+        )
+        backend.prepare(cases)
+        return sorted(log.read_text().split())
+
+    alone = unit_sizes([replace(make_case(), tile=t) for t in tiles], "alone")
+    each_twice = unit_sizes([replace(make_case(), tile=t, pdl=p) for t in tiles for p in (True, False)], "pdl")
+    assert each_twice == alone and sum(map(int, alone)) == len(tiles)

@@ -62,6 +62,14 @@ if TYPE_CHECKING:
 __all__ = ["DEVICES", "NAME", "FlashInferBackend", "Settings", "kernel_config"]
 
 
+def one_per_build(specs: dict[Case, BuildSpec]) -> list[Case]:
+    """The first case of each distinct build among ``specs``, in their order."""
+    first: dict[str, Case] = {}
+    for case, spec in specs.items():
+        first.setdefault(spec.key, case)
+    return list(first.values())
+
+
 def _nothing_before_run(case: Case, run_dir: Path) -> None:
     """No plugin looks at a case's inputs before its harness runs."""
 
@@ -262,13 +270,16 @@ class FlashInferBackend:
         if not specs:
             return
         workers = max(1, self.settings.worker_count)
-        missing = [case for case, spec in specs.items() if self.cache.lookup(spec) is None]
+        # one case for each instantiation: the cases of one configuration (its problems, PDL on
+        # and off) share one build, and units are planned in instantiations, not cases
+        builds = one_per_build(specs)
+        missing = [case for case in builds if self.cache.lookup(specs[case]) is None]
         if missing:
             self._build_runtime()
         most = self.settings.group or DEFAULT_GROUP
         if len(missing) > 1 and most > 1:
             self._build_shared(missing, specs, most)
-        ordered = list(specs.values())
+        ordered = [specs[case] for case in builds]
         # xdist workers share one build queue through the cache's locks; starting at
         # different places lets each claim its own part first
         start = self.settings.worker_index * len(ordered) // workers
