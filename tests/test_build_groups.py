@@ -255,11 +255,15 @@ def test_the_cases_of_one_configuration_are_planned_as_one_instantiation(
         make = fake_spec(compiler, log)
         # the stand-in unit lists its configurations, as codegen instantiates each once
         monkeypatch.setattr(
-            backend, "_spec", lambda group: make([replace(c, pdl=None) for c in {c.tile: c for c in group}.values()])
+            backend,
+            "_spec",
+            lambda group: make([replace(c, pdl=None) for c in {c.tile: c for c in group}.values()]),
         )
         backend.prepare(cases)
         return sorted(log.read_text().split())
 
     alone = unit_sizes([replace(make_case(), tile=t) for t in tiles], "alone")
-    each_twice = unit_sizes([replace(make_case(), tile=t, pdl=p) for t in tiles for p in (True, False)], "pdl")
+    each_twice = unit_sizes(
+        [replace(make_case(), tile=t, pdl=p) for t in tiles for p in (True, False)], "pdl"
+    )
     assert each_twice == alone and sum(map(int, alone)) == len(tiles)

@@ -91,7 +91,9 @@ class StandInRunner:
             fields.update(stage="run", status="cudaErrorMemoryAllocation", message="left pending by the case")
             fields["cleared_errors"] = [{"when": "after the case", "name": "cudaErrorMemoryAllocation"}]
         elif fault == "pending-error":
-            fields.update(stage="prepare", status="cudaErrorMemoryAllocation", message="pending before the case")
+            fields.update(
+                stage="prepare", status="cudaErrorMemoryAllocation", message="pending before the case"
+            )
             fields["cleared_errors"] = [{"when": "before the case", "name": "cudaErrorMemoryAllocation"}]
         (run_dir / "d.bin").write_bytes(bytes(d))
         (run_dir / VERDICT_FILE).write_text(json.dumps(fields))

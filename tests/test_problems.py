@@ -331,10 +331,10 @@ def _partial(case: Case) -> tuple[bool, bool, bool]:
     )
 
 
-def test_the_proposed_sm90_problems_give_what_their_header_claims() -> None:
+def test_the_shipped_sm90_problems_give_what_its_header_claims() -> None:
     """For every tile configuration (and swap_ab): several waves on an H200, partial M, N and K
     tiles, empty experts first, middle and last, bias and a one-token decode, PDL on and off."""
-    matrix = load_matrix(Path(__file__).parent.parent / "matrices" / "sm90-problems.yaml")
+    matrix = load_matrix(Path(__file__).parent.parent / "matrices" / "sm90.yaml")
     assert len(matrix.cases) == 2880
     configs: dict[str, list[Case]] = {}
     for case in matrix.cases:  # one configuration: the id without pdl and problem

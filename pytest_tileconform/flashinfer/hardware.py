@@ -161,7 +161,9 @@ def replay_failure(stage: Stage, fields: Mapping[str, Any], deterministic: bool,
     return None
 
 
-def hand_over(prepared: Prepared, run_dir: Path, entries: Mapping[str, int], settings: Settings) -> tuple[SharedOperands | None, str]:
+def hand_over(
+    prepared: Prepared, run_dir: Path, entries: Mapping[str, int], settings: Settings
+) -> tuple[SharedOperands | None, str]:
     """Give the harness ``prepared``'s inputs in ``run_dir``: in device memory where they are
     on the GPU and this process can share them (:mod:`.shared_operands`), else as files. Returns
     the shared operands (None for files) and how they were handed over, for the verdict."""
@@ -227,8 +229,14 @@ def judge(
         }
         extra.update(report.given("kernel_ms", "device", "cuda_error", "graph", "repeat"))
         # kernel runs of the case: the checked one, each replay and repeat, each timed call
-        extra["launches"] = 1 + settings.timing_iters + sum(
-            int(fields.get("runs", 0)) for fields in (extra.get("graph"), extra.get("repeat")) if isinstance(fields, dict)
+        extra["launches"] = (
+            1
+            + settings.timing_iters
+            + sum(
+                int(fields.get("runs", 0))
+                for fields in (extra.get("graph"), extra.get("repeat"))
+                if isinstance(fields, dict)
+            )
         )
         if report.cleared_errors:
             extra["cleared_errors"] = report.cleared_errors

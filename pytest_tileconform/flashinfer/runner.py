@@ -89,7 +89,9 @@ class HarnessRunner:
         if code == UNLOADABLE:
             return CaseRun(None, f"the runner could not load {unit}: {_tail(run_dir)}")
         if code == UNMAPPED:
-            return CaseRun(None, f"the runner could not map the case's operands: {_tail(run_dir)}", unmapped=True)
+            return CaseRun(
+                None, f"the runner could not map the case's operands: {_tail(run_dir)}", unmapped=True
+            )
         if code == NO_SUCH_CASE:
             return CaseRun(None, f"{unit} has no case {case}")
         return CaseRun(code, None)

@@ -56,7 +56,10 @@ def ipc_handle(t: torch.Tensor) -> tuple[str, int]:
     driver = _driver()
     pointer = ctypes.c_uint64(t.data_ptr())
     base, size = ctypes.c_uint64(), ctypes.c_size_t()
-    _check(driver.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), pointer), "cuMemGetAddressRange")
+    _check(
+        driver.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), pointer),
+        "cuMemGetAddressRange",
+    )
     handle = (ctypes.c_char * _HANDLE_BYTES)()
     _check(driver.cuIpcGetMemHandle(handle, base), "cuIpcGetMemHandle")
     return bytes(handle).hex(), pointer.value - base.value

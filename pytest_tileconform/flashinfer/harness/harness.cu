@@ -320,6 +320,11 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
                      "kernel compiled for sm_" + std::to_string(C::arch) +
                          ", device is sm_" + std::to_string(device_sm));
   }
+  // only now: without a usable device the runtime's first error is that (setup), not a pending one
+  if (clear_pending(verdict, "before the case")) {
+    const ClearedError& e = verdict.cleared_errors.back();
+    throw StageError("prepare", e.name, "a CUDA error was pending before the case (cleared): " + e.string);
+  }
 
   const Operands ops = load_operands<C>(run_dir, table, p);
 
@@ -378,9 +383,10 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
   verdict.message.clear();
 }
 
-// One case: its problem, its hook around everything. An error pending before it is cleared and
-// fails the case at prepare: the state the case would run in is not the clean one it must start
-// from (no case is judged on a runtime some earlier call left an error in).
+// One case: its problem, its hook around everything. An error pending before it (found once the
+// device is known, run_stages) is cleared and fails the case at prepare: the state the case
+// would run in is not the clean one it must start from (no case is judged on a runtime some
+// earlier call left an error in).
 template <class C>
 void run_case(const std::string& run_dir, const OperandTable& table, Verdict& verdict) {
   verdict.problem = read_problem(run_dir + "/problem.txt", C::finalize);
@@ -389,11 +395,6 @@ void run_case(const std::string& run_dir, const OperandTable& table, Verdict& ve
   hook.call(TILECONFORM_HOOK_BEFORE_CASE);
   tileconform_cudart_probe() = TileconformCudartProbe{};  // what CUTLASS reports is this case's
   try {
-    if (clear_pending(verdict, "before the case")) {
-      const ClearedError& e = verdict.cleared_errors.back();
-      throw StageError("prepare", e.name,
-                       "a CUDA error was pending before the case (cleared): " + e.string);
-    }
     run_stages<C>(run_dir, table, verdict, hook);
   } catch (...) {
     hook.call(TILECONFORM_HOOK_AFTER_CASE);
