@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
+import pytest
 import torch
 from test_reference import make_case
 
+from pytest_tileconform.flashinfer.hardware import hand_over
 from pytest_tileconform.flashinfer.prepared import InputCache
+from pytest_tileconform.flashinfer.settings import Settings
+from pytest_tileconform.flashinfer.shared_operands import OPERANDS_FILE, SharingError
 from pytest_tileconform.matrix.schema import Problem
 
 
@@ -46,3 +52,20 @@ def test_the_cache_keeps_within_its_bytes() -> None:
     assert tiny.get(big, 0) is tiny.get(big, 0)  # the newest stays, whatever its size
     tiny.get(big, 1)
     assert len(tiny) == 1
+
+
+def test_inputs_off_the_gpu_reach_the_harness_as_files(
+    tmp_path: Path, backend_settings: Callable[..., Settings]
+) -> None:
+    """Device memory is shared only from a CUDA device: a hardware case whose inputs are on the
+    CPU (a torch without CUDA on a GPU host) gets problem.txt and the operand files, and its
+    verdict says so."""
+    prepared = InputCache(1 << 30).get(make_case(), 0)
+    with pytest.raises(SharingError, match="not in device memory"):
+        prepared.shared()
+    settings = backend_settings(device="hardware")
+    shared, how = hand_over(prepared, tmp_path, {"enable_pdl": 1}, settings)
+    assert (shared, how) == (None, "files")
+    assert {"problem.txt", "a.bin", "b.bin"} <= {p.name for p in tmp_path.iterdir()}
+    assert not (tmp_path / OPERANDS_FILE).exists()
+    assert "enable_pdl 1" in (tmp_path / "problem.txt").read_text()

@@ -89,6 +89,23 @@ def test_compare_exact_passes_only_the_value() -> None:
     assert report.summary().startswith("MISMATCH: 1/6 over the bound")
 
 
+def test_an_exact_pass_is_found_bit_for_bit_and_zeros_of_either_sign_still_pass() -> None:
+    """The one-pass check of an exact case: the bits of D against the expected value's. A D that
+    differs only in the sign of a zero is not bit-identical, takes the full comparison and passes
+    there; the derived bits are made once and kept for the problem's other cases."""
+    expected = exact_expected([[1.0, 0.0, -3.0]])
+    report = compare(expected.value.to(BF16), expected)
+    assert (
+        report.ok and report.worst_index is None and "D equals the reference bit for bit" in report.summary()
+    )
+    bits = expected.derived("bits")
+    signed = expected.value.to(BF16).clone()
+    signed[0, 1] = -0.0
+    report = compare(signed, expected)
+    assert report.ok and report.worst_index is not None and report.max_ulp_err == 0
+    assert expected.derived("bits") is bits
+
+
 def test_compare_checks_finalize_against_its_bound() -> None:
     value = torch.tensor([[2.0, 1.0]], dtype=torch.float64)
     bound = torch.tensor([[2.0**-6, 0.0]], dtype=torch.float64)

@@ -207,7 +207,7 @@ class CheckedD {
   }
 
   template <class T>
-  void count(size_t elements, unsigned long long* counter) const {
+  void launch_count(size_t elements, unsigned long long* counter) const {
     const unsigned blocks = static_cast<unsigned>(std::min<size_t>((elements + 255) / 256, 4096));
     tileconform_count_changed<T><<<blocks, 256, 0, stream_>>>(out_.as<T>(), d_.as<T>(), elements, counter);
   }
@@ -218,10 +218,10 @@ class CheckedD {
     const size_t elements = d_.bytes() / size_;
     if (elements > 0) {
       switch (size_) {
-        case 1: count<unsigned char>(elements, counter); break;
-        case 2: count<unsigned short>(elements, counter); break;
-        case 4: count<unsigned int>(elements, counter); break;
-        default: count<unsigned long long>(elements, counter); break;
+        case 1: launch_count<unsigned char>(elements, counter); break;
+        case 2: launch_count<unsigned short>(elements, counter); break;
+        case 4: launch_count<unsigned int>(elements, counter); break;
+        default: launch_count<unsigned long long>(elements, counter); break;
       }
     }
     check_cuda(cudaGetLastError(), "comparing D run to run", stage);
