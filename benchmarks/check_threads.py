@@ -24,8 +24,8 @@ from typing import Any
 import torch
 
 from pytest_tileconform.compile.cache import available_cores
-from pytest_tileconform.flashinfer.reference import expected_output, make_inputs, output_dtype
-from pytest_tileconform.flashinfer.tolerance import compare
+from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs, output_dtype
+from pytest_tileconform.flashinfer.numerics.tolerance import compare
 from pytest_tileconform.matrix.load import load_matrix
 from pytest_tileconform.matrix.schema import Problem
 

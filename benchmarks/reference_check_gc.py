@@ -21,8 +21,8 @@ import pytest  # noqa: F401  (held by a real worker)
 import torch  # noqa: F401
 
 from pytest_tileconform.core.gctime import CollectorTime, freeze_survivors
-from pytest_tileconform.flashinfer.reference import expected_output, make_inputs
-from pytest_tileconform.flashinfer.tolerance import compare
+from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs
+from pytest_tileconform.flashinfer.numerics.tolerance import compare
 from pytest_tileconform.matrix.load import load_matrix
 
 

@@ -22,13 +22,13 @@ from typing import Any
 import torch
 
 from pytest_tileconform.dtypes import dtype_label
-from pytest_tileconform.flashinfer.reference import (
+from pytest_tileconform.flashinfer.numerics.reference import (
     GENERATED_BLOCK_SCALED,
     GENERATED_DTYPES,
     expected_output,
     make_inputs,
 )
-from pytest_tileconform.flashinfer.tolerance import compare
+from pytest_tileconform.flashinfer.numerics.tolerance import compare
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.problems import presets_named
 from pytest_tileconform.matrix.schema import Problem

@@ -228,7 +228,7 @@ def test_every_command_takes_the_same_archs() -> None:
     from pytest_tileconform.commands.cli import build_parser
     from pytest_tileconform.commands.options import ARCHS
     from pytest_tileconform.flashinfer.generator import GENERATOR_ARCH
-    from pytest_tileconform.flashinfer.tactics import PROBE_SMS
+    from pytest_tileconform.flashinfer.tactics.offered import PROBE_SMS
     from pytest_tileconform.virtual.profiles import BUILTIN
 
     assert tuple(BUILTIN) == ARCHS and set(GENERATOR_ARCH) == set(ARCHS) and set(PROBE_SMS) <= set(ARCHS)

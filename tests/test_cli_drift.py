@@ -27,7 +27,7 @@ from pytest_tileconform.commands.drift import (
 )
 from pytest_tileconform.flashinfer.generator import generated_ops
 from pytest_tileconform.flashinfer.sources import FlashInferSources
-from pytest_tileconform.flashinfer.tactics import parse
+from pytest_tileconform.flashinfer.tactics.offered import parse
 from pytest_tileconform.results.store import parse_results, read_results
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -126,7 +126,7 @@ def test_the_probe_build_is_announced(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Without --tactics the probe is compiled first (a minute or more): stderr says so before."""
-    import pytest_tileconform.flashinfer.tactics as tactics
+    import pytest_tileconform.flashinfer.tactics.offered as tactics
     from pytest_tileconform.commands import inputs
 
     said: list[str] = []
@@ -172,7 +172,7 @@ def test_probe_reproduces_the_recorded_output(flashinfer_074, tmp_path: Path) ->
     """Builds the tactics probe (about 65 s and 2 GB once; cached in the user build cache) and asks
     the installed FlashInfer itself: its output for sm120 must be the recorded one."""
     from pytest_tileconform.compile.cache import default_cache_dir
-    from pytest_tileconform.flashinfer.tactics import offered_tactics
+    from pytest_tileconform.flashinfer.tactics.offered import offered_tactics
 
     lines = offered_tactics(flashinfer_074, ["sm120"], default_cache_dir())
     assert lines == RECORDED.read_text().splitlines()

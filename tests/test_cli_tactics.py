@@ -22,9 +22,9 @@ import pytest
 
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.dtypes import label_dtypes, tile_k_elements
-from pytest_tileconform.flashinfer.autotuner_lines import LineError, mentions
 from pytest_tileconform.flashinfer.sources import FlashInferSources
-from pytest_tileconform.flashinfer.tactics import TacticIndex, numbering_digest, parse
+from pytest_tileconform.flashinfer.tactics.autotuner_lines import LineError, mentions
+from pytest_tileconform.flashinfer.tactics.offered import TacticIndex, numbering_digest, parse
 from pytest_tileconform.matrix.load import load_matrix
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -182,7 +182,7 @@ def test_committed_outputs_are_current(flashinfer_074: FlashInferSources) -> Non
 def test_probe_reproduces_sm90_and_sm100(flashinfer_074: FlashInferSources) -> None:
     """Builds the tactics probe (about 65 s and 2 GB once; cached in the user build cache)."""
     from pytest_tileconform.compile.cache import default_cache_dir
-    from pytest_tileconform.flashinfer.tactics import offered_tactics
+    from pytest_tileconform.flashinfer.tactics.offered import offered_tactics
 
     lines = offered_tactics(flashinfer_074, ["sm90", "sm100"], default_cache_dir())
     assert lines == SM90_SM100.read_text().splitlines()

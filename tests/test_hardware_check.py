@@ -15,7 +15,7 @@ from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
-from pytest_tileconform.flashinfer.reference import (
+from pytest_tileconform.flashinfer.numerics.reference import (
     _le_bytes,
     make_inputs,
     output_dtype,

@@ -20,8 +20,8 @@ from pytest_tileconform.flashinfer import hardware
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, UnsupportedConfig
 from pytest_tileconform.flashinfer.harness_report import STAGES, VERDICT_FILE, HarnessReport
+from pytest_tileconform.flashinfer.numerics.prepared import DEFAULT_CACHE_BYTES, InputCache
 from pytest_tileconform.flashinfer.planner import plan_units
-from pytest_tileconform.flashinfer.prepared import DEFAULT_CACHE_BYTES, InputCache
 from pytest_tileconform.flashinfer.sanitizer import SanitizerRun
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.sources import FlashInferSources
@@ -59,7 +59,7 @@ def test_the_stage_map_covers_exactly_what_the_harness_writes() -> None:
 def test_the_poison_is_the_one_the_numerics_check_knows() -> None:
     """The harness fills memory with kPoisonByte; the check of D recognises unwritten elements
     by tolerance.POISON_BYTE: two languages, one value."""
-    from pytest_tileconform.flashinfer.tolerance import POISON_BYTE
+    from pytest_tileconform.flashinfer.numerics.tolerance import POISON_BYTE
 
     found = re.findall(r"constexpr unsigned char kPoisonByte = (0x[0-9A-Fa-f]+);", _harness_source())
     assert [int(value, 16) for value in found] == [POISON_BYTE]

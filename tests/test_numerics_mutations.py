@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from pytest_tileconform.dtypes import dtype_label
-from pytest_tileconform.flashinfer.reference import (
+from pytest_tileconform.flashinfer.numerics.reference import (
     GENERATED_BLOCK_SCALED,
     GENERATED_DTYPES,
     GroupedInputs,
@@ -31,7 +31,7 @@ from pytest_tileconform.flashinfer.reference import (
     poison_output,
     read_output,
 )
-from pytest_tileconform.flashinfer.tolerance import Expected, NumericsReport, compare
+from pytest_tileconform.flashinfer.numerics.tolerance import Expected, NumericsReport, compare
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.problems import route
 from pytest_tileconform.matrix.schema import Problem

@@ -82,7 +82,7 @@ def test_the_wheel_holds_the_matrices_and_needs_no_torch(tmp_path: Path) -> None
         metadata = archive.read("pytest_tileconform-0.1.0.dist-info/METADATA").decode()
     assert {
         "pytest_tileconform/flashinfer/harness/harness.cu",
-        "pytest_tileconform/flashinfer/probe/tactics.cu",
+        "pytest_tileconform/flashinfer/tactics/probe.cu",
         "pytest_tileconform/virtual/runtime/vcudart.cpp",
         "pytest_tileconform/py.typed",
         "pytest_tileconform-0.1.0.dist-info/licenses/LICENSE",

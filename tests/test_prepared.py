@@ -11,9 +11,9 @@ import torch
 from test_reference import make_case
 
 from pytest_tileconform.flashinfer.hardware import hand_over
-from pytest_tileconform.flashinfer.prepared import InputCache
+from pytest_tileconform.flashinfer.numerics.prepared import InputCache
+from pytest_tileconform.flashinfer.numerics.shared_operands import OPERANDS_FILE, SharingError
 from pytest_tileconform.flashinfer.settings import Settings
-from pytest_tileconform.flashinfer.shared_operands import OPERANDS_FILE, SharingError
 from pytest_tileconform.matrix.schema import Problem
 
 

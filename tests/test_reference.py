@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_tileconform.flashinfer.blockscale import (
+from pytest_tileconform.flashinfer.numerics.blockscale import (
     act_sf_offset,
     decode_ue8m0,
     dequantize_mxfp4,
@@ -21,7 +21,7 @@ from pytest_tileconform.flashinfer.blockscale import (
     unpack_e2m1,
     weight_sf_offset,
 )
-from pytest_tileconform.flashinfer.reference import (
+from pytest_tileconform.flashinfer.numerics.reference import (
     SIMULATED_TOP_K,
     GroupedInputs,
     OutputFileError,
@@ -35,7 +35,7 @@ from pytest_tileconform.flashinfer.reference import (
     simulate_routing,
     write_inputs,
 )
-from pytest_tileconform.flashinfer.tolerance import compare
+from pytest_tileconform.flashinfer.numerics.tolerance import compare
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.schema import Problem
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from pytest_tileconform.flashinfer.tolerance import (
+from pytest_tileconform.flashinfer.numerics.tolerance import (
     POISON_BYTE,
     Expected,
     compare,

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..flashinfer.tactics import Tactic
+from ..flashinfer.tactics.offered import Tactic
 from ..results.fingerprint import UNKNOWN, device_key
 from ..results.model import ResultsDocument
 from ..verdict import UNRUN

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..flashinfer.generator import GeneratedOp
-from ..flashinfer.tactics import ConfigKey as ConfigKey  # export-blocklist imports it from here
-from ..flashinfer.tactics import Shape, Tactic, case_key, format_ids
-from ..flashinfer.tactics import tactic_key as tactic_key  # likewise
+from ..flashinfer.tactics.offered import ConfigKey as ConfigKey  # export-blocklist imports it from here
+from ..flashinfer.tactics.offered import Shape, Tactic, case_key, format_ids
+from ..flashinfer.tactics.offered import tactic_key as tactic_key  # likewise
 from ..results.model import CaseRecord, ResultsDocument
 
 FLAG_NOT_INSTANTIATED = "offered, not instantiated"

@@ -12,7 +12,7 @@ from .output import EXIT_ENVIRONMENT, CommandError, emit, message
 
 if TYPE_CHECKING:
     from ..flashinfer.sources import FlashInferSources
-    from ..flashinfer.tactics import Tactic
+    from ..flashinfer.tactics.offered import Tactic
     from ..results.model import ResultsDocument
 
 
@@ -48,7 +48,7 @@ def probe_built(sources: FlashInferSources, cache: Path) -> bool:
     """Whether the tactics probe for ``sources`` is in the build cache already."""
     from ..compile.cache import BuildCache
     from ..flashinfer.sources import FlashInferSourcesError, build_salt, find_cuda_home
-    from ..flashinfer.tactics import probe_spec
+    from ..flashinfer.tactics.offered import probe_spec
 
     try:
         home = find_cuda_home()
@@ -62,7 +62,7 @@ def tactic_lines(args: argparse.Namespace, arch: str, sources: FlashInferSources
     """The tactics probe's output: replayed from --tactics, or from FlashInfer's own host code."""
     from ..compile.cache import default_cache_dir
     from ..flashinfer.sources import FlashInferSourcesError
-    from ..flashinfer.tactics import PROBE_SMS, ProbeError, offered_tactics
+    from ..flashinfer.tactics.offered import PROBE_SMS, ProbeError, offered_tactics
 
     if args.tactics is not None:
         return replayed_lines(args.tactics)
@@ -109,7 +109,7 @@ def offered(args: argparse.Namespace, arch: str, sources: FlashInferSources | No
     """FlashInfer's tactics for ``arch`` (see :func:`tactic_lines`). A file that cannot be read
     is bad input (exit 2); lines that are not the probe's output, saved or live, are the probe's
     failure (exit 3), as a tool that answered wrongly."""
-    from ..flashinfer.tactics import ProbeError, parse
+    from ..flashinfer.tactics.offered import ProbeError, parse
 
     try:
         return [t for t in parse(tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]

@@ -4,7 +4,7 @@ FlashInfer's autotuner for ``cutlass_fused_moe`` (``MoERunner``) speaks of tacti
 ``["MoERunner", 17]`` in its config cache, ``... MoERunner object at 0x...> 17`` in its logs,
 ``[3, 11]`` in a tactics blocklist. This command lists, for one architecture and dtype combination,
 every id in FlashInfer's own order (the tactics probe runs the binding's ``getTactics``: see
-:mod:`pytest_tileconform.flashinfer.tactics` for how ids are numbered) with the configuration it
+:mod:`pytest_tileconform.flashinfer.tactics.offered` for how ids are numbered) with the configuration it
 selects (CTA tile, cluster, dynamic CGA, mainloop / epilogue schedule, fusion, swap_ab, whether the
 dispatch takes it) and this project's verdict for it:
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..dtypes import label_dtypes, shape_label
-from ..flashinfer.tactics import (
+from ..flashinfer.tactics.offered import (
     ConfigKey,
     Tactic,
     case_key,
@@ -43,8 +43,8 @@ from ..flashinfer.tactics import (
 from .output import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, CommandError, emit, message
 
 if TYPE_CHECKING:
-    from ..flashinfer.autotuner_lines import Mention
     from ..flashinfer.sources import FlashInferSources
+    from ..flashinfer.tactics.autotuner_lines import Mention
     from ..results.model import ResultsDocument, VerdictRecord
 
 NOT_JUDGED = "not judged"
@@ -336,14 +336,14 @@ def _explained(
 def _explain_text(value: str) -> str:
     if value != "-":
         return value
-    from ..flashinfer.autotuner_lines import MAX_TEXT
+    from ..flashinfer.tactics.autotuner_lines import MAX_TEXT
 
     return sys.stdin.read(MAX_TEXT + 1)
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..flashinfer.autotuner_lines import LineError, mentions
-    from ..flashinfer.tactics import PROBE_SMS, ProbeError
+    from ..flashinfer.tactics.autotuner_lines import LineError, mentions
+    from ..flashinfer.tactics.offered import PROBE_SMS, ProbeError
     from .inputs import load_results, offered
 
     arch = args.arch

@@ -57,7 +57,7 @@ from .settling import CaseSettling
 from .sources import FlashInferSources, FlashInferSourcesError, build_salt
 
 if TYPE_CHECKING:
-    from .prepared import InputCache, Prepared
+    from .numerics.prepared import InputCache, Prepared
 
 __all__ = ["DEVICES", "NAME", "FlashInferBackend", "Settings", "kernel_config"]
 
@@ -415,7 +415,7 @@ class FlashInferBackend:
         self._settling.settle(case)
 
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
-        from .reference import write_inputs
+        from .numerics.reference import write_inputs
         from .run_faults import predicted_fault
 
         self._settle_case(case)
@@ -468,7 +468,7 @@ class FlashInferBackend:
         runs there), on the CPU for the virtual device (which reads files and never runs D)."""
         import torch
 
-        from .prepared import InputCache, cache_bytes
+        from .numerics.prepared import InputCache, cache_bytes
 
         where = torch.device(device)
         if device not in self._inputs:

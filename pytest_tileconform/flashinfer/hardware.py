@@ -37,9 +37,9 @@ from .settings import Settings
 if TYPE_CHECKING:
     import torch
 
-    from .prepared import Prepared
-    from .shared_operands import SharedOperands
-    from .tolerance import NumericsReport
+    from .numerics.prepared import Prepared
+    from .numerics.shared_operands import SharedOperands
+    from .numerics.tolerance import NumericsReport
 
 #: Called with a case and its run directory once the inputs are there, before the harness runs.
 BeforeRun = Callable[[Case, Path], None]
@@ -110,7 +110,7 @@ class _Check:
         self.seconds: dict[str, float] = {}
 
     def _read(self, name: str) -> torch.Tensor:
-        from .reference import read_output
+        from .numerics.reference import read_output
 
         inputs = self.prepared.inputs
         if self.shared is not None:
@@ -124,7 +124,7 @@ class _Check:
         return read_output(where, self.case, inputs)
 
     def __call__(self, name: str) -> NumericsReport:
-        from .tolerance import compare
+        from .numerics.tolerance import compare
 
         started = time.perf_counter()
         actual = self._read(name)
@@ -167,8 +167,8 @@ def hand_over(
     """Give the harness ``prepared``'s inputs in ``run_dir``: in device memory where they are
     on the GPU and this process can share them (:mod:`.shared_operands`), else as files. Returns
     the shared operands (None for files) and how they were handed over, for the verdict."""
-    from .reference import write_inputs, write_problem
-    from .shared_operands import SharingError
+    from .numerics.reference import write_inputs, write_problem
+    from .numerics.shared_operands import SharingError
 
     inputs = prepared.inputs
     how = "files"
@@ -198,7 +198,7 @@ def judge(
     """``case``'s verdict from its unit ``build`` run on ``gpu`` through ``execute`` (and, with
     ``settings.sanitize``, ``sanitize``), its inputs and expected D from ``prepared``; ``base``
     starts every verdict's ``extra``."""
-    from .reference import write_inputs
+    from .numerics.reference import write_inputs
 
     source = f"hardware ({gpu.describe()})"
     run_dir = Path(tempfile.mkdtemp(prefix="tileconform-run-"))

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_tileconform.flashinfer.tactics import ProbeError, parse
+from pytest_tileconform.flashinfer.tactics.offered import ProbeError, parse
 from pytest_tileconform.results.store import ReportError, parse_results, read_results
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,12 +1,12 @@
 """FlashInfer's own answer to "which MoE GEMM tactics do you offer, and does your dispatch take them?"
 
-``probe/tactics.cu`` is compiled once per (FlashInfer sources, nvcc) into the build cache, like a
+``probe.cu`` is compiled once per (FlashInfer sources, nvcc) into the build cache, like a
 harness, from FlashInfer's headers plus TensorRT-LLM's ``cutlass_heuristic.cpp`` and the three
 host support files, and run on the CPU: it calls ``MoeGemmRunner<...>::getConfigs`` (which calls
 ``get_candidate_configs`` of the heuristic) and, for every TMA warp-specialized tactic,
 ``dispatchMoeGemmSelectTileShapeTmaWarpSpecialized`` as the workspace query calls it, with the
 launcher template defined to record the instantiation the dispatch selected instead of running
-it. See the comment at the top of ``probe/tactics.cu`` for the output.
+it. See the comment at the top of ``probe.cu`` for the output.
 
 The tactic ids are those of FlashInfer's autotuner for ``cutlass_fused_moe`` (``MoERunner``), one
 list per dtype combination: the binding (``flashinfer_cutlass_fused_moe_binding.cu``,
@@ -29,14 +29,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..compile.cache import BuildCache, BuildSpec, CacheUnusable
-from ..compile.signing import SigningError
-from ..dtypes import dtype, label_dtypes, tile_k_elements
-from .generator import schedule_variant
-from .nvcc_flags import COMMON_NVCC_FLAGS
-from .sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
+from ...compile.cache import BuildCache, BuildSpec, CacheUnusable
+from ...compile.signing import SigningError
+from ...dtypes import dtype, label_dtypes, tile_k_elements
+from ..generator import schedule_variant
+from ..nvcc_flags import COMMON_NVCC_FLAGS
+from ..sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
 
-PROBE_SOURCE = Path(__file__).resolve().parent / "probe" / "tactics.cu"
+PROBE_SOURCE = Path(__file__).resolve().parent / "probe.cu"
 HEURISTIC_CPP = "tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp"
 #: RAM the probe's compile is planned with: it takes about 65 s and a peak of 2 GB on one core
 #: (nvcc 13.0, FlashInfer 0.7.4)

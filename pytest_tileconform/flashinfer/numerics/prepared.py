@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..matrix.cases import Case
+from ...matrix.cases import Case
 from .reference import GroupedInputs, expected_output, make_inputs
 from .shared_operands import SharedOperands
 from .tolerance import Expected

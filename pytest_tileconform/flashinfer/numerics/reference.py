@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..dtypes import BLOCK_SCALED_PAIRS, UNSCALED_DTYPES, DType, dtype
-from ..matrix.cases import Case
+from ...dtypes import BLOCK_SCALED_PAIRS, UNSCALED_DTYPES, DType, dtype
+from ...matrix.cases import Case
 from .blockscale import (
     act_sf_offset,
     dequantize_mxfp4,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ..dtypes import dtype
+from ...dtypes import dtype
 from .reference import GroupedInputs, flat_block_scales, output_dtype
 
 #: what the runner reads (harness/PROTOCOL.md)
