@@ -25,6 +25,7 @@ import torch
 
 from ...dtypes import dtype
 from .reference import GroupedInputs, flat_block_scales, output_dtype
+from .tolerance import POISON_BYTE
 
 #: what the runner reads (harness/PROTOCOL.md)
 OPERANDS_FILE = "operands.txt"
@@ -120,8 +121,6 @@ class SharedOperands:
         Returns once this process's GPU work is done: the runner's context is ordered with none
         of this process's streams, so inputs still being made (or the poison still being
         written) would race the harness's reads and its copy of D."""
-        from .tolerance import POISON_BYTE
-
         wanted = ["d", *(["d_graph"] if graph else []), *(["d_repeat"] if repeat else [])]
         self.outputs["d"].fill_(POISON_BYTE)
         torch.cuda.synchronize(self.outputs["d"].device)

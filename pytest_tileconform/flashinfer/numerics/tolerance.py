@@ -18,7 +18,8 @@ units in the last place (ulp) of the output type at the expected value.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -42,39 +43,39 @@ class Expected:
     #: the scale its adds round at (a token whose rows cancel has a tiny D but not tiny
     #: rounding); None: the value itself
     magnitude: torch.Tensor | None = None
-    #: what every check of the cases of one problem needs, made once (:meth:`derived`)
-    _derived: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
 
-    @property
+    # What every check of the cases of one problem needs (they share their expected D): made at
+    # the first check and kept (functools.cached_property stores into the instance's __dict__).
+    @cached_property
     def exact(self) -> bool:
         """Whether D must equal :attr:`value` everywhere."""
-        return bool(self.derived("exact"))
+        return self.bound is None or not bool((self.bound > 0).any())
 
-    def derived(self, name: str) -> torch.Tensor:
-        """``exact`` (0-d bool), ``bits`` (:attr:`value` in the output dtype: what an exact D
-        must equal bit for bit), ``unit`` (the ulp errors are counted in), ``bound`` (never
-        None) and ``bound_ulp``: made at the first check and kept, since the cases of one problem
-        share their expected D."""
-        if name not in self._derived:
-            if name == "exact":
-                made = torch.tensor(self.bound is None or not bool((self.bound > 0).any()))
-            elif name == "bits":
-                made = self.value.to(self.out_dtype)
-            elif name == "unit":
-                made = ulp(self.value if self.magnitude is None else self.magnitude, self.out_dtype)
-            elif name == "bound":
-                made = self.bound if self.bound is not None else torch.zeros_like(self.value)
-            elif name == "bound_ulp":
-                made = self.derived("bound") / self.derived("unit")
-            else:
-                raise KeyError(name)
-            self._derived[name] = made
-        return self._derived[name]
+    @cached_property
+    def bits(self) -> torch.Tensor:
+        """:attr:`value` in the output dtype: what an exact D must equal bit for bit."""
+        return self.value.to(self.out_dtype)
+
+    @cached_property
+    def unit(self) -> torch.Tensor:
+        """The ulp that errors are counted in."""
+        return ulp(self.value if self.magnitude is None else self.magnitude, self.out_dtype)
+
+    @cached_property
+    def allowed(self) -> torch.Tensor:
+        """:attr:`bound`, zeros where there is none."""
+        return self.bound if self.bound is not None else torch.zeros_like(self.value)
+
+    @cached_property
+    def allowed_ulp(self) -> torch.Tensor:
+        """:attr:`allowed` in ulp."""
+        return self.allowed / self.unit
 
     @property
     def nbytes(self) -> int:
-        tensors = (self.value, self.bound, self.magnitude, *self._derived.values())
-        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+        # the fields and what was made from them so far (``allowed`` may be ``bound`` itself)
+        kept = {id(t): t for t in vars(self).values() if isinstance(t, torch.Tensor)}
+        return sum(t.numel() * t.element_size() for t in kept.values())
 
 
 def _precision(out_dtype: torch.dtype) -> tuple[int, int]:
@@ -147,8 +148,6 @@ def poison_value(out_dtype: torch.dtype) -> torch.Tensor:
 def _count_unwritten(actual: torch.Tensor, out_dtype: torch.dtype) -> int:
     """Elements of D (as read, in the output dtype) that still hold the poison pattern: NaN
     never equals itself, so the bits are compared."""
-    if actual.dtype != out_dtype:
-        raise TypeError(f"D is {actual.dtype}, the output type is {out_dtype}: compare D as read")
     ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[actual.element_size()]
     poison = poison_value(out_dtype).view(ints).to(actual.device)
     return int((actual.view(ints) == poison).sum())
@@ -207,7 +206,7 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 def _identical(actual: torch.Tensor, expected: Expected) -> bool:
     """Whether D holds exactly the bits of the expected value (an exact case's pass, found in one
     pass over D; anything else takes the full comparison)."""
-    bits = expected.derived("bits")
+    bits = expected.bits
     ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[bits.element_size()]
     return bool(torch.equal(actual.to(bits.device).view(ints), bits.view(ints)))
 
@@ -234,9 +233,9 @@ def compare(actual: torch.Tensor, expected: Expected) -> NumericsReport:
     act = actual.detach().to(device=exp.device, dtype=torch.float64)
     finite = torch.isfinite(act)
     err = (act - exp).abs_().nan_to_num_(nan=math.inf)
-    bound = expected.derived("bound")
-    err_ulp = err / expected.derived("unit")
-    bound_ulp = expected.derived("bound_ulp")
+    bound = expected.allowed
+    err_ulp = err / expected.unit
+    bound_ulp = expected.allowed_ulp
     over_count = int((err > bound).sum())
     flat = int(torch.argmax((err_ulp - bound_ulp).reshape(-1)))
     nonfinite = total - int(finite.sum())
