@@ -73,9 +73,13 @@ OUTPUT_DTYPES = names("output")
 #: The types without block scales: one scale per tensor at most.
 UNSCALED_DTYPES = tuple(name for name, t in DTYPES.items() if not t.block_scaled)
 #: The (act, weight) pairs of block-scaled types that go together: NVFP4 x NVFP4 (e4m3 scale
-#: per 16) and MXFP8 x MXFP4 (ue8m0 scales per 32 on both), TensorRT-LLM's FP4 and MX
-#: FP8 x FP4 GEMMs.
-BLOCK_SCALED_PAIRS: tuple[tuple[str, str], ...] = (("nvfp4", "nvfp4"), ("mxfp8", "mxfp4"))
+#: per 16), MXFP8 x MXFP4 and MXFP8 x MXFP8 (ue8m0 scales per 32 on both), TensorRT-LLM's FP4,
+#: MX FP8 x FP4 and MX FP8 GEMMs.
+BLOCK_SCALED_PAIRS: tuple[tuple[str, str], ...] = (
+    ("nvfp4", "nvfp4"),
+    ("mxfp8", "mxfp4"),
+    ("mxfp8", "mxfp8"),
+)
 #: Other spellings matrix files may use.
 ALIASES = {"fp8": "fp8_e4m3", "e4m3": "fp8_e4m3", "half": "fp16", "float": "fp32"}
 

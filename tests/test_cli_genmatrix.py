@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tileconform.commands.cli import main
+from pytest_tileconform.flashinfer.buildscript import kernel_config
 from pytest_tileconform.flashinfer.codegen import SM120_INPUTS, SM120_MIXED_TILES, SM120_TILES
 from pytest_tileconform.matrix.load import load_matrix
 
@@ -67,12 +68,32 @@ def test_dtype_filter(tmp_path: Path) -> None:
     assert {c[1] for c in coords} == {"fp8_e4m3", "fp32"}
 
 
-def test_sm100_keeps_only_what_the_harness_builds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    coords = _coords(_generate(tmp_path, "--arch", "sm100"))
-    assert {c[5] for c in coords} == {(1, 1, 1), (2, 1, 1)}
-    assert {c[1] for c in coords} == {"bf16", "fp16", "fp32", "fp8_e4m3"}
+def test_sm100_is_the_generators_space_but_the_activation_fusion(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every SM100 instantiation but the 36 activation-fusion ones; a dynamic-CGA kernel once per
+    runtime cluster the heuristic gives it, a 2SM one only the clusters of even M."""
+    cases = load_matrix(_generate(tmp_path, "--arch", "sm100")).cases
+    kernels = {kernel_config(c) for c in cases}
+    assert len(kernels) == 1440
+    assert {c.cluster for c in cases} == {(1, 1, 1), (2, 1, 1)}
+    assert {c.dtype_label for c in cases} >= {"bf16", "nvfp4-bf16", "mxfp8xmxfp4-fp16", "mxfp8-bf16"}
+    assert {c.epilogue for c in cases} == {None, "nosmem"}
+    dynamic = [c for c in cases if c.dynamic_cluster is not None]
+    assert {c.dynamic_cluster for c in dynamic if c.cluster == (2, 1, 1)} == {(4, 1, 1), (4, 2, 1)}
+    assert {c.dynamic_cluster for c in dynamic if c.cluster == (1, 1, 1)} == {(1, 1, 1), (4, 1, 1), (4, 2, 1)}
+    assert len(cases) == len(kernels) + len(dynamic) - len({kernel_config(c) for c in dynamic})
+    assert len({c.id for c in cases}) == len(cases)
     err = capsys.readouterr().err
-    assert "are not built by this harness and are left out" in err
+    assert "36 generator operation(s) for sm100 are not built" in err and "activation" in err
+
+
+def test_sm103_builds_its_own_kernels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = load_matrix(_generate(tmp_path, "--arch", "sm103")).cases
+    assert len({kernel_config(c) for c in cases}) == 96
+    assert {c.dtype_label for c in cases} == {"nvfp4-bf16", "nvfp4-fp16"}
+    assert {c.tile for c in cases} == {(128, 128, 256), (128, 256, 256)}
+    assert "1476 generator operation(s) for sm103" in capsys.readouterr().err
 
 
 def test_stdout_and_messages(capsys: pytest.CaptureFixture[str]) -> None:

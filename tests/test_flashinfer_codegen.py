@@ -19,17 +19,21 @@ import pytest
 from pytest_tileconform.dtypes import tile_k_elements
 from pytest_tileconform.flashinfer.codegen import (
     HARNESS_DIR,
-    SM100_UNIFORM,
+    SM100_INPUTS,
+    SM103_INPUTS,
     SM120_INPUTS,
     SM120_MIXED_TILES,
     SM120_TILES,
     KernelConfig,
     UnsupportedConfig,
+    dynamic_clusters,
+    dynamic_fallback,
     generate_translation_unit,
     instantiation,
+    sm100_tile_k,
     tile_k_bytes,
 )
-from pytest_tileconform.flashinfer.generator import load_generator
+from pytest_tileconform.flashinfer.generator import instantiated_configs, load_generator
 from pytest_tileconform.flashinfer.nvcc_flags import (
     nvcc_command,
     sm90_fused_moe_flags,
@@ -190,8 +194,17 @@ def base(**changes: object) -> KernelConfig:
         ({"tile": (128, 0, 64)}, "positive"),
         ({"fusion": "activation"}, "fusion"),
         ({"arch": 80}, "no SM80 path"),
-        ({"arch": 103}, "not implemented"),
-        ({"arch": 100, "act": "nvfp4", "weight": "nvfp4"}, "not supported yet"),
+        ({"arch": 103}, "SM103 MoE GEMM takes nvfp4"),
+        ({"arch": 103, "act": "nvfp4", "weight": "nvfp4", "tile": (128, 64, 256)}, "128x128 or 128x256"),
+        ({"arch": 100, "act": "nvfp4", "weight": "mxfp4"}, "SM100 MoE GEMM takes"),
+        (
+            {"arch": 100, "act": "nvfp4", "weight": "nvfp4", "tile": (128, 64, 256), "epilogue": "nosmem"},
+            "TMA",
+        ),
+        ({"arch": 100, "tile": (128, 64, 64), "fusion": "finalize", "epilogue": "nosmem"}, "finalize"),
+        ({"arch": 100, "tile": (128, 64, 64), "epilogue": "smem"}, "has tma, nosmem"),
+        ({"epilogue": "nosmem"}, "SM90: the launcher fixes"),
+        ({"arch": 120, "act": "nvfp4", "weight": "nvfp4", "dynamic_cga": True}, "SM120: the launcher"),
         ({"arch": 100, "cluster": (1, 2, 1)}, "1x1x1 .1SM. or 2x1x1"),
         ({"arch": 100, "tile": (128, 128, 128)}, "CTA K is 64"),
         ({"arch": 100, "tile": (256, 128, 64)}, "CTA M 64/128"),
@@ -450,112 +463,102 @@ def test_sources_override(
         find_sources()
 
 
-# SM100 (FlashInfer's gen_cutlass_fused_moe_sm100_module): uniform bf16 / fp16 / fp32 / fp8
-# inputs, epilogue PtrArrayTmaWarpSpecialized1Sm, DYNAMIC_CGA false, 1SM and 2SM clusters.
-
-SM100_DTYPES = {"bf16": "bf16", "f16": "fp16", "f32": "fp32", "e4m3": "fp8_e4m3"}
+# SM100 and SM103 (FlashInfer's gen_cutlass_fused_moe_sm100/sm103_module): every uniform and
+# block-scaled input, both epilogue schedules, static and dynamic clusters, 1SM and 2SM.
 
 
-def _sm100_supported_ops(generator: ModuleType) -> list[object]:
-    """The SM100 operations FlashInfer emits that codegen builds."""
-    dt, sched = generator.DataType, generator.EpilogueScheduleType
-    return [
-        op
-        for op in generator.generate_sm100_grouped_gemm_operations(True, 100)
-        if op.act_type in (dt.bf16, dt.f16, dt.f32, dt.e4m3)
-        and op.weight_type == op.act_type
-        and not op.is_mx_fpx
-        and not op.dynamic_cga
-        and op.epi_schedule == sched.PtrArrayTmaWarpSpecialized1Sm
-        and op.epi_fusion
-        in (
-            generator.TrtLlm_EpilogueFusion.epilogue_fusion_none,
-            generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize,
-        )
-    ]
-
-
-def _sm100_config(generator: ModuleType, op: object) -> KernelConfig:
-    dt = generator.DataType
-    names = {dt.bf16: "bf16", dt.f16: "fp16", dt.f32: "fp32", dt.e4m3: "fp8_e4m3"}
-    return KernelConfig(
-        arch=100,
-        act=names[op.act_type],  # type: ignore[attr-defined]
-        weight=names[op.weight_type],  # type: ignore[attr-defined]
-        out=names[op.output_type],  # type: ignore[attr-defined]
-        tile=tuple(op.cta_shape),  # type: ignore[attr-defined]
-        cluster=tuple(op.cga_shape),  # type: ignore[attr-defined]
-        swap_ab=op.swap_ab,  # type: ignore[attr-defined]
-        fusion="finalize"
-        if op.epi_fusion == generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize  # type: ignore[attr-defined]
-        else "none",
-    )
-
-
-def test_every_supported_sm100_operation_matches_flashinfer(generator: ModuleType) -> None:
-    ops = _sm100_supported_ops(generator)
-    assert ops
-    configs = set()
-    for op in ops:
-        config = _sm100_config(generator, op)
-        assert instantiation(config) == generator.instantiate_operation(op)
-        configs.add(config)
-    assert len(configs) == len(ops)
-    assert {c.cluster for c in configs} == {(1, 1, 1), (2, 1, 1)}
-    assert {c.fusion for c in configs} == {"none", "finalize"}
-    assert {c.act for c in configs} == set(SM100_UNIFORM)
-    # codegen accepts exactly these among all SM100 candidates of the supported dtypes
+@pytest.mark.parametrize(("arch", "built", "left_out"), [("sm100", 1440, 36), ("sm103", 96, 1476)])
+def test_every_sm10x_operation_matches_flashinfer(
+    sources: FlashInferSources, generator: ModuleType, arch: str, built: int, left_out: int
+) -> None:
+    """Each operation but the activation fusion (SM100) and the SM100 kernels the SM103 module
+    also compiles becomes a configuration whose instantiation is FlashInfer's, byte for byte
+    (``to_config`` compares them); and codegen accepts exactly those among every candidate."""
+    configs, skipped = instantiated_configs(sources, arch)
+    assert (len(configs), len(skipped)) == (built, left_out)
+    reasons = {s.reason.split(" ")[0] for s in skipped}
+    assert reasons == ({"epilogue"} if arch == "sm100" else {"an"})
+    assert {c.epilogue for c in configs} == ({"tma", "nosmem"})
+    assert {c.dynamic_cga for c in configs} == {False, True}
+    number = int(arch[2:])
+    pairs = SM103_INPUTS if number == 103 else SM100_INPUTS
     accepted = set()
-    for act in SM100_UNIFORM:
-        outs = ("fp16", "bf16") if act == "fp8_e4m3" else (act,)
-        for out, m, n, k, cluster, swap, fusion in itertools.product(
-            outs,
-            (64, 128, 256),
-            (8, 16, 32, 48, 64, 128, 192, 256),
-            (32, 64, 128, 256),
-            ((1, 1, 1), (2, 1, 1), (1, 2, 1)),
-            (False, True),
-            ("none", "finalize"),
-        ):
-            config = KernelConfig(100, act, act, out, (m, n, k), cluster, swap, fusion)
+    for (act, weight), out, m, n, cluster, swap, fusion, epilogue, dynamic in itertools.product(
+        pairs,
+        ("bf16", "fp16", "fp32"),
+        (64, 128, 256),
+        (8, 16, 32, 48, 64, 128, 192, 256),
+        ((1, 1, 1), (2, 1, 1), (1, 2, 1)),
+        (False, True),
+        ("none", "finalize"),
+        ("tma", "nosmem"),
+        (False, True),
+    ):
+        for k in {sm100_tile_k(act, n), 2 * sm100_tile_k(act, n)}:
+            config = KernelConfig(
+                number, act, weight, out, (m, n, k), cluster, swap, fusion, epilogue, dynamic
+            )
             try:
                 instantiation(config)
             except UnsupportedConfig:
                 continue
             accepted.add(config)
-    assert accepted == configs
+    assert accepted == set(configs)
 
 
-def test_sm100_generated_files_match(generator: ModuleType, tmp_path: Path) -> None:
-    """The supported blocks in FlashInfer's SM100 ``*.generated.cu`` files, byte for byte."""
-    generator.generate_gemm_operations(str(tmp_path), "100;100-real")
+def test_dynamic_cga_and_nosmem_in_the_instantiation() -> None:
+    config = base(arch=100, tile=(128, 64, 64), cluster=(2, 1, 1), epilogue="nosmem", dynamic_cga=True)
+    text = instantiation(config)
+    assert "PtrArrayNoSmemWarpSpecialized, EpilogueOpDefault, NONE" in text
+    assert "false, true, false, false);" in text  # MX, DYNAMIC_CGA, BIAS, swap_ab
+    assert config.name.endswith("_none_nosmem_dyncga")
+    assert base(arch=100, tile=(128, 64, 64)) == base(arch=100, tile=(128, 64, 64), epilogue="tma")
+    assert "Sm103, SafeFP4, SafeFP4, __nv_bfloat16" in instantiation(
+        base(arch=103, act="nvfp4", weight="nvfp4", tile=(128, 128, 256))
+    )
+    assert dynamic_clusters((1, 1, 1)) == ((1, 1, 1), (4, 1, 1), (4, 2, 1))
+    assert dynamic_clusters((2, 1, 1)) == ((4, 1, 1), (4, 2, 1))
+    assert dynamic_fallback((1, 1, 1)) == (1, 1, 1) and dynamic_fallback((4, 2, 1)) == (2, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("arch", "blocks_built"), [("100", {"Sm100": 1440}), ("103", {"Sm103": 96, "Sm100": 1440})]
+)
+def test_sm10x_generated_files_match(
+    generator: ModuleType, tmp_path: Path, arch: str, blocks_built: dict[str, int]
+) -> None:
+    """Every block in FlashInfer's SM100 / SM103 ``*.generated.cu`` files but the activation
+    fusion's, byte for byte: read back into a configuration, codegen writes the same block."""
+    generator.generate_gemm_operations(str(tmp_path), f"{arch};{arch}-real")
     blocks = [
         block
         for path in sorted(tmp_path.rglob("*.generated.cu"))
         for block in INSTANTIATION_RE.finditer(path.read_text())
     ]
-    matched = 0
+    matched: dict[str, int] = {}
     for block in blocks:
         (tag, act, weight, out, epi, _tag, fusion, m, n, k, cm, cn, ck, mx, dyn, _bias, swap) = (
             a.strip() for a in block.group("args").split(",")
         )
-        if tag != "Sm100" or epi != "PtrArrayTmaWarpSpecialized" or mx != "false" or dyn != "false":
+        if fusion == "ACTIVATION":
             continue
-        if fusion not in ("NONE", "FINALIZE") or act != weight or act not in CUDA_TYPES:
-            continue
+        fp4 = "mxfp4" if mx == "true" else "nvfp4"
+        names = {**CUDA_TYPES, "SafeFP4": fp4, "__nv_fp8_e4m3": "mxfp8" if mx == "true" else "fp8_e4m3"}
         config = KernelConfig(
-            arch=100,
-            act=CUDA_TYPES[act],
-            weight=CUDA_TYPES[weight],
+            arch=int(tag[2:]),
+            act=names[act],
+            weight=names[weight],
             out=CUDA_TYPES[out],
             tile=(int(m), int(n), int(k)),
             cluster=(int(cm), int(cn), int(ck)),
             swap_ab=swap == "true",
             fusion=fusion.lower(),
+            epilogue="nosmem" if "NoSmem" in epi else "tma",
+            dynamic_cga=dyn == "true",
         )
         assert instantiation(config) == block.group(0)
-        matched += 1
-    assert matched == len(_sm100_supported_ops(generator))
+        matched[tag] = matched.get(tag, 0) + 1
+    assert matched == blocks_built
 
 
 def test_sm100_translation_unit() -> None:

@@ -111,6 +111,24 @@ def test_pdl_is_the_cases_or_flashinfers_default_for_the_arch(
     assert line in harness.problem.splitlines() and verdict.extra["pdl"] is (pdl is not False)
 
 
+@pytest.mark.parametrize(
+    ("dynamic", "lines"),
+    [
+        (None, set()),
+        ((1, 1, 1), {"cluster_shape 1 1", "fallback_cluster_shape 1 1"}),
+        ((4, 2, 1), {"cluster_shape 4 2", "fallback_cluster_shape 2 1"}),
+    ],
+)
+def test_a_dynamic_cluster_reaches_the_harness_with_flashinfers_fallback(
+    settings: Settings, dynamic: tuple[int, int, int] | None, lines: set[str]
+) -> None:
+    case = dataclasses.replace(make_case(), dynamic_cluster=dynamic)
+    harness = Harness(passed(), {"d.bin": d_bytes(case)})
+    judge(case, harness, settings)
+    given = {line for line in harness.problem.splitlines() if "cluster" in line}
+    assert given == lines
+
+
 def test_without_graph_and_repeat_the_verdict_goes_through_numerics(settings: Settings) -> None:
     """Asked for no such stage (the harness then reports none), or given no record of them."""
     case = make_case()

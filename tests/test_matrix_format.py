@@ -10,9 +10,9 @@ from fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors, output
 
 PROBLEM = "problems: {experts: 2, rows: 64, n: 256, k: 128}"
 ALREADY = (
-    "already gives it; a case id is arch-dtypes-tile-cCLUSTER-fusion[-swapab][-pdl|-nopdl][-problem name], "
-    "so remove one of the two or make them differ in one of these (e.g. give their problems different "
-    "names)"
+    "already gives it; a case id is arch-dtypes-tile-cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-swapab]"
+    "[-pdl|-nopdl][-problem name], so remove one of the two or make them differ in one of these "
+    "(e.g. give their problems different names)"
 )
 
 
@@ -154,7 +154,10 @@ def test_case_coordinates_reach_the_backend(tc: TileRun) -> None:
         "cluster": "1x1x1",
         "swap_ab": False,
         "fusion": "none",
-        # a results file states what a matrix left out: FlashInfer's PDL default, no bias, seed 0
+        # a results file states what a matrix left out: the launcher's epilogue and a static
+        # cluster, FlashInfer's PDL default, no bias, seed 0
+        "epilogue": None,
+        "dynamic_cluster": None,
         "pdl": None,
         "problem": {
             "name": "odd",
@@ -167,6 +170,27 @@ def test_case_coordinates_reach_the_backend(tc: TileRun) -> None:
             "top_k": None,
         },
     }
+
+
+def test_sm10x_epilogue_and_dynamic_cluster(tc: TileRun) -> None:
+    """The SM10x axes multiply like the others, name their cases only where they are not the
+    default, and reach the backend and the results file."""
+    tc.matrix(
+        BASIC.replace("arch: sm90", "arch: sm100")
+        .replace("[128x64x64, 128x128x64, 256x128x64]", "128x64x64")
+        .replace(
+            "    dtype: bf16\n",
+            "    dtype: bf16\n    epilogue: [tma, nosmem]\n    dynamic_cluster: [4x2x1]\n",
+        )
+    )
+    result = tc.run("--tile-report", "r.json")
+    cases = {c["id"]: c["case"] for c in json.loads((tc.path / "r.json").read_text())["cases"]}
+    assert list(cases) == [
+        "sm100-bf16-128x64x64-c1x1x1-dyn4x2x1-none",
+        "sm100-bf16-128x64x64-c1x1x1-dyn4x2x1-none-nosmem",
+    ], result.stdout.str()
+    first, second = cases.values()
+    assert (first["epilogue"], first["dynamic_cluster"], second["epilogue"]) == ("tma", "4x2x1", "nosmem")
 
 
 def test_problem_rows_forms(tc: TileRun) -> None:

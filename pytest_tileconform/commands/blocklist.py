@@ -46,7 +46,7 @@ from ..flashinfer.tactics.offered import Tactic
 from ..results.fingerprint import UNKNOWN, device_key
 from ..results.model import ResultsDocument
 from ..verdict import UNRUN
-from .drift import ConfigKey, case_config_key, tactic_key
+from .drift import ConfigKey, record_key, tactic_key
 
 CUSTOM_OPS = {1: "trtllm::fused_moe::gemm1", 2: "trtllm::fused_moe::gemm2"}
 RUNNER_CLASS = "MoERunner"
@@ -128,7 +128,7 @@ def gather(results: Sequence[ResultsDocument], arch: str, *, accept_virtual: boo
             flashinfer = device_key(verdict, document.host).flashinfer
             if flashinfer != UNKNOWN:
                 evidence.versions.add(flashinfer)
-            key = case_config_key(entry.case, arch)
+            key = record_key(entry.case, arch)
             if verdict.outcome != "pass":
                 evidence.failing.setdefault(key, []).append((entry.id, verdict.outcome))
             elif verdict.unrun:

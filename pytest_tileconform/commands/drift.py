@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ..flashinfer.codegen import dynamic_clusters
 from ..flashinfer.generator import GeneratedOp
 from ..flashinfer.tactics.offered import ConfigKey as ConfigKey  # export-blocklist imports it from here
 from ..flashinfer.tactics.offered import Shape, Tactic, case_key, format_ids
@@ -71,12 +72,31 @@ class Drift:
         return [r for r in self.rows if r.flags]
 
 
-def case_config_key(case: CaseRecord, arch: str) -> ConfigKey:
-    """The configuration a results file's case stands for (shared with ``export-blocklist``)."""
+def record_key(case: CaseRecord, arch: str) -> ConfigKey:
+    """The configuration a results file's case stands for (shared with ``tactics`` and
+    ``export-blocklist``)."""
     from ..matrix.schema import DTypes
 
     dtypes = DTypes(act=case.act, weight=case.weight, out=case.out).label
-    return case_key(arch, dtypes, case.shape("tile"), case.shape("cluster"), case.swap_ab, case.fusion)
+    return case_key(
+        arch,
+        dtypes,
+        case.shape("tile"),
+        case.shape("cluster"),
+        case.swap_ab,
+        case.fusion,
+        case.epilogue,
+        case.dynamic_shape(),
+    )
+
+
+def generated_keys(op: GeneratedOp) -> list[ConfigKey]:
+    """The configurations a generator operation can be picked as: a dynamic-CGA kernel once per
+    runtime cluster FlashInfer's heuristic pairs it with."""
+    base = ConfigKey(op.dtypes, op.tile, op.cluster, op.swap_ab, op.fusion, op.variant)
+    if not op.variant.endswith("+dynamic"):
+        return [base]
+    return [replace(base, dynamic=d) for d in dynamic_clusters(op.cluster)]
 
 
 def compare(
@@ -100,12 +120,13 @@ def compare(
         r.offered.append((t.gemm, t.tactic))
         r.dispatch.add("accepted" if t.dispatch == "accepted" else f"rejected: {t.error}")
     for op in generated:
-        row(ConfigKey(op.dtypes, op.tile, op.cluster, op.swap_ab, op.fusion, op.variant)).generated = True
+        for key in generated_keys(op):
+            row(key).generated = True
     for document in results:
         for entry, verdict in document.judged():
             if entry.case is None or entry.case.arch != arch:
                 continue
-            row(case_config_key(entry.case, arch)).verdicts[verdict.outcome] += 1
+            row(record_key(entry.case, arch)).verdicts[verdict.outcome] += 1
     return Drift(arch, sorted(rows.values(), key=lambda r: r.key), non_tma)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..dtypes import shape_label
 from ..flashinfer import NAME
-from ..flashinfer.codegen import KernelConfig
+from ..flashinfer.codegen import KernelConfig, dynamic_clusters
 from ..flashinfer.generator import Skipped
 from ..matrix.load import MatrixInvalid, load_matrix
 from ..matrix.schema import DEFAULT_PROBLEM
@@ -48,22 +48,37 @@ class _Entry:
     clusters: tuple[tuple[int, int, int], ...]
     swaps: tuple[bool, ...]
     fusions: tuple[str, ...]
+    epilogue: str = ""  # "nosmem" written; the TMA epilogue is the default
+    dynamic: tuple[tuple[int, int, int], ...] = ()  # runtime clusters of a dynamic-CGA kernel
 
     def yaml(self) -> str:
         parts = [f"shape: {shape_label(self.tile)}"]
         parts.append("cluster: [" + ", ".join(shape_label(c) for c in self.clusters) + "]")
+        if self.dynamic:
+            parts.append("dynamic_cluster: [" + ", ".join(shape_label(c) for c in self.dynamic) + "]")
         parts.append("swap_ab: [" + ", ".join(str(s).lower() for s in self.swaps) + "]")
         parts.append("fusion: [" + ", ".join(self.fusions) + "]")
+        if self.epilogue == "nosmem":
+            parts.append("epilogue: nosmem")
         return "{" + ", ".join(parts) + "}"
 
 
+_Variant = tuple[str, tuple[tuple[int, int, int], ...]]  # epilogue, runtime clusters
+
+
+def _variant(config: KernelConfig) -> _Variant:
+    return config.epilogue, dynamic_clusters(config.cluster) if config.dynamic_cga else ()
+
+
 def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
-    """Tile entries whose products are exactly ``configs`` (all of one dtype combination)."""
-    by_tile: dict[tuple[int, int, int], set[tuple[tuple[int, int, int], bool, str]]] = defaultdict(set)
+    """Tile entries whose products are exactly ``configs`` (all of one dtype combination); a
+    dynamic-CGA kernel comes once per runtime cluster FlashInfer's heuristic pairs it with."""
+    by_tile: dict[tuple[tuple[int, int, int], _Variant], set[tuple[tuple[int, int, int], bool, str]]]
+    by_tile = defaultdict(set)
     for c in configs:
-        by_tile[c.tile].add((c.cluster, c.swap_ab, c.fusion))
+        by_tile[(c.tile, _variant(c))].add((c.cluster, c.swap_ab, c.fusion))
     entries = []
-    for tile, combos in by_tile.items():
+    for (tile, (epilogue, dynamic)), combos in by_tile.items():
         # clusters that come with the same (swap_ab, fusion) set share an entry
         by_cluster: dict[tuple[int, int, int], frozenset[tuple[bool, str]]] = {}
         for cluster in sorted({c for c, _, _ in combos}):
@@ -75,12 +90,17 @@ def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
             swaps = sorted({s for s, _ in pairs})
             fusions = sorted({f for _, f in pairs}, key=("none", "finalize").index)
             if len(pairs) == len(swaps) * len(fusions):
-                entries.append(_Entry(tile, tuple(clusters), tuple(swaps), tuple(fusions)))
+                entries.append(_Entry(tile, tuple(clusters), tuple(swaps), tuple(fusions), epilogue, dynamic))
             else:  # not a product: one entry per swap_ab value
                 for swap in swaps:
                     fs = sorted({f for s, f in pairs if s == swap}, key=("none", "finalize").index)
-                    entries.append(_Entry(tile, tuple(clusters), (swap,), tuple(fs)))
+                    entries.append(_Entry(tile, tuple(clusters), (swap,), tuple(fs), epilogue, dynamic))
     return entries
+
+
+def case_count(configs: Sequence[KernelConfig]) -> int:
+    """How many cases ``configs`` give: one each, a dynamic-CGA kernel one per runtime cluster."""
+    return sum(len(dynamic_clusters(c.cluster)) if c.dynamic_cga else 1 for c in configs)
 
 
 def matrix_text(
@@ -105,7 +125,8 @@ def matrix_text(
     lines = [
         f"# FlashInfer {flashinfer_version}'s CUTLASS MoE grouped GEMM for {arch}, exactly as its generator",
         f"# instantiates it ({generator or 'generate_kernels.py'}),",
-        f"# written by `{command}` on {today}: {len(configs)} configurations.",
+        f"# written by `{command}` on {today}: {len(configs)} instantiations, {case_count(configs)} cases",
+        "# (a dynamic-CGA kernel once per runtime cluster FlashInfer's heuristic offers it with).",
         "# Tiles are CTA M x N x K with K in ELEMENTS of the activation type.",
     ]
     if skipped:
@@ -138,17 +159,16 @@ def matrix_text(
 
 def check_text(text: str, configs: Sequence[KernelConfig], arch: str, where: Path) -> None:
     """The written matrix must expand to exactly ``configs`` (guards the entry grouping)."""
+    from ..flashinfer.buildscript import kernel_config
+
     try:
         loaded = load_matrix(where, {NAME}, text=text)
     except MatrixInvalid as exc:  # a bug here, not bad input
         raise AssertionError(f"gen-matrix wrote an invalid matrix:\n{exc}") from None
-    got = {
-        (c.act, c.weight, c.out, c.tile, c.cluster, c.swap_ab, c.fusion)
-        for c in loaded.cases
-        if c.arch == arch
-    }
-    want = {(c.act, c.weight, c.out, c.tile, c.cluster, c.swap_ab, c.fusion) for c in configs}
-    if got != want or len(loaded.cases) != len(configs):
+    got = {kernel_config(c) for c in loaded.cases if c.arch == arch}
+    want = set(configs)
+    if got != want or len(loaded.cases) != case_count(configs):
         raise AssertionError(
-            f"gen-matrix grouping is wrong: {len(got - want)} extra, {len(want - got)} missing case(s)"
+            f"gen-matrix grouping is wrong: {len(got - want)} extra, {len(want - got)} missing "
+            f"instantiation(s); {len(loaded.cases)} cases for {case_count(configs)}"
         )

@@ -40,6 +40,7 @@ from ..flashinfer.tactics.offered import (
     tactic_key,
     without_fused_finalize,
 )
+from .drift import record_key
 from .output import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, CommandError, emit, message
 
 if TYPE_CHECKING:
@@ -95,7 +96,16 @@ def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdict
         for case in loaded.cases:
             if case.arch != arch:
                 continue
-            key = case_key(arch, case.dtype_label, case.tile, case.cluster, case.swap_ab, case.fusion)
+            key = case_key(
+                arch,
+                case.dtype_label,
+                case.tile,
+                case.cluster,
+                case.swap_ab,
+                case.fusion,
+                case.epilogue,
+                case.dynamic_cluster,
+            )
             where = name
             if case.expectation is not None and case.expectation.source:
                 where += f", {case.expectation.source}"
@@ -124,7 +134,6 @@ def _word(verdict: VerdictRecord) -> str:
 
 def observed_verdicts(results: Sequence[ResultsDocument], arch: str) -> Verdicts:
     """The verdicts of ``arch`` in results files, as ``outcome [device]`` counts per configuration."""
-    from ..matrix.schema import DTypes
 
     found: Verdicts = {}
     for document in results:
@@ -132,8 +141,7 @@ def observed_verdicts(results: Sequence[ResultsDocument], arch: str) -> Verdicts
             case = entry.case
             if case is None or case.arch != arch:
                 continue
-            dtypes = DTypes(act=case.act, weight=case.weight, out=case.out).label
-            key = case_key(arch, dtypes, case.shape("tile"), case.shape("cluster"), case.swap_ab, case.fusion)
+            key = record_key(case, arch)
             found.setdefault(key, Counter())[f"{_word(verdict)} [{_device(verdict)}]"] += 1
     return found
 

@@ -38,6 +38,8 @@ def kernel_config(case: Case) -> KernelConfig:
         cluster=case.cluster,
         swap_ab=case.swap_ab,
         fusion=case.fusion,
+        epilogue=case.epilogue or "",
+        dynamic_cga=case.dynamic_cluster is not None,
     )
 
 

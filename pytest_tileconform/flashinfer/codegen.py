@@ -54,13 +54,26 @@ class KernelConfig:
     cluster: tuple[int, int, int]
     swap_ab: bool
     fusion: str  # "none" | "finalize"
+    #: SM10x epilogue schedule, "tma" or "nosmem" ("" elsewhere: the launcher fixes it); ""
+    #: on SM10x is read as "tma", the schedule the launcher takes by default
+    epilogue: str = ""
+    #: DYNAMIC_CGA: the cluster is a runtime value (the case's dynamic cluster); ``cluster``
+    #: then only says 1SM (M 1) or 2SM (M 2)
+    dynamic_cga: bool = False
+
+    def __post_init__(self) -> None:
+        if self.arch in SM10X and self.epilogue == "":
+            object.__setattr__(self, "epilogue", "tma")
 
     @property
     def name(self) -> str:
-        """Identifier usable as a file name, e.g. ``sm90_bf16_bf16_bf16_128x128x64_1x1x1_none``."""
+        """Identifier usable as a file name, e.g. ``sm90_bf16_bf16_bf16_128x128x64_1x1x1_none``
+        (``_nosmem`` and ``_dyncga`` added for those SM10x variants)."""
         tile, cluster = shape_label(self.tile), shape_label(self.cluster)
         swap = "_swap_ab" if self.swap_ab else ""
-        return f"sm{self.arch}_{self.act}_{self.weight}_{self.out}_{tile}_{cluster}_{self.fusion}{swap}"
+        variant = ("_nosmem" if self.epilogue == "nosmem" else "") + ("_dyncga" if self.dynamic_cga else "")
+        dtypes = f"{self.act}_{self.weight}_{self.out}"
+        return f"sm{self.arch}_{dtypes}_{tile}_{cluster}_{self.fusion}{variant}{swap}"
 
     @property
     def dtype_label(self) -> str:
@@ -119,7 +132,7 @@ def _check_sm90(config: KernelConfig) -> None:
 #: SM120/SM121 input pairs (act, weight) of ``generate_sm120_grouped_gemm_operations``:
 #: NVFP4 x NVFP4 (e2m1, e4m3 scale per 16) and FP8 e4m3 x FP4 with ``is_mx_fpx=True``, which
 #: the launcher builds as ``mx_float8_t`` x ``mx_float4_t`` (ue8m0 scales per 32 on both).
-SM120_INPUTS = BLOCK_SCALED_PAIRS
+SM120_INPUTS: tuple[tuple[str, str], ...] = (("nvfp4", "nvfp4"), ("mxfp8", "mxfp4"))
 #: CTA shapes (K in elements of the activation) FlashInfer emits for SM120; the mixed
 #: MXFP8 x MXFP4 pair only gets the 128xNx128 ones ("Minimal filter" in the generator).
 SM120_TILES: tuple[tuple[int, int, int], ...] = (
@@ -155,46 +168,92 @@ def _check_sm120(config: KernelConfig) -> None:
         )
 
 
-#: SM100 uniform input dtypes this harness builds (``generate_sm100_grouped_gemm_operations``
-#: also emits FP4, MXFP8 x MXFP8 and MXFP8 x MXFP4, which are not supported here yet).
-SM100_UNIFORM = UNSCALED_DTYPES
-#: SM100 epilogue schedule this harness builds: FlashInfer's ``PtrArrayTmaWarpSpecialized1Sm``
-#: (the launcher picks the 2Sm schedule from a cluster of M 2), which generate_kernels.py
-#: writes as ``PtrArrayTmaWarpSpecialized`` ("1Sm" stripped). Its ``PtrArrayNoSmemWarpSpecialized``
-#: variants (fusion none only) and ``DYNAMIC_CGA=true`` variants (the harness passes no runtime
-#: cluster shape) are not built.
-SM100_EPILOGUE_SCHEDULE = "PtrArrayTmaWarpSpecialized"
+#: The SM10x archs of the launcher (B200 / GB200, B300 / GB300).
+SM10X = (100, 103)
+#: SM100 inputs (act, weight) of ``generate_sm100_grouped_gemm_operations``: the uniform
+#: unscaled types and the block-scaled pairs (NVFP4, MXFP8 x MXFP4, MXFP8 x MXFP8).
+SM100_INPUTS: tuple[tuple[str, str], ...] = (
+    *((t, t) for t in UNSCALED_DTYPES),
+    *BLOCK_SCALED_PAIRS,
+)
+#: SM103's own kernels (``generate_sm103_operations``: arch tag Sm103, the Ultra block-scaled
+#: mainloop): NVFP4 only, CTA 128 x 128 or 128 x 256.
+SM103_INPUTS: tuple[tuple[str, str], ...] = (("nvfp4", "nvfp4"),)
+#: SM10x epilogue schedules as generate_kernels.py writes them into the instantiation
+#: (``PtrArray...1Sm`` with "1Sm" stripped; the launcher picks the 2Sm one from a cluster of M 2).
+SM10X_EPILOGUE_SCHEDULES = {"tma": "PtrArrayTmaWarpSpecialized", "nosmem": "PtrArrayNoSmemWarpSpecialized"}
 
 
 def sm100_tile_k(act: str, tile_n: int) -> int:
     """``calc_shape_mnk_sm100_grouped_gemm``: 128 bytes of the activation, 256 for fp8 with N 8."""
-    return tile_k_elements(256 if act == "fp8_e4m3" and tile_n == 8 else 128, act)
+    return tile_k_elements(256 if DTYPES[act].library == "e4m3" and tile_n == 8 else 128, act)
 
 
-def _check_sm100(config: KernelConfig) -> None:
-    # generate_sm100_grouped_gemm_operations + is_gemm_op_valid_sm100 (generate_kernels.py),
-    # restricted to uniform non-block-scaled inputs: D in the input type, fp16/bf16 for fp8.
-    if config.act not in SM100_UNIFORM or config.weight != config.act:
-        raise UnsupportedConfig(
-            f"SM100 MoE GEMM in this harness takes equal activation and weight dtypes from "
-            f"{', '.join(SM100_UNIFORM)}; got act={config.act}, weight={config.weight} "
-            "(FP4 / MX block-scaled SM100 variants are not supported yet)"
-        )
-    outs = ("fp16", "bf16") if config.act == "fp8_e4m3" else (config.act,)
+def dynamic_fallback(dynamic: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The fallback cluster FlashInfer's heuristic pairs a dynamic cluster with
+    (``get_candidate_configs_sm100``: 1x1x1 for 1x1x1, else 2x1x1)."""
+    return (1, 1, 1) if tuple(dynamic) == (1, 1, 1) else (2, 1, 1)
+
+
+#: The runtime clusters FlashInfer's SM100 heuristic offers dynamic-CGA kernels
+#: (``get_candidate_configs_sm100``; 4x4x1 is commented out there).
+HEURISTIC_DYNAMIC_CLUSTERS: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (4, 1, 1), (4, 2, 1))
+
+
+def dynamic_clusters(cluster: tuple[int, int, int]) -> tuple[tuple[int, int, int], ...]:
+    """The runtime clusters the heuristic pairs a dynamic-CGA kernel of 1SM (``cluster`` M 1)
+    or 2SM (M 2) with: a 2SM kernel only gets clusters of even M (``supports_2sm``)."""
+    return tuple(d for d in HEURISTIC_DYNAMIC_CLUSTERS if d[0] % cluster[0] == 0)
+
+
+def _check_outs(config: KernelConfig) -> None:
+    act = DTYPES[config.act]
+    outs = ("fp16", "bf16") if act.bits <= 8 else (config.act,)
     if config.out not in outs:
-        raise UnsupportedConfig(f"SM100 {config.act} MoE GEMM writes {' or '.join(outs)}, not {config.out}")
+        raise UnsupportedConfig(
+            f"SM{config.arch} {config.act} MoE GEMM writes {' or '.join(outs)}, not {config.out}"
+        )
+
+
+def _check_sm10x(config: KernelConfig) -> None:
+    # generate_sm100_grouped_gemm_operations + is_gemm_op_valid_sm100 (generate_kernels.py)
+    inputs = SM103_INPUTS if config.arch == 103 else SM100_INPUTS
+    if (config.act, config.weight) not in inputs:
+        pairs = ", ".join(a if a == w else f"{a} x {w}" for a, w in inputs)
+        raise UnsupportedConfig(
+            f"SM{config.arch} MoE GEMM takes {pairs} (act x weight); got {config.act} x {config.weight}"
+        )
+    _check_outs(config)
+    if config.epilogue not in SM10X_EPILOGUE_SCHEDULES:
+        raise UnsupportedConfig(
+            f"epilogue {config.epilogue!r}: SM{config.arch} has {', '.join(SM10X_EPILOGUE_SCHEDULES)}"
+        )
     m, n, k = config.tile
+    nosmem = config.epilogue == "nosmem"
+    if config.fusion == "finalize" and nosmem:
+        raise UnsupportedConfig("the finalize fusion has the TMA epilogue only (is_gemm_op_valid_sm100)")
     if config.cluster not in ((1, 1, 1), (2, 1, 1)):
         raise UnsupportedConfig(
-            f"cluster {config.cluster}: FlashInfer's SM100 MoE GEMMs are 1x1x1 (1SM) or 2x1x1 (2SM)"
+            f"cluster {config.cluster}: FlashInfer's SM10x MoE GEMMs are 1x1x1 (1SM) or 2x1x1 (2SM); "
+            "larger clusters are dynamic (dynamic_cluster)"
         )
-    if m not in (64, 128) or n not in (8, 16, 32, 64, 128, 192, 256):
-        raise UnsupportedConfig(f"tile {config.tile}: FlashInfer emits SM100 CTA M 64/128, N 8..256")
     if k != sm100_tile_k(config.act, n):
         raise UnsupportedConfig(
-            f"tile {config.tile}: SM100 CTA K is {sm100_tile_k(config.act, n)} {config.act} elements "
+            f"tile {config.tile}: SM10x CTA K is {sm100_tile_k(config.act, n)} {config.act} elements "
             "(calc_shape_mnk_sm100_grouped_gemm)"
         )
+    if config.arch == 103:
+        if m != 128 or n not in (128, 256):
+            raise UnsupportedConfig(f"tile {config.tile}: SM103's kernels are CTA 128x128 or 128x256")
+        return
+    if m not in (64, 128) or n not in (8, 16, 32, 64, 128, 192, 256):
+        raise UnsupportedConfig(f"tile {config.tile}: FlashInfer emits SM100 CTA M 64/128, N 8..256")
+    act, weight = DTYPES[config.act], DTYPES[config.weight]
+    if act.block_scaled or weight.block_scaled:
+        if n not in (64, 128, 256) or m != 128:
+            raise UnsupportedConfig(f"tile {config.tile}: block-scaled SM100 tiles are 128 x 64/128/256")
+        if nosmem:
+            raise UnsupportedConfig("block-scaled SM100 kernels have the TMA epilogue only")
     small_fp8 = config.act == "fp8_e4m3" and n in (8, 16) and config.cluster == (1, 1, 1)
     if small_fp8:
         ok = m != 128 or n % 16 == 0
@@ -210,14 +269,17 @@ def check_config(config: KernelConfig) -> None:
         _dtype(name, role)
     _check_shapes(config)
     tile_k_bytes(config)
+    if config.arch not in SM10X and (config.epilogue or config.dynamic_cga):
+        raise UnsupportedConfig(
+            f"SM{config.arch}: the launcher fixes the epilogue schedule and the cluster "
+            "(epilogue and dynamic_cluster are SM10x variants)"
+        )
     if config.arch == 90:
         _check_sm90(config)
     elif config.arch in (120, 121):
         _check_sm120(config)
-    elif config.arch == 100:
-        _check_sm100(config)
-    elif config.arch in (103, 110):
-        raise UnsupportedConfig(f"SM{config.arch} is not implemented in the tileconform harness yet")
+    elif config.arch in SM10X:
+        _check_sm10x(config)
     else:
         raise UnsupportedConfig(f"the TMA warp-specialized MoE launcher has no SM{config.arch} path")
 
@@ -239,7 +301,7 @@ _EPILOGUE_SCHEDULE_SM90 = "void"
 
 
 def _epilogue_schedule(config: KernelConfig) -> str:
-    return SM100_EPILOGUE_SCHEDULE if config.arch == 100 else _EPILOGUE_SCHEDULE_SM90
+    return SM10X_EPILOGUE_SCHEDULES[config.epilogue] if config.arch in SM10X else _EPILOGUE_SCHEDULE_SM90
 
 
 def instantiation(config: KernelConfig) -> str:
@@ -254,7 +316,7 @@ def instantiation(config: KernelConfig) -> str:
         INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm{arch_tag(config)}, {act.cuda_type}, {weight.cuda_type}, {out.cuda_type},
         {_epilogue_schedule(config)}, EpilogueOpDefault, {_macro_fusion(config)},
         {m}, {n}, {k}, {cm}, {cn}, {ck},
-        {str(act.mx or weight.mx).lower()}, false, false, {str(config.swap_ab).lower()});
+        {str(act.mx or weight.mx).lower()}, {str(config.dynamic_cga).lower()}, false, {str(config.swap_ab).lower()});
 #endif"""  # noqa: E501  (kept byte-identical to FlashInfer's template)
 
 
@@ -265,7 +327,8 @@ def _qualified(cuda_type: str) -> str:
 
 
 def _launcher_epilogue_schedule(config: KernelConfig) -> str:
-    return f"cutlass::epilogue::{SM100_EPILOGUE_SCHEDULE}" if config.arch == 100 else _EPILOGUE_SCHEDULE_SM90
+    schedule = _epilogue_schedule(config)
+    return f"cutlass::epilogue::{schedule}" if config.arch in SM10X else schedule
 
 
 def launcher_template_args(config: KernelConfig) -> str:
@@ -290,7 +353,7 @@ def launcher_template_args(config: KernelConfig) -> str:
             f"cute::Shape<{tile}>",
             f"cute::Shape<{cluster}>",
             str(act.mx or weight.mx).lower(),
-            "false",  # DYNAMIC_CGA
+            str(config.dynamic_cga).lower(),  # DYNAMIC_CGA
             "false",  # BIAS
             str(config.swap_ab).lower(),
         ]
@@ -328,6 +391,7 @@ def _case_struct(config: KernelConfig, index: int) -> str:
   static constexpr int act_bits = {act.bits}, weight_bits = {weight.bits}, out_bits = {out.bits};
   static constexpr int block_scale = {_block_scale_kind(config)};
   static constexpr bool swap_ab = {swap_ab}, finalize = {finalize};
+  static constexpr bool dynamic_cga = {str(config.dynamic_cga).lower()};
 }};"""
 
 

@@ -77,16 +77,24 @@ class Skipped:
 
 
 def _operations(generator: ModuleType, arch: int) -> list[Any]:
+    """Every MoE grouped-GEMM operation FlashInfer's module for ``arch`` instantiates, in its
+    generator's order: SM90's uniform and mixed-input ones, SM100's, SM103's own followed by the
+    SM100 ones its module compiles too (``generate_gemm_operations``), SM120's."""
     if arch == 90:
-        ops = generator.generate_sm90_grouped_gemm_operations(True)
-    elif arch in (100, 103):
-        ops = generator.generate_sm100_grouped_gemm_operations(True, arch)
-    elif arch == 120:
-        ops = generator.generate_sm120_grouped_gemm_operations(True)
-    else:
-        raise GeneratorError(f"FlashInfer's generator has no MoE grouped GEMM for sm{arch}")
-    # the uniform / block-scaled TMA WS launcher; SM90 mixed inputs use another launcher
-    return [op for op in ops if not (op.arch == 90 and op.act_type != op.weight_type)]
+        return [
+            *generator.generate_sm90_grouped_gemm_operations(True),
+            *generator.generate_sm90_mixed_type_grouped_gemm_operations(True),
+        ]
+    if arch == 100:
+        return list(generator.generate_sm100_grouped_gemm_operations(True, 100))
+    if arch == 103:
+        return [
+            *generator.generate_sm100_grouped_gemm_operations(True, 103),
+            *generator.generate_sm100_grouped_gemm_operations(True, 100),
+        ]
+    if arch == 120:
+        return list(generator.generate_sm120_grouped_gemm_operations(True))
+    raise GeneratorError(f"FlashInfer's generator has no MoE grouped GEMM for sm{arch}")
 
 
 def _dtype_names(generator: ModuleType, op: Any) -> tuple[str, str, str]:
@@ -124,9 +132,23 @@ def _describe(op: Any) -> str:
     )
 
 
+def _schedule_name(op: Any) -> str | None:
+    return getattr(op.epi_schedule, "name", None) if op.epi_schedule is not None else None
+
+
 def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
     """The KernelConfig of one generator operation; UnsupportedConfig if codegen cannot build
     exactly FlashInfer's instantiation of it."""
+    if op.arch == 90 and op.act_type != op.weight_type:
+        raise UnsupportedConfig(
+            "SM90 mixed-input GEMM: another launcher (moe_gemm_tma_ws_mixed_input_launcher.inl), "
+            "not built by the harness"
+        )
+    if op.arch != GENERATOR_ARCH.get(f"sm{arch}", arch):
+        raise UnsupportedConfig(
+            f"an Sm{op.arch} kernel that FlashInfer's sm{arch} module also compiles: judged as "
+            f"sm{op.arch}, not on the sm{arch} device"
+        )
     fusions = {
         generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
         generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize",
@@ -134,6 +156,7 @@ def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
     if op.epi_fusion not in fusions:
         raise UnsupportedConfig(f"epilogue fusion {op.epi_fusion} is not built by the harness")
     act, weight, out = _dtype_names(generator, op)
+    variant = schedule_variant(_schedule_name(op), False)
     config = KernelConfig(
         arch=arch,
         act=act,
@@ -143,14 +166,13 @@ def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
         cluster=tuple(int(v) for v in op.cga_shape),  # type: ignore[arg-type]
         swap_ab=bool(op.swap_ab),
         fusion=fusions[op.epi_fusion],
+        epilogue=variant,
+        dynamic_cga=bool(op.dynamic_cga),
     )
     ours = instantiation(config)  # raises UnsupportedConfig with codegen's reason
     theirs = generator.instantiate_operation(op)
     if ours != theirs:
-        raise UnsupportedConfig(
-            "the harness's instantiation differs from FlashInfer's (e.g. epilogue schedule or "
-            "dynamic cluster variant not built here)"
-        )
+        raise UnsupportedConfig("the harness's instantiation differs from FlashInfer's")
     return config
 
 
@@ -231,7 +253,7 @@ def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
         except (UnsupportedConfig, ValueError):
             label = f"{_type_name(op.act_type)}x{_type_name(op.weight_type)}-{_type_name(op.output_type)}"
         fusion = str(getattr(op.epi_fusion, "name", op.epi_fusion)).removeprefix("epilogue_fusion_")
-        schedule = getattr(op.epi_schedule, "name", None) if op.epi_schedule is not None else None
+        schedule = _schedule_name(op)
         found.append(
             GeneratedOp(
                 dtypes=label,

@@ -29,6 +29,7 @@ from ..core.gctime import COLLECTOR_TIME
 from ..matrix.cases import Case
 from ..verdict import Device, Stage, Verdict
 from .buildscript import kernel_config
+from .codegen import dynamic_fallback
 from .harness_report import HarnessReport
 from .runner import HarnessRunner
 from .sanitizer import SanitizerRun
@@ -65,10 +66,13 @@ def pdl_for(case: Case) -> bool:
     return case.pdl if case.pdl is not None else case.sm >= PDL_SINCE_SM
 
 
-def harness_entries(case: Case, settings: Settings, *, on_hardware: bool) -> dict[str, int]:
-    """problem.txt's entries beside the problem's own (PROTOCOL.md): PDL always; on hardware the
-    timing and the stages that run the case again."""
-    entries = {"enable_pdl": int(pdl_for(case))}
+def harness_entries(case: Case, settings: Settings, *, on_hardware: bool) -> dict[str, int | tuple[int, ...]]:
+    """problem.txt's entries beside the problem's own (PROTOCOL.md): PDL always; a dynamic-CGA
+    case's runtime clusters; on hardware the timing and the stages that run the case again."""
+    entries: dict[str, int | tuple[int, ...]] = {"enable_pdl": int(pdl_for(case))}
+    if case.dynamic_cluster is not None:
+        entries["cluster_shape"] = case.dynamic_cluster[:2]
+        entries["fallback_cluster_shape"] = dynamic_fallback(case.dynamic_cluster)[:2]
     if on_hardware:
         entries.update(
             timing_iters=settings.timing_iters,
@@ -162,7 +166,7 @@ def replay_failure(stage: Stage, fields: Mapping[str, Any], deterministic: bool,
 
 
 def hand_over(
-    prepared: Prepared, run_dir: Path, entries: Mapping[str, int], settings: Settings
+    prepared: Prepared, run_dir: Path, entries: Mapping[str, int | tuple[int, ...]], settings: Settings
 ) -> tuple[SharedOperands | None, str]:
     """Give the harness ``prepared``'s inputs in ``run_dir``: in device memory where they are
     on the GPU and this process can share them (:mod:`.shared_operands`), else as files. Returns

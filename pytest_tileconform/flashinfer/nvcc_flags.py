@@ -102,29 +102,35 @@ def sm120_fused_moe_flags(arch: int, cuda: tuple[int, int]) -> list[str]:
     ]
 
 
-def sm100_gencode(cuda: tuple[int, int]) -> str:
-    """The ``-gencode`` FlashInfer gives an SM100 device (``_normalize_cuda_arch``: SM 10+ gets
-    the ``a`` suffix; the sm107 -> 100f mapping does not touch it)."""
-    if cuda < (12, 8):
-        raise UnsupportedConfig("SM100 requires CUDA >= 12.8")
-    return "-gencode=arch=compute_100a,code=sm_100a"
+def sm100_gencode(cuda: tuple[int, int], arch: int = 100) -> str:
+    """The ``-gencode`` FlashInfer gives an SM100 or SM103 device (``_normalize_cuda_arch``: SM
+    10+ gets the ``a`` suffix; the sm107 -> 100f mapping does not touch them)."""
+    if cuda < (12, 8) or (arch == 103 and cuda < (12, 9)):
+        raise UnsupportedConfig(f"SM{arch} requires CUDA >= {'12.9' if arch == 103 else '12.8'}")
+    return f"-gencode=arch=compute_{arch}a,code=sm_{arch}a"
 
 
-def sm100_fused_moe_flags(cuda: tuple[int, int]) -> list[str]:
-    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm100_module`` (flashinfer/jit/fused_moe.py),
-    followed by ``current_compilation_context.get_nvcc_flags_list([10, 11], map_sm107_to_100f=True)``
-    for one SM100 device (its gencode, then CompilationContext.COMMON_NVCC_FLAGS)."""
-    return [
-        "-DCOMPILE_BLACKWELL_TMA_GEMMS",
-        "-DCOMPILE_BLACKWELL_TMA_GROUPED_GEMMS",
-        "-DENABLE_BF16",
-        "-DENABLE_FP8",
-        "-DENABLE_FP4",
-        "-DUSING_OSS_CUTLASS_MOE_GEMM",
-        "-DCUTLASS_ENABLE_GDC_FOR_SM100=1",
-        sm100_gencode(cuda),
-        *COMMON_NVCC_FLAGS,
-    ]
+#: ``nvcc_flags`` of ``gen_cutlass_fused_moe_sm100_module`` (flashinfer/jit/fused_moe.py); the
+#: SM103 module's are these with ``-DCOMPILE_BLACKWELL_SM103_TMA_GROUPED_GEMMS`` before the last.
+SM100_MODULE_FLAGS = (
+    "-DCOMPILE_BLACKWELL_TMA_GEMMS",
+    "-DCOMPILE_BLACKWELL_TMA_GROUPED_GEMMS",
+    "-DENABLE_BF16",
+    "-DENABLE_FP8",
+    "-DENABLE_FP4",
+    "-DUSING_OSS_CUTLASS_MOE_GEMM",
+    "-DCUTLASS_ENABLE_GDC_FOR_SM100=1",
+)
+
+
+def sm100_fused_moe_flags(cuda: tuple[int, int], arch: int = 100) -> list[str]:
+    """``nvcc_flags`` of ``gen_cutlass_fused_moe_sm100_module`` (or ``_sm103_module``),
+    followed by ``current_compilation_context.get_nvcc_flags_list([10, ...], map_sm107_to_100f=True)``
+    for one such device (its gencode, then CompilationContext.COMMON_NVCC_FLAGS)."""
+    module = list(SM100_MODULE_FLAGS)
+    if arch == 103:
+        module.insert(-1, "-DCOMPILE_BLACKWELL_SM103_TMA_GROUPED_GEMMS")
+    return [*module, sm100_gencode(cuda, arch), *COMMON_NVCC_FLAGS]
 
 
 def arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int]) -> list[str]:
@@ -133,8 +139,8 @@ def arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int]) -> list[str]:
         return sm90_fused_moe_flags(cuda)
     if config.arch in (120, 121):
         return sm120_fused_moe_flags(config.arch, cuda)
-    if config.arch == 100:
-        return sm100_fused_moe_flags(cuda)
+    if config.arch in (100, 103):
+        return sm100_fused_moe_flags(cuda, config.arch)
     raise UnsupportedConfig(f"no FlashInfer fused-MoE flags for SM{config.arch}")
 
 
@@ -144,6 +150,7 @@ def arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int]) -> list[str]:
 MODULE_FUNCTIONS = {
     90: "gen_cutlass_fused_moe_sm90_module",
     100: "gen_cutlass_fused_moe_sm100_module",
+    103: "gen_cutlass_fused_moe_sm103_module",
     120: "gen_cutlass_fused_moe_sm120_module",
     121: "gen_cutlass_fused_moe_sm120_module",
 }
@@ -219,11 +226,11 @@ def release_arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int], package
     its own gencode rule (``compute_120a`` before 0.6.7, ``compute_120f`` since). Falls back to
     :func:`arch_nvcc_flags` for what the release's files do not say (SM90, whose flags are built
     from names in ``jit/core.py``; sources without ``jit/``)."""
-    module = module_nvcc_flags(package, config.arch) if config.arch in (100, 120, 121) else None
+    module = module_nvcc_flags(package, config.arch) if config.arch in (100, 103, 120, 121) else None
     if module is None:
         return arch_nvcc_flags(config, cuda)
-    if config.arch == 100:
-        return [*module, sm100_gencode(cuda), *COMMON_NVCC_FLAGS]
+    if config.arch in (100, 103):
+        return [*module, sm100_gencode(cuda, config.arch), *COMMON_NVCC_FLAGS]
     suffix = sm12x_gencode_suffix(package)
     if suffix == "a":
         if cuda < (12, 8):

@@ -1,4 +1,5 @@
-"""A matrix case: one (arch, dtypes, tile, cluster, swap_ab, fusion, pdl, problem) combination."""
+"""A matrix case: one (arch, dtypes, tile, cluster, dynamic cluster, swap_ab, fusion, epilogue, pdl,
+problem) combination."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ class Case:
     #: Programmatic dependent launch on or off; None: what the backend does by default (FlashInfer
     #: 0.7.4 turns it on from SM90: ``enable_pdl=None`` becomes ``device_support_pdl``, major >= 9)
     pdl: bool | None = None
+    #: SM10x epilogue schedule ("tma" or "nosmem"); None: the launcher's default (TMA)
+    epilogue: str | None = None
+    #: SM10x dynamic CGA: the runtime cluster; None: the cluster is static
+    dynamic_cluster: Shape | None = None
     id: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -42,8 +47,12 @@ class Case:
             self.dtype_label,
             shape_label(self.tile),
             "c" + shape_label(self.cluster),
-            self.fusion,
         ]
+        if self.dynamic_cluster is not None:
+            parts.append("dyn" + shape_label(self.dynamic_cluster))
+        parts.append(self.fusion)
+        if self.epilogue == "nosmem":  # the TMA epilogue, given or not, keeps the ids cases had
+            parts.append("nosmem")
         if self.swap_ab:
             parts.append("swapab")
         if self.pdl is not None:  # cases that leave it to the backend keep the ids they had
@@ -76,6 +85,10 @@ class Case:
             "swap_ab": self.swap_ab,
             "fusion": self.fusion,
         }
+        if self.epilogue is not None:
+            found["epilogue"] = self.epilogue
+        if self.dynamic_cluster is not None:
+            found["dynamic_cluster"] = shape_label(self.dynamic_cluster)
         if self.pdl is not None:
             found["pdl"] = self.pdl
         found["problem"] = {

@@ -199,13 +199,15 @@ def _validation_errors(path: Path, document: Any, exc: ValidationError) -> list[
 
 
 #: The axes a tile entry multiplies, in the order of :func:`itertools.product` below.
-AXES = ("arch", "dtype", "cluster", "swap_ab", "fusion", "pdl", "problems")
+AXES = ("arch", "dtype", "cluster", "dynamic_cluster", "swap_ab", "fusion", "epilogue", "pdl", "problems")
 _FALLBACKS: dict[str, list[Any] | None] = {
     "arch": None,
     "dtype": None,
     "cluster": [(1, 1, 1)],
     "swap_ab": [False],
     "fusion": ["none"],
+    "dynamic_cluster": [None],  # a static cluster
+    "epilogue": [None],  # the launcher's default
     "pdl": [None],  # the backend's default
     "problems": None,
 }
@@ -276,7 +278,7 @@ def _expand_tile(
     expectations = matrix.expectations or {}
     produced = []
     for index in itertools.product(*(range(len(given[axis].values)) for axis in AXES)):
-        arch, dt, cluster, swap_ab, fusion, pdl, problem = (
+        arch, dt, cluster, dynamic_cluster, swap_ab, fusion, epilogue, pdl, problem = (
             given[axis].values[i] for axis, i in zip(AXES, index, strict=True)
         )
         case = Case(
@@ -295,6 +297,8 @@ def _expand_tile(
             expectation=None,
             suite=suite.name,
             pdl=pdl,
+            epilogue=epilogue,
+            dynamic_cluster=dynamic_cluster,
         )
         expectation = expectations.get(case.id)
         if expectation is not None:

@@ -1,7 +1,8 @@
 """The matrix file format (version 1), as pydantic models.
 
 A matrix names a backend, optional defaults and a list of suites. Each suite is a
-cartesian product over arch x dtype x tile x cluster x swap_ab x fusion x pdl x problem; a tile
+cartesian product over arch x dtype x tile x cluster x dynamic_cluster x swap_ab x fusion x epilogue
+x pdl x problem; a tile
 entry may be a mapping that overrides the suite's other axes for that tile. A problem is given
 by its rows or by the name of a preset (:mod:`.problems`). Known-bad cases are listed under
 ``expectations`` by case id.
@@ -98,6 +99,8 @@ Name = Annotated[str, Field(strict=True), AfterValidator(_check_name)]
 ShapeField = Annotated[Shape, BeforeValidator(_parse_shape)]
 Arch = Annotated[str, BeforeValidator(_check_arch)]
 Fusion = Literal["none", "finalize"]
+#: SM10x epilogue schedule (TensorRT-LLM's ``EpilogueScheduleType`` TMA or NO_SMEM)
+Epilogue = Literal["tma", "nosmem"]
 
 
 class Strict(BaseModel):
@@ -323,6 +326,11 @@ class Axes(Strict):
     cluster: Annotated[list[ShapeField], ListOf] | None = None
     swap_ab: Annotated[list[StrictBool], ListOf] | None = None
     fusion: Annotated[list[Fusion], ListOf] | None = None
+    #: SM10x: the epilogue schedule; not given: the TMA epilogue, the launcher's default
+    epilogue: Annotated[list[Epilogue], ListOf] | None = None
+    #: SM10x: a dynamic-CGA kernel launched with this runtime cluster (``cluster`` then says 1SM
+    #: or 2SM); not given: a static cluster
+    dynamic_cluster: Annotated[list[ShapeField], ListOf] | None = None
     #: Programmatic dependent launch on or off; not given: what the backend does by default
     pdl: Annotated[list[StrictBool], ListOf] | None = None
     problems: Annotated[list[ProblemItem], ListOf] | None = None

@@ -128,6 +128,10 @@ class CaseRecord(_Strict):
     cluster: str = Field(default="1x1x1", pattern=_SHAPE)
     swap_ab: bool = False
     fusion: str = "none"
+    epilogue: str | None = Field(default=None, description="SM10x epilogue schedule (None: the default, TMA)")
+    dynamic_cluster: str | None = Field(
+        default=None, pattern=_SHAPE, description="SM10x dynamic CGA: the runtime cluster (None: static)"
+    )
     pdl: bool | None = Field(
         default=None,
         description="programmatic dependent launch as the matrix set it (None: FlashInfer's default)",
@@ -136,6 +140,12 @@ class CaseRecord(_Strict):
 
     def shape(self, field: Literal["tile", "cluster"]) -> tuple[int, int, int]:
         m, n, k = (int(v) for v in getattr(self, field).split("x"))
+        return (m, n, k)
+
+    def dynamic_shape(self) -> tuple[int, int, int] | None:
+        if self.dynamic_cluster is None:
+            return None
+        m, n, k = (int(v) for v in self.dynamic_cluster.split("x"))
         return (m, n, k)
 
 

@@ -196,6 +196,9 @@ def verdict_of(
         "launches": len(run.launches),
         "tensor_maps": len(run.tensor_maps),
     }
+    clusters = [r["cluster"] for r in run.launches if "cluster" in r]
+    if clusters:  # the cluster each launch gave (a dynamic-CGA kernel's comes at run time)
+        extra["launch_clusters"] = [list(c) for c in dict.fromkeys(tuple(c) for c in clusters)]
     if decision.cuda_error:
         extra["cuda_error"] = decision.cuda_error
     common: dict[str, Any] = {

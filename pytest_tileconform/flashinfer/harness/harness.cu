@@ -98,11 +98,15 @@ void classify_launcher_exception(const std::string& what, Verdict& verdict) {
   verdict.status = "exception";
 }
 
+// A dynamic-CGA instantiation (SM10x) takes its cluster at run time, as FlashInfer's dispatch
+// hands the tactic's dynamic and fallback cluster shapes to the launcher; a static one ignores them.
 template <class C>
-void call_launcher(const GemmInput& input, int experts, int sm_count, cudaStream_t stream,
+void call_launcher(const GemmInput& input, const ProblemInfo& p, int sm_count, cudaStream_t stream,
                    size_t* workspace_size) {
-  C::launcher(input, experts, sm_count, stream, /*kernel_occupancy=*/nullptr, workspace_size,
-            /*dynamic_cluster_shape=*/{}, /*fallback_cluster_shape=*/{});
+  using Cluster = cute::Shape<int32_t, int32_t, cute::_1>;
+  C::launcher(input, p.experts, sm_count, stream, /*kernel_occupancy=*/nullptr, workspace_size,
+              Cluster{p.cluster_shape[0], p.cluster_shape[1], cute::_1{}},
+              Cluster{p.fallback_cluster_shape[0], p.fallback_cluster_shape[1], cute::_1{}});
 }
 
 // ------------------------------------------------------------------------------------------
@@ -228,7 +232,7 @@ struct Runs {
   void launch(const char* stage = nullptr, bool capturing = false) {
     hook.call(TILECONFORM_HOOK_BEFORE_LAUNCH, calls, capturing);
     try {
-      call_launcher<C>(input, p.experts, sm_count, stream, nullptr);
+      call_launcher<C>(input, p, sm_count, stream, nullptr);
     } catch (const std::exception& e) {
       if (stage == nullptr) throw;
       Verdict refused;
@@ -298,7 +302,7 @@ void time_launcher(Runs<C>& runs, Verdict& verdict) {
   check_cuda(cudaEventCreate(&stop), "cudaEventCreate", "run");
   check_cuda(cudaEventRecord(start, runs.stream), "cudaEventRecord", "run");
   for (int i = 0; i < runs.p.timing_iters; ++i) {
-    call_launcher<C>(runs.input, runs.p.experts, runs.sm_count, runs.stream, nullptr);
+    call_launcher<C>(runs.input, runs.p, runs.sm_count, runs.stream, nullptr);
   }
   check_cuda(cudaEventRecord(stop, runs.stream), "cudaEventRecord", "run");
   check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize", "run");
@@ -347,7 +351,7 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
   const int sm = verdict.device.sm_count;
   size_t workspace_bytes = 0;
   try {  // the size query returns before CUTLASS judges anything: a refusal is ours
-    call_launcher<C>(setup.input, p.experts, sm, stream, &workspace_bytes);
+    call_launcher<C>(setup.input, p, sm, stream, &workspace_bytes);
   } catch (const std::exception& e) {
     throw StageError("prepare", "exception", e.what());
   }
@@ -389,7 +393,7 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
 // earlier call left an error in).
 template <class C>
 void run_case(const std::string& run_dir, const OperandTable& table, Verdict& verdict) {
-  verdict.problem = read_problem(run_dir + "/problem.txt", C::finalize);
+  verdict.problem = read_problem(run_dir + "/problem.txt", C::finalize, C::dynamic_cga);
   verdict.have_problem = true;
   Hook hook(verdict.problem, run_dir, verdict.case_name);
   hook.call(TILECONFORM_HOOK_BEFORE_CASE);

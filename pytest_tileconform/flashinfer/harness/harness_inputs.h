@@ -59,7 +59,7 @@ int64_t weight_sf_offset(int64_t expert, int64_t n, int64_t k) {
          BS::vec;
 }
 
-ProblemInfo read_problem(const std::string& path, bool finalize) {
+ProblemInfo read_problem(const std::string& path, bool finalize, bool dynamic_cga) {
   std::ifstream in(path);
   if (!in) bad_input("cannot open " + path);
   std::vector<std::string> tokens{std::istream_iterator<std::string>(in),
@@ -76,7 +76,7 @@ ProblemInfo read_problem(const std::string& path, bool finalize) {
     }
   };
   ProblemInfo p;
-  bool have_n = false, have_k = false, have_rows = false;
+  bool have_n = false, have_k = false, have_rows = false, have_cluster = false;
   for (size_t i = 0; i < tokens.size();) {
     const std::string key = tokens[i++];
     if (key == "experts") {
@@ -102,6 +102,15 @@ ProblemInfo read_problem(const std::string& path, bool finalize) {
       p.graph_replays = static_cast<int>(to_int(i++, key));
     } else if (key == "repeats") {
       p.repeats = static_cast<int>(to_int(i++, key));
+    } else if (key == "cluster_shape" || key == "fallback_cluster_shape") {
+      // cluster_shape M N / fallback_cluster_shape M N: a dynamic-CGA case's runtime clusters
+      int* shape = key == "cluster_shape" ? p.cluster_shape : p.fallback_cluster_shape;
+      shape[0] = static_cast<int>(to_int(i++, key));
+      shape[1] = static_cast<int>(to_int(i++, key));
+      if (shape[0] <= 0 || shape[1] <= 0 || shape[0] > 16 || shape[1] > 16) {
+        bad_input("problem.txt: '" + key + "' needs two integers in 1..16");
+      }
+      have_cluster = true;
     } else if (key == "poison") {
       p.poison = to_int(i++, key) != 0;
     } else if (key == "hook") {
@@ -124,6 +133,12 @@ ProblemInfo read_problem(const std::string& path, bool finalize) {
     bad_input("problem.txt: 'timing_iters', 'graph_replays' and 'repeats' must be >= 0");
   }
   if (finalize && p.out_rows <= 0) bad_input("problem.txt: finalize needs 'out_rows' > 0");
+  if (dynamic_cga && (p.cluster_shape[0] == 0 || p.fallback_cluster_shape[0] == 0)) {
+    bad_input("problem.txt: a dynamic-CGA kernel needs 'cluster_shape' and 'fallback_cluster_shape'");
+  }
+  if (!dynamic_cga && have_cluster) {
+    bad_input("problem.txt: 'cluster_shape' is for dynamic-CGA kernels; this one's cluster is static");
+  }
   return p;
 }
 

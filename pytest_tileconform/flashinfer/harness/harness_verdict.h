@@ -59,6 +59,8 @@ struct ProblemInfo {
   int graph_replays = 0;  // the graph stage: replays of the captured run (0: no such stage)
   int repeats = 0;        // the repeat stage: further runs after the checked one (0: none)
   bool enable_pdl = false;
+  int cluster_shape[2] = {0, 0};           // dynamic CGA: the runtime cluster (M, N)
+  int fallback_cluster_shape[2] = {0, 0};  // and its fallback; 0: a static cluster
   bool poison = true;  // false only for compute-sanitizer's initcheck, which must see unset memory
   bool bias = false;   // bias.bin given (finalize: FlashInfer's per-expert bias of GEMM2)
   bool use_reduction = false;  // finalize: several permuted rows share an output row
@@ -165,6 +167,9 @@ struct Verdict {
         << ", \"graph_replays\": " << problem.graph_replays
         << ", \"repeats\": " << problem.repeats
         << ", \"enable_pdl\": " << (problem.enable_pdl ? "true" : "false")
+        << ", \"cluster_shape\": [" << problem.cluster_shape[0] << ", " << problem.cluster_shape[1]
+        << "], \"fallback_cluster_shape\": [" << problem.fallback_cluster_shape[0] << ", "
+        << problem.fallback_cluster_shape[1] << "]"
         << ", \"bias\": " << (problem.bias ? "true" : "false")
         << ", \"use_reduction\": " << (problem.use_reduction ? "true" : "false") << "},\n";
     } else {

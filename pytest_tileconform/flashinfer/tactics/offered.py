@@ -321,6 +321,8 @@ class ConfigKey:
     swap_ab: bool
     fusion: str
     variant: str = ""
+    #: dynamic CGA: the runtime cluster
+    dynamic: Shape | None = None
 
 
 def tactic_key(t: Tactic) -> ConfigKey:
@@ -337,6 +339,7 @@ def tactic_key(t: Tactic) -> ConfigKey:
             variant=schedule_variant(
                 str(inst.get("epilogue_schedule", "void")), bool(inst.get("dynamic_cga"))
             ),
+            dynamic=t.dynamic_cluster if inst.get("dynamic_cga") else None,
         )
     tile = t.tile_elements()
     if tile is None:
@@ -352,14 +355,26 @@ def tactic_key(t: Tactic) -> ConfigKey:
         swap_ab=t.swap_ab,
         fusion=t.fusion,
         variant=variant,
+        dynamic=t.dynamic_cluster,
     )
 
 
-def case_key(arch: str, dtypes: str, tile: Shape, cluster: Shape, swap_ab: bool, fusion: str) -> ConfigKey:
+def case_key(
+    arch: str,
+    dtypes: str,
+    tile: Shape,
+    cluster: Shape,
+    swap_ab: bool,
+    fusion: str,
+    epilogue: str | None = None,
+    dynamic: Shape | None = None,
+) -> ConfigKey:
     """The configuration of a harness case (a matrix's or a results file's), ``dtypes`` as case ids
-    spell them. The harness builds SM100/SM103's TMA epilogue without a dynamic cluster (codegen)."""
-    variant = "tma" if arch in ("sm100", "sm103") else ""
-    return ConfigKey(dtypes, tile, cluster, swap_ab, fusion, variant)
+    spell them. SM100/SM103 cases without an epilogue have the TMA one (codegen)."""
+    variant = ""
+    if arch in ("sm100", "sm103"):
+        variant = schedule_variant(epilogue or "tma", dynamic is not None)
+    return ConfigKey(dtypes, tile, cluster, swap_ab, fusion, variant, dynamic)
 
 
 TacticId = tuple[int, int]  # (gemm, the autotuner's id)
@@ -382,9 +397,16 @@ class TacticIndex:
         return sorted(self._ids.get(key, []))
 
     def case_ids(
-        self, dtypes: str, tile: Shape, cluster: Shape, swap_ab: bool, fusion: str
+        self,
+        dtypes: str,
+        tile: Shape,
+        cluster: Shape,
+        swap_ab: bool,
+        fusion: str,
+        epilogue: str | None = None,
+        dynamic: Shape | None = None,
     ) -> list[TacticId]:
-        return self.ids(case_key(self.arch, dtypes, tile, cluster, swap_ab, fusion))
+        return self.ids(case_key(self.arch, dtypes, tile, cluster, swap_ab, fusion, epilogue, dynamic))
 
 
 def format_ids(ids: Iterable[TacticId]) -> str:

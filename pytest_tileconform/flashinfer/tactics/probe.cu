@@ -222,7 +222,8 @@ void probe(int sm) {
   // FusedMoeRunner's constructor (the binding): bf16 and fp16 as CutlassMoeFCRunner<T, T>,
   // fp32 likewise (moe_gemm_kernels_fp32_fp32.cu), FP8 and NVFP4 (FP4 activations) through
   // switch_output_type<Act, Weight> (CutlassMoeFCRunner<Act, Weight, Out, Act, Out>), MXFP8 x
-  // MXFP4 (SM100 and up) through switch_output_type<fp8, Fp4>. The dispatch of each runner's
+  // MXFP4 (SM100 and up) through switch_output_type<fp8, Fp4>, MXFP8 x MXFP8 (SM100) as the FP8
+  // runner whose quant params (QuantParams::MXFP8MXFP8) ask for MX scaling. The dispatch of each runner's
   // MoeGemmRunner<T, W, Out> (moe_gemm_kernels_{bf16_bf16,...,fp8_fp4}.cu) is asked about its tactics.
   probe_runner<CutlassMoeFCRunner<bf16, bf16>, bf16, bf16, bf16>(sm, "bf16", Scaling::NONE);
   probe_runner<CutlassMoeFCRunner<half, half>, half, half, half>(sm, "fp16", Scaling::NONE);
@@ -237,6 +238,10 @@ void probe(int sm) {
       sm, "mxfp8xmxfp4-bf16", Scaling::MXFPX);
   probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, fp8, half>, fp8, Fp4Type, half>(
       sm, "mxfp8xmxfp4-fp16", Scaling::MXFPX);
+  if (sm >= 100 && sm < 120) {  // FlashInfer builds MXFP8 x MXFP8 kernels for SM10x only
+    probe_runner<CutlassMoeFCRunner<fp8, fp8, bf16, fp8, bf16>, fp8, fp8, bf16>(sm, "mxfp8-bf16", Scaling::MXFPX);
+    probe_runner<CutlassMoeFCRunner<fp8, fp8, half, fp8, half>, fp8, fp8, half>(sm, "mxfp8-fp16", Scaling::MXFPX);
+  }
 }
 }  // namespace
 
