@@ -196,9 +196,12 @@ def verdict_of(
         "launches": len(run.launches),
         "tensor_maps": len(run.tensor_maps),
     }
-    clusters = [r["cluster"] for r in run.launches if "cluster" in r]
-    if clusters:  # the cluster each launch gave (a dynamic-CGA kernel's comes at run time)
-        extra["launch_clusters"] = [list(c) for c in dict.fromkeys(tuple(c) for c in clusters)]
+    for key, name in (("cluster", "launch_clusters"), ("preferred_cluster", "preferred_clusters")):
+        # what the launches gave: a dynamic-CGA kernel's preferred cluster is its runtime one,
+        # its cluster the fallback (cutlass/cluster_launch.hpp)
+        found = [tuple(r[key]) for r in run.launches if key in r]
+        if found:
+            extra[name] = [list(c) for c in dict.fromkeys(found)]
     if decision.cuda_error:
         extra["cuda_error"] = decision.cuda_error
     common: dict[str, Any] = {

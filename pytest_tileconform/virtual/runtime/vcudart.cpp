@@ -513,6 +513,9 @@ struct LaunchConfig {
   dim3 grid, block;
   size_t smem = 0;
   dim3 cluster{0, 0, 0};  // from cudaLaunchAttributeClusterDimension; 0: none
+  // from cudaLaunchAttributePreferredClusterDimension (SM100 dynamic clusters): recorded only,
+  // the driver's rules for it are not in the corpus (an H200 has no preferred clusters)
+  dim3 preferred_cluster{0, 0, 0};
   bool cooperative = false;
   bool pdl = false;
 };
@@ -586,6 +589,7 @@ cudaError_t check_launch(State& s, Function* f, const LaunchConfig& c, Record& r
   const Profile& p = s.profile;
   r.add("grid", c.grid).add("block", c.block).add("smem", static_cast<long long>(c.smem));
   if (volume(c.cluster) > 0) r.add("cluster", c.cluster);
+  if (volume(c.preferred_cluster) > 0) r.add("preferred_cluster", c.preferred_cluster);
   if (c.cooperative) r.add("cooperative", true);
   if (c.pdl) r.add("programmatic_stream_serialization", true);
   if (f != nullptr) r.add("kernel", f->name);
@@ -690,6 +694,10 @@ cudaError_t launch_ex(const char* call, const cudaLaunchConfig_t* config, const 
     switch (a.id) {
       case cudaLaunchAttributeClusterDimension:
         c.cluster = dim3(a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z);
+        break;
+      case cudaLaunchAttributePreferredClusterDimension:
+        c.preferred_cluster =
+            dim3(a.val.preferredClusterDim.x, a.val.preferredClusterDim.y, a.val.preferredClusterDim.z);
         break;
       case cudaLaunchAttributeCooperative:
         c.cooperative = a.val.cooperative != 0;
