@@ -386,3 +386,46 @@ def test_without_fused_finalize_gemm2_offers_gemm1s_list(capsys: pytest.CaptureF
         capsys, *argv, "--no-fused-finalize", "--explain", '"trtllm::fused_moe::gemm2::MoERunner": [27]'
     )
     assert (row["tactic"], row["tile"], row["fusion"]) == (27, "128x256x128", "none")
+
+
+# -- the whole space ---------------------------------------------------------------------------
+WHOLE_SPACE = {"sm90": "sm90.yaml", "sm100": "sm100-flashinfer.yaml", "sm120": "sm120-flashinfer.yaml"}
+
+
+@pytest.mark.parametrize("arch", sorted(WHOLE_SPACE))
+def test_every_kernel_flashinfer_can_pick_is_a_shipped_case(arch: str) -> None:
+    """Each TMA warp-specialized tactic FlashInfer 0.7.4 offers for the arch and its dispatch
+    takes, of every runner and both GEMMs, is a case of the arch's generated matrix: ``tactics``
+    names a verdict for it, ``drift`` finds it judged. Refused tactics select no kernel; SM80-style
+    tactics are another launcher."""
+    from pytest_tileconform.flashinfer.tactics.offered import case_key, tactic_key
+
+    cases = load_matrix(REPO / "matrices" / WHOLE_SPACE[arch]).cases
+    keys = {
+        case_key(arch, c.dtype_label, c.tile, c.cluster, c.swap_ab, c.fusion, c.epilogue, c.dynamic_cluster)
+        for c in cases
+    }
+    offered = [t for t in parse(RECORDED[arch].read_text().splitlines()) if f"sm{t.sm}" == arch]
+    picked = [t for t in offered if t.tma_ws and t.dispatch == "accepted"]
+    assert picked
+    missing = [(t.runner, t.tactic) for t in picked if tactic_key(t) not in keys]
+    assert missing == []
+    # and nothing in the matrix is a kernel FlashInfer's generator does not build
+    assert {t.runner for t in picked} <= {c.dtype_label for c in cases}
+
+
+def test_a_tactic_the_dispatch_refuses_is_named_a_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    """MXFP8 x MXFP8 runs as the FP8 runner: FlashInfer offers it the FP8 tiles, and its MX
+    dispatch takes only the block-scaled ones; the others select no kernel for any problem."""
+    from pytest_tileconform.commands.tactics import REJECTED
+
+    rows = _json(
+        capsys, "--arch", "sm100", "--dtype", "mxfp8-bf16", "--matrix", "sm100-flashinfer",
+        "--tactics", str(SM90_SM100),
+    )  # fmt: skip
+    refused = [r for r in rows if r["dispatch"] == "rejected"]
+    taken = [r for r in rows if r["dispatch"] == "accepted"]
+    assert refused and taken
+    assert {r["expected"] for r in refused} == {REJECTED}
+    assert all(r["expected"].startswith("pass [sm100-flashinfer") for r in taken)
+    assert {r["tile"] for r in taken} == {"128x64x128", "128x128x128", "128x256x128"}

@@ -2,7 +2,7 @@
 do the tactics it offers work?
 
 Per configuration (dtypes, CTA tile in elements, cluster, swap_ab, epilogue fusion and, on SM100,
-the epilogue schedule variant) one row says:
+the epilogue schedule variant with a dynamic cluster's runtime shape) one row says:
 
 (a) offered   the autotuner's tactic ids for it (``G1:#3`` = GEMM 1 tactic 3), from FlashInfer's
               ``MoeGemmRunner::getConfigs`` / ``get_candidate_configs`` run by the tactics probe;
@@ -13,8 +13,9 @@ the epilogue schedule variant) one row says:
               with counts), ``not run`` if no results file has it.
 
 Flagged: offered but not instantiated, offered but rejected by the dispatch, offered and every
-observed verdict failing. Instantiated but never offered is shown as information (dead code, not
-a failure).
+observed verdict failing, and, when results files are given, offered and instantiated but judged
+by none of them. Instantiated but never offered is shown as information (dead code, not a
+failure).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ..results.model import CaseRecord, ResultsDocument
 FLAG_NOT_INSTANTIATED = "offered, not instantiated"
 FLAG_REJECTED = "offered, dispatch rejects"
 FLAG_ALWAYS_FAILS = "offered, always fails"
+FLAG_NEVER_JUDGED = "offered, never judged"
 INFO_NOT_OFFERED = "instantiated, never offered"
 
 
@@ -43,6 +45,8 @@ class Row:
     dispatch: set[str] = field(default_factory=set)  # "accepted" or "rejected: ..."
     generated: bool = False
     verdicts: Counter[str] = field(default_factory=Counter)
+    #: results files were given: an offered kernel none of them judged is flagged
+    results_given: bool = False
 
     @property
     def flags(self) -> list[str]:
@@ -50,10 +54,13 @@ class Row:
         if self.offered:
             if not self.generated:
                 flags.append(FLAG_NOT_INSTANTIATED)
-            if any(d.startswith("rejected") for d in self.dispatch):
+            rejected = any(d.startswith("rejected") for d in self.dispatch)
+            if rejected:
                 flags.append(FLAG_REJECTED)
-            if self.verdicts and not self.verdicts["pass"]:
+            if self.verdicts and not (self.verdicts["pass"] or self.verdicts["unrun"]):
                 flags.append(FLAG_ALWAYS_FAILS)
+            if self.results_given and self.generated and not rejected and not self.verdicts:
+                flags.append(FLAG_NEVER_JUDGED)
         return flags
 
     @property
@@ -109,7 +116,7 @@ def compare(
     rows: dict[ConfigKey, Row] = {}
 
     def row(key: ConfigKey) -> Row:
-        return rows.setdefault(key, Row(key))
+        return rows.setdefault(key, Row(key, results_given=bool(results)))
 
     non_tma: Counter[str] = Counter()
     for t in tactics:
@@ -160,7 +167,7 @@ def to_markdown(drift: Drift, *, flagged_only: bool = False, header: Sequence[st
             str(r.key.swap_ab).lower(),
             r.key.fusion,
         ]
-        cells += [r.key.variant or "-"] if with_variant else []
+        cells += [r.key.schedule or "-"] if with_variant else []
         dispatch = "; ".join(sorted(r.dispatch)) or "-"
         notes = [f"**{f}**" for f in r.flags] + r.info
         cells += [_offered(r), dispatch, "yes" if r.generated else "no", _verdicts(r), ", ".join(notes)]

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 NOT_JUDGED = "not judged"
 NOT_TMA = "not judged (SM80-style grouped GEMM, another launcher: not built by this harness)"
+#: A tactic FlashInfer's own dispatch refuses (the probe ran it): no kernel, for any problem
+REJECTED = "fails: FlashInfer's dispatch selects no kernel for it (tactics probe)"
 Verdicts = dict[ConfigKey, Counter[str]]
 
 
@@ -196,6 +198,9 @@ def rows_of(tactics: Sequence[Tactic], expected: Verdicts, observed: Verdicts | 
             rows.append(Row(t, None, NOT_TMA, None if observed is None else NOT_TMA))
             continue
         key = tactic_key(t)
+        if t.dispatch != "accepted":
+            rows.append(Row(t, key, REJECTED, None if observed is None else REJECTED))
+            continue
         seen = None if observed is None else _counted(observed.get(key))
         rows.append(Row(t, key, _counted(expected.get(key)), seen))
     return rows

@@ -324,6 +324,13 @@ class ConfigKey:
     #: dynamic CGA: the runtime cluster
     dynamic: Shape | None = None
 
+    @property
+    def schedule(self) -> str:
+        """The epilogue variant as tables print it: ``tma``, ``nosmem+dynamic 4x2x1``, "" (fixed)."""
+        if self.dynamic is None:
+            return self.variant
+        return f"{self.variant} {'x'.join(str(v) for v in self.dynamic)}"
+
 
 def tactic_key(t: Tactic) -> ConfigKey:
     """The configuration a TMA WS tactic stands for: the instantiation the dispatch selected or,

@@ -78,8 +78,10 @@ void tma_warp_specialized_generic_moe_gemm_kernelLauncher(
   tc::selected.dynamic_cga = DYNAMIC_CGA;
   if constexpr (std::is_void_v<EpilogueSchedule>) {
     tc::selected.schedule = "void";
-  } else if constexpr (std::is_same_v<EpilogueSchedule, cutlass::epilogue::PtrArrayNoSmemWarpSpecialized1Sm> ||
+  } else if constexpr (std::is_same_v<EpilogueSchedule, cutlass::epilogue::PtrArrayNoSmemWarpSpecialized> ||
+                       std::is_same_v<EpilogueSchedule, cutlass::epilogue::PtrArrayNoSmemWarpSpecialized1Sm> ||
                        std::is_same_v<EpilogueSchedule, cutlass::epilogue::PtrArrayNoSmemWarpSpecialized2Sm>) {
+    // the SM100 dispatch names the schedule without 1Sm/2Sm (getDispatchFunctionForSM100)
     tc::selected.schedule = "NO_SMEM";
   } else {
     tc::selected.schedule = "TMA";
