@@ -375,6 +375,23 @@ INVALID = {
         BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    fusion: [none, fused]\n"),
         ["6:20: suites.0.fusion.1: Input should be 'none' or 'finalize'"],
     ),
+    "bad-epilogue": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    epilogue: [tma, smem]\n"),
+        ["6:21: suites.0.epilogue.1: Input should be 'tma' or 'nosmem'"],
+    ),
+    "bad-dynamic-cluster": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    dynamic_cluster: [4x2x1, 0x1x1]\n"),
+        ["6:30: suites.0.dynamic_cluster.1: shape '0x1x1' has a dimension that is not positive"],
+    ),
+    "epilogue-listed-twice": (
+        BASIC.replace("arch: sm90", "arch: sm100").replace(
+            "    dtype: bf16\n", "    dtype: bf16\n    epilogue: [nosmem, nosmem]\n"
+        ),
+        [
+            "6:24: epilogue lists nosmem twice (items 1 and 2), so both give the same cases "
+            "(e.g. 'sm100-bf16-128x64x64-c1x1x1-none-nosmem'): list it once"
+        ],
+    ),
     "rows-count-without-experts": (
         BASIC.replace(PROBLEM, "problems: [{rows: 64, n: 256, k: 128}]"),
         ["7:16: suites.0.problems.0: a single 'rows' count needs 'experts'"],
