@@ -203,8 +203,13 @@ void probe_runner(int sm, char const* runner, TmaWarpSpecializedGroupedGemmInput
                   ",\"dynamic_cga\":" + (s.dynamic_cga ? "true" : "false") +
                   ",\"epilogue_schedule\":\"" + s.schedule + "\"}";
         } else {
-          // the first line of TensorRT-LLM's message; the rest is a backtrace
+          // the first line of TensorRT-LLM's message (the rest is a backtrace), past a first line
+          // that only names the throwing function (the dispatch's "%s\nUnsupported tile ...")
           std::string first = error.substr(0, error.find('\n'));
+          if (first.find(" [with ") != std::string::npos && first.size() < error.size()) {
+            std::string const rest = error.substr(first.size() + 1);
+            first = rest.substr(0, rest.find('\n'));
+          }
           line += ",\"dispatch\":\"rejected\",\"error\":" + json_string(first.empty() ? "no launcher selected" : first);
         }
       } else {
@@ -225,7 +230,7 @@ void probe(int sm) {
   // fp32 likewise (moe_gemm_kernels_fp32_fp32.cu), FP8 and NVFP4 (FP4 activations) through
   // switch_output_type<Act, Weight> (CutlassMoeFCRunner<Act, Weight, Out, Act, Out>), MXFP8 x
   // MXFP4 (SM100 and up) through switch_output_type<fp8, Fp4>, MXFP8 x MXFP8 (SM100) as the FP8
-  // runner whose quant params (QuantParams::MXFP8MXFP8) ask for MX scaling. The dispatch of each runner's
+  // runner with IsMXFPX, whose quant params (QuantParams::MXFP8MXFP8) ask for MX scaling. The dispatch of each runner's
   // MoeGemmRunner<T, W, Out> (moe_gemm_kernels_{bf16_bf16,...,fp8_fp4}.cu) is asked about its tactics.
   probe_runner<CutlassMoeFCRunner<bf16, bf16>, bf16, bf16, bf16>(sm, "bf16", Scaling::NONE);
   probe_runner<CutlassMoeFCRunner<half, half>, half, half, half>(sm, "fp16", Scaling::NONE);
@@ -241,8 +246,10 @@ void probe(int sm) {
   probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, fp8, half>, fp8, Fp4Type, half>(
       sm, "mxfp8xmxfp4-fp16", Scaling::MXFPX);
   if (sm >= 100 && sm < 120) {  // FlashInfer builds MXFP8 x MXFP8 kernels for SM10x only
-    probe_runner<CutlassMoeFCRunner<fp8, fp8, bf16, fp8, bf16>, fp8, fp8, bf16>(sm, "mxfp8-bf16", Scaling::MXFPX);
-    probe_runner<CutlassMoeFCRunner<fp8, fp8, half, fp8, half>, fp8, fp8, half>(sm, "mxfp8-fp16", Scaling::MXFPX);
+    // switch_output_type<fp8, fp8, false, true>: the runner with IsMXFPX, whose getTactics drops
+    // the configs that are not TMA warp-specialized (filterMxfp8Tactics)
+    probe_runner<CutlassMoeFCRunner<fp8, fp8, bf16, fp8, bf16, true>, fp8, fp8, bf16>(sm, "mxfp8-bf16", Scaling::MXFPX);
+    probe_runner<CutlassMoeFCRunner<fp8, fp8, half, fp8, half, true>, fp8, fp8, half>(sm, "mxfp8-fp16", Scaling::MXFPX);
   }
 }
 }  // namespace
