@@ -58,6 +58,9 @@ DTYPES: dict[str, DType] = {t.name: t for t in (
     DType("nvfp4",     4, "uint8",         "SafeFP4",       "defined(ENABLE_FP4)",  "e2m1", _IN, 16, "e4m3"),
     DType("mxfp4",     4, "uint8",         "SafeFP4",       "defined(ENABLE_FP4)",  "e2m1", _W,  32, "ue8m0"),
     DType("mxfp8",     8, "float8_e4m3fn", "__nv_fp8_e4m3", "defined(ENABLE_FP8)",  "e4m3", _IN, 32, "ue8m0"),
+    # SM90's mixed-input weights (groupwise scales): FlashInfer's tactic lists name it, the
+    # harness does not build that launcher, so no matrix role takes it
+    DType("int4",      4, "uint8",         "cutlass::uint4b_t", "1",                "u4",   ()),
 )}
 # fmt: on
 
@@ -70,8 +73,8 @@ def names(role: Role | None = None) -> tuple[str, ...]:
 ACTIVATION_DTYPES = names("activation")
 WEIGHT_DTYPES = names("weight")
 OUTPUT_DTYPES = names("output")
-#: The types without block scales: one scale per tensor at most.
-UNSCALED_DTYPES = tuple(name for name, t in DTYPES.items() if not t.block_scaled)
+#: The types a matrix takes without block scales: one scale per tensor at most.
+UNSCALED_DTYPES = tuple(name for name, t in DTYPES.items() if not t.block_scaled and t.roles)
 #: The (act, weight) pairs of block-scaled types that go together: NVFP4 x NVFP4 (e4m3 scale
 #: per 16), MXFP8 x MXFP4 and MXFP8 x MXFP8 (ue8m0 scales per 32 on both), TensorRT-LLM's FP4,
 #: MX FP8 x FP4 and MX FP8 GEMMs.
@@ -126,7 +129,7 @@ def label_dtypes(label: str) -> tuple[str, str, str]:
     if not inputs:
         return label, label, label
     for act in ACTIVATION_DTYPES:
-        for weight in WEIGHT_DTYPES:
+        for weight in DTYPES:  # with the types only tactic lists name (int4)
             if inputs == f"{act}x{weight}":
                 return act, weight, out
     return inputs, inputs, out

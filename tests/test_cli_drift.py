@@ -19,12 +19,14 @@ import pytest
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.commands.drift import (
     FLAG_ALWAYS_FAILS,
+    FLAG_NEVER_JUDGED,
     FLAG_NOT_INSTANTIATED,
     FLAG_REJECTED,
     INFO_NOT_OFFERED,
     ConfigKey,
     compare,
 )
+from pytest_tileconform.dtypes import label_dtypes
 from pytest_tileconform.flashinfer.generator import generated_ops
 from pytest_tileconform.flashinfer.sources import FlashInferSources
 from pytest_tileconform.flashinfer.tactics.offered import parse
@@ -177,3 +179,42 @@ def test_probe_reproduces_the_recorded_output(flashinfer_074, tmp_path: Path) ->
     lines = offered_tactics(flashinfer_074, ["sm120"], default_cache_dir())
     assert lines == RECORDED.read_text().splitlines()
     assert importlib.metadata.version("flashinfer-python") == "0.7.4"
+
+
+SM90_SM100 = DATA / "tactics-sm90-sm100-flashinfer-0.7.4.jsonl"
+SM10X_RESULTS = sorted((REPO / "results" / "h200-2026-12-01-sm10x").glob("sm100-*-virtual.json.gz"))
+SM90_RESULTS = sorted((REPO / "results" / "h200-2026-12-01-sm90-problems").glob("sm90-*-cold.json.gz"))
+
+
+def test_sm90_mixed_input_tactics_are_the_generators_kernels(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
+    """SM90's mixed-input runners (W4A8 int4, W4A16 MXFP4, MXFP4 x FP8): every TMA tactic
+    FlashInfer offers is one of the mixed-input kernels its generator instantiates, and none of
+    those is left unoffered; with a results file, none is judged."""
+    tactics = [t for t in parse(SM90_SM100.read_text().splitlines()) if t.sm == 90]
+    generated = generated_ops(flashinfer_074, "sm90")
+    drift = compare("sm90", tactics, generated)
+    mixed = [r for r in drift.rows if len(set(label_dtypes(r.key.dtypes)[:2])) == 2]
+    assert {r.key.dtypes for r in mixed} == {
+        "fp8_e4m3xint4-fp16",
+        "fp8_e4m3xint4-bf16",
+        "bf16xmxfp4-bf16",
+        "fp8_e4m3xmxfp4-fp16",
+        "fp8_e4m3xmxfp4-bf16",
+    }
+    assert all(r.offered and r.generated and r.dispatch == {"not_probed"} for r in mixed)
+    assert not drift.flagged and not any(r.info for r in drift.rows)
+    with_results = compare("sm90", tactics, generated, [read_results(p) for p in SM90_RESULTS])
+    assert {r.key for r in with_results.flagged} == {r.key for r in mixed}
+    assert all(r.flags == [FLAG_NEVER_JUDGED] for r in with_results.flagged)
+
+
+def test_sm100_kernels_judged_by_the_recorded_slices(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
+    """The recorded SM100 slices judge every offered kernel but the bf16 / fp16 / fp32 TMA ones
+    not in them; a kernel the dispatch refuses is flagged as refused, never as unjudged."""
+    tactics = [t for t in parse(SM90_SM100.read_text().splitlines()) if t.sm == 100]
+    results = [read_results(path) for path in SM10X_RESULTS]
+    drift = compare("sm100", tactics, generated_ops(flashinfer_074, "sm100"), results)
+    never = [r for r in drift.rows if FLAG_NEVER_JUDGED in r.flags]
+    assert never and all(FLAG_REJECTED not in r.flags for r in never)
+    assert {r.key.dtypes for r in never} <= {"bf16", "fp16", "fp32"}
+    assert all(r.key.variant.startswith("tma") for r in never)

@@ -76,7 +76,10 @@ def _expected_rows(arch: str, runner: str) -> list[dict[str, Any]]:
                 tile = "x".join(map(str, row["instantiation"]["tile"]))
             else:
                 m, n, k = row["tile_bytes"]
-                tile = f"{m}x{n}x{tile_k_elements(k, label_dtypes(runner)[0])}"
+                act, weight, _ = label_dtypes(runner)
+                if not (arch == "sm90" and act != weight):  # the mixed dispatch takes K as it is
+                    k = tile_k_elements(k, act)
+                tile = f"{m}x{n}x{k}"
         expected.append(
             {
                 "tactic": position,

@@ -125,7 +125,7 @@ def compare(
             continue
         r = row(tactic_key(t))
         r.offered.append((t.gemm, t.tactic))
-        r.dispatch.add("accepted" if t.dispatch == "accepted" else f"rejected: {t.error}")
+        r.dispatch.add(f"rejected: {t.error}" if t.dispatch == "rejected" else t.dispatch)
     for op in generated:
         for key in generated_keys(op):
             row(key).generated = True

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 NOT_JUDGED = "not judged"
 NOT_TMA = "not judged (SM80-style grouped GEMM, another launcher: not built by this harness)"
+NOT_MIXED = "not judged (SM90 mixed-input launcher: not built by this harness)"
 #: A tactic FlashInfer's own dispatch refuses (the probe ran it): no kernel, for any problem
 REJECTED = "fails: FlashInfer's dispatch selects no kernel for it (tactics probe)"
 Verdicts = dict[ConfigKey, Counter[str]]
@@ -198,6 +199,9 @@ def rows_of(tactics: Sequence[Tactic], expected: Verdicts, observed: Verdicts | 
             rows.append(Row(t, None, NOT_TMA, None if observed is None else NOT_TMA))
             continue
         key = tactic_key(t)
+        if t.dispatch == "not_probed":
+            rows.append(Row(t, key, NOT_MIXED, None if observed is None else NOT_MIXED))
+            continue
         if t.dispatch != "accepted":
             rows.append(Row(t, key, REJECTED, None if observed is None else REJECTED))
             continue
@@ -234,7 +238,7 @@ def _cells(row: Row, with_observed: bool) -> list[str]:
         dynamic = "-"
         if t.dynamic_cluster:
             dynamic = f"{_shape(t.dynamic_cluster)} (fallback {_shape(t.fallback_cluster)})"
-        dispatch = "accepted" if t.dispatch == "accepted" else f"rejected: {t.error}"
+        dispatch = f"rejected: {t.error}" if t.dispatch == "rejected" else t.dispatch
         cells = [
             f"{_shape(t.tile_elements())} ({_shape(t.tile_bytes)}B)",
             _shape(t.cluster),

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..dtypes import DTYPES, from_library
+from ..dtypes import DTYPES, dtype_label, from_library
 from .codegen import KernelConfig, UnsupportedConfig, instantiation
 from .sources import FlashInferSources
 
@@ -98,15 +98,21 @@ def _operations(generator: ModuleType, arch: int) -> list[Any]:
 
 
 def _dtype_names(generator: ModuleType, op: Any) -> tuple[str, str, str]:
-    """The matrix names of an operation's act, weight and output types. The generator names
+    """The registry names of an operation's act, weight and output types. The generator names
     fp4 with an ``e2m1_type`` object, the others with ``DataType`` members; ``is_mx_fpx`` marks
-    its fp4 and its fp8 inputs as MX."""
-    plain = {getattr(generator.DataType, t.library): t for t in DTYPES.values() if not t.mx and t.bits > 4}
+    its fp4 and its fp8 inputs as MX, and SM90's mixed-input fp4 weights (ue8m0 group scales)
+    are MXFP4."""
+    plain = {
+        getattr(generator.DataType, t.library): t
+        for t in DTYPES.values()
+        if not t.mx and t.library != "e2m1" and hasattr(generator.DataType, t.library)
+    }
+    ue8m0_scales = getattr(op, "scalezero_type", None) == getattr(generator.DataType, "ue8m0", object())
 
     def name(value: Any, role: str) -> str:
         found = None
         if isinstance(value, generator.e2m1_type):
-            found = from_library("e2m1", op.is_mx_fpx)
+            found = from_library("e2m1", op.is_mx_fpx or ue8m0_scales)
         elif value in plain:
             base = plain[value]
             mx = from_library(base.library, mx=True) if op.is_mx_fpx and role != "out" else None
@@ -231,9 +237,8 @@ def schedule_variant(schedule: str | None, dynamic_cga: bool) -> str:
 
 
 def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
-    """Every MoE TMA WS launcher operation FlashInfer's generator emits for ``arch``."""
-    from ..matrix.schema import DTypes
-
+    """Every MoE grouped-GEMM operation FlashInfer's generator emits for ``arch`` (the uniform
+    launcher's and SM90's mixed-input launcher's), named as tactics select them."""
     if arch not in GENERATOR_ARCH:
         raise GeneratorError(
             f"arch {arch!r}: FlashInfer generates MoE grouped GEMMs for {', '.join(GENERATOR_ARCH)}"
@@ -248,20 +253,22 @@ def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
     found = []
     for op in ops:
         try:
-            act, weight, out = _dtype_names(generator, op)
-            label = DTypes(act=act, weight=weight, out=out).label
-        except (UnsupportedConfig, ValueError):
+            label = dtype_label(*_dtype_names(generator, op))
+        except UnsupportedConfig:
             label = f"{_type_name(op.act_type)}x{_type_name(op.weight_type)}-{_type_name(op.output_type)}"
-        fusion = str(getattr(op.epi_fusion, "name", op.epi_fusion)).removeprefix("epilogue_fusion_")
-        schedule = _schedule_name(op)
+        mixed = op.arch == 90 and op.act_type != op.weight_type
+        fusion = "none" if op.epi_fusion is None else str(getattr(op.epi_fusion, "name", op.epi_fusion))
         found.append(
             GeneratedOp(
                 dtypes=label,
                 tile=tuple(int(v) for v in op.cta_shape),  # type: ignore[arg-type]
                 cluster=tuple(int(v) for v in op.cga_shape),  # type: ignore[arg-type]
-                swap_ab=bool(op.swap_ab),
-                fusion=fusion,
-                variant=schedule_variant(schedule, bool(op.dynamic_cga)),
+                # the mixed-input launcher always computes the swapped product, the only form
+                # FlashInfer's heuristic offers it in
+                swap_ab=mixed or bool(op.swap_ab),
+                fusion=fusion.removeprefix("epilogue_fusion_"),
+                # an epilogue schedule is a variant on SM10x only (SM90's are the launcher's)
+                variant=schedule_variant(_schedule_name(op), bool(op.dynamic_cga)) if op.arch >= 100 else "",
             )
         )
     return found

@@ -89,7 +89,7 @@ class Tactic:
     epilogue_schedule: int | None
     fusion: str
     swap_ab: bool
-    dispatch: str  # accepted | rejected | not_tma
+    dispatch: str  # accepted | rejected | not_tma | not_probed (SM90 mixed input)
     instantiation: dict[str, Any] | None
     error: str
     mainloop_schedule: int | None = None
@@ -109,14 +109,22 @@ class Tactic:
     def mainloop(self) -> str:
         return _name(MAINLOOP_SCHEDULES, self.mainloop_schedule)
 
+    @property
+    def mixed_input(self) -> bool:
+        """An SM90 runner of two input types: its TMA configs go to the mixed-input launcher."""
+        act, weight, _ = label_dtypes(self.runner)
+        return self.sm == 90 and act != weight
+
     def tile_elements(self) -> tuple[int, int, int] | None:
-        """The CTA tile in elements of the activation (what the dispatch's SHAPE_CASE computes)."""
+        """The CTA tile in elements (what the dispatch's SHAPE_CASE computes: K bytes of the
+        activation; SM90's mixed-input dispatch takes the enum's K as the tile's K,
+        DISPATCH_MIXED_DTYPE_MOE_TILE)."""
         if self.instantiation is not None:
             return tuple(self.instantiation["tile"])
         if self.tile_bytes is None:
             return None
         m, n, k = self.tile_bytes
-        return (m, n, tile_k_elements(k, self.act))
+        return (m, n, k if self.mixed_input else tile_k_elements(k, self.act))
 
 
 def _name(names: tuple[str, ...], number: int | None) -> str:

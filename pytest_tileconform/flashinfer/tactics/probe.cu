@@ -252,6 +252,62 @@ void probe(int sm) {
     probe_runner<CutlassMoeFCRunner<fp8, fp8, half, fp8, half, true>, fp8, fp8, half>(sm, "mxfp8-fp16", Scaling::MXFPX);
   }
 }
+
+// A runner whose TMA warp-specialized configs go to SM90's mixed-input launcher
+// (moe_gemm_tma_ws_mixed_input_launcher.inl, its own dispatch): its tactics, numbered as
+// probe_runner numbers them, with "dispatch":"not_probed" for the TMA ones.
+template <typename FCRunner>
+void list_runner(int sm, char const* runner) {
+  int tactic = 0;
+  for (int gemm = 1; gemm <= 2; ++gemm) {
+    auto const configs = FCRunner::getTactics(
+        sm, gemm == 1 ? kernels::cutlass_kernels::MoeGemmId::GEMM_1 : kernels::cutlass_kernels::MoeGemmId::GEMM_2);
+    for (auto const& config : configs) {
+      std::string line = "{\"sm\":" + std::to_string(sm) + ",\"runner\":\"" + runner +
+                         "\",\"gemm\":" + std::to_string(gemm) + ",\"tactic\":" + std::to_string(tactic++) +
+                         ",\"config_sm\":" + std::to_string(config.sm_version) +
+                         ",\"tma_ws\":" + (config.is_tma_warp_specialized ? "true" : "false") +
+                         ",\"tile_enum\":" + std::to_string(tile_enum(config));
+      if (config.is_tma_warp_specialized) {
+        int const e = tile_enum(config);
+        auto [m, n, k] = cutlass_extensions::enum_to_shape_tuple(static_cast<cutlass_extensions::CutlassTileConfigSM90>(e > 0 ? e : 0));
+        line += ",\"tile_bytes\":" + (e > 0 ? triple(m, n, k) : std::string("null"));
+        line += ",\"cluster\":" + shape_of(config.cluster_shape);
+        line += ",\"epilogue_schedule\":" + std::to_string(static_cast<int>(config.epilogue_schedule));
+        line += ",\"mainloop_schedule\":" + std::to_string(static_cast<int>(config.mainloop_schedule));
+        bool const finalize = config.epilogue_fusion_type == CutlassGemmConfig::EpilogueFusionType::FINALIZE;
+        line += std::string(",\"fusion\":\"") + (finalize ? "finalize" : "none") + "\"";
+        line += std::string(",\"swap_ab\":") + (config.swap_ab ? "true" : "false");
+        line += ",\"dispatch\":\"not_probed\"";
+      } else {
+        line += ",\"dispatch\":\"not_tma\"";
+      }
+      std::printf("%s}\n", line.c_str());
+    }
+  }
+}
+
+// SM90's mixed-input runners, as the binding constructs them: W4A16 (int4 weights, fp16/bf16
+// activations), W4A8 with int4 group scaling (fp8 activations), W8A16 with fp8 weights, W4A16
+// MXFP4 (bf16 x FP4, isWFP4A16Quant) and the Humming-style MXFP4 x FP8.
+void probe_sm90_mixed(int sm) {
+  using kernels::cutlass_kernels::CutlassMoeFCRunner;
+  using kernels::cutlass_kernels::Fp4Type;
+  using Mode = kernels::cutlass_kernels::Sm90Wfp4Afp8ScaleMode;
+  using bf16 = __nv_bfloat16;
+  using fp8 = __nv_fp8_e4m3;
+  using int4 = cutlass::uint4b_t;
+  list_runner<CutlassMoeFCRunner<half, int4>>(sm, "fp16xint4-fp16");
+  list_runner<CutlassMoeFCRunner<bf16, int4>>(sm, "bf16xint4-bf16");
+  list_runner<CutlassMoeFCRunner<fp8, int4, half, half>>(sm, "fp8_e4m3xint4-fp16");
+  list_runner<CutlassMoeFCRunner<fp8, int4, bf16, bf16>>(sm, "fp8_e4m3xint4-bf16");
+  list_runner<CutlassMoeFCRunner<bf16, fp8>>(sm, "bf16xfp8_e4m3-bf16");
+  list_runner<CutlassMoeFCRunner<bf16, Fp4Type>>(sm, "bf16xmxfp4-bf16");
+  list_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, half, half, false, Mode::kHummingPreMmaE8M0>>(
+      sm, "fp8_e4m3xmxfp4-fp16");
+  list_runner<CutlassMoeFCRunner<fp8, Fp4Type, bf16, bf16, bf16, false, Mode::kHummingPreMmaE8M0>>(
+      sm, "fp8_e4m3xmxfp4-bf16");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -267,6 +323,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     probe(static_cast<int>(sm));
+    if (sm == 90) probe_sm90_mixed(90);
   }
   std::fflush(stdout);
   return 0;
