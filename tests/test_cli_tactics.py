@@ -24,7 +24,7 @@ from pytest_tileconform.commands.cli import main
 from pytest_tileconform.dtypes import label_dtypes, tile_k_elements
 from pytest_tileconform.flashinfer.sources import FlashInferSources
 from pytest_tileconform.flashinfer.tactics.autotuner_lines import LineError, mentions
-from pytest_tileconform.flashinfer.tactics.offered import TacticIndex, numbering_digest, parse
+from pytest_tileconform.flashinfer.tactics.offered import numbering_digest, parse
 from pytest_tileconform.matrix.load import load_matrix
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -359,17 +359,6 @@ def test_where_flashinfer_comes_from(capsys: pytest.CaptureFixture[str]) -> None
     )
     assert main(["tactics", "--arch", "sm90", "--dtype", "bf16", "--tactics", str(SM120)]) == 2
     assert f"no tactic for sm90 in {SM120}" in capsys.readouterr().err
-
-
-def test_the_index_reports_and_blocklists_use() -> None:
-    """A results file's case -> its ids: what a report or the blocklist writes next to the tile."""
-    index = TacticIndex(parse(SM120.read_text().splitlines()), "sm120")
-    assert index.case_ids("nvfp4-bf16", (128, 256, 128), (1, 1, 1), False, "finalize") == [(2, 27)]
-    assert index.case_ids("nvfp4-bf16", (128, 128, 128), (1, 1, 1), False, "none") == [(1, 1), (2, 17)]
-    assert index.case_ids("nvfp4-bf16", (128, 16, 128), (1, 1, 1), False, "none") == []
-    sm100 = TacticIndex(parse(SM90_SM100.read_text().splitlines()), "sm100")
-    # the harness's SM100 cases build the TMA epilogue without a dynamic cluster
-    assert sm100.case_ids("bf16", (128, 64, 64), (1, 1, 1), False, "none")
 
 
 def test_without_fused_finalize_gemm2_offers_gemm1s_list(capsys: pytest.CaptureFixture[str]) -> None:

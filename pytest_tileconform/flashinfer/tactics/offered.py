@@ -395,35 +395,6 @@ def case_key(
 TacticId = tuple[int, int]  # (gemm, the autotuner's id)
 
 
-class TacticIndex:
-    """FlashInfer's tactic ids of each configuration of one architecture: what a report, a merged
-    table or a blocklist writes next to a tile. Build it once from the probe's output
-    (:func:`parse`) and ask it per case with :meth:`case_ids`."""
-
-    def __init__(self, tactics: Iterable[Tactic], arch: str) -> None:
-        self.arch = arch
-        self._ids: dict[ConfigKey, list[TacticId]] = {}
-        for t in tactics:
-            if t.tma_ws and f"sm{t.sm}" == arch:
-                self._ids.setdefault(tactic_key(t), []).append((t.gemm, t.tactic))
-
-    def ids(self, key: ConfigKey) -> list[TacticId]:
-        """The (gemm, id) pairs that select ``key``, GEMM 1's first; empty when none does."""
-        return sorted(self._ids.get(key, []))
-
-    def case_ids(
-        self,
-        dtypes: str,
-        tile: Shape,
-        cluster: Shape,
-        swap_ab: bool,
-        fusion: str,
-        epilogue: str | None = None,
-        dynamic: Shape | None = None,
-    ) -> list[TacticId]:
-        return self.ids(case_key(self.arch, dtypes, tile, cluster, swap_ab, fusion, epilogue, dynamic))
-
-
 def format_ids(ids: Iterable[TacticId]) -> str:
     """``G1:#3 G2:#27``: GEMM 1's tactic 3 and GEMM 2's tactic 27 (ids of one runner's list)."""
     return " ".join(f"G{gemm}:#{tactic}" for gemm, tactic in sorted(ids))

@@ -136,9 +136,57 @@ int tile_enum(CutlassGemmConfig const& c) {
   return static_cast<int>(c.tile_config_sm80);
 }
 
+// What FlashInfer's TMA warp-specialized dispatch does with one config, as the workspace query
+// calls it: the instantiation it selected, or the reason it threw (JSON fields).
+template <typename T, typename W, typename Out>
+std::string dispatched(CutlassGemmConfig const& config, TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType scaling,
+                       bool finalize) {
+  TmaWarpSpecializedGroupedGemmInput input{};
+  input.fpX_block_scaling_type = scaling;
+  input.swap_ab = config.swap_ab;
+  tc::selected = tc::Selected{};
+  size_t workspace = 0;
+  std::string error;
+  try {
+    if (finalize) {
+      kernels::cutlass_kernels_oss::dispatchMoeGemmSelectTileShapeTmaWarpSpecialized<
+          T, W, Out, cutlass_extensions::EpilogueOpDefault, Fusion::FINALIZE>(
+          input, 8, config, 1, cudaStream_t{0}, nullptr, &workspace);
+    } else {
+      kernels::cutlass_kernels_oss::dispatchMoeGemmSelectTileShapeTmaWarpSpecialized<
+          T, W, Out, cutlass_extensions::EpilogueOpDefault, Fusion::NONE>(
+          input, 8, config, 1, cudaStream_t{0}, nullptr, &workspace);
+    }
+  } catch (std::exception const& e) {
+    error = e.what();
+  }
+  if (tc::selected.set) {
+    auto const& s = tc::selected;
+    return ",\"dispatch\":\"accepted\",\"instantiation\":{\"arch\":" + std::to_string(s.arch) +
+            ",\"tile\":" + triple(s.tile[0], s.tile[1], s.tile[2]) +
+            ",\"cluster\":" + triple(s.cluster[0], s.cluster[1], s.cluster[2]) +
+            ",\"fusion\":\"" + (s.fusion == static_cast<int>(Fusion::FINALIZE) ? "finalize" : "none") +
+            "\",\"mx\":" + (s.mx ? "true" : "false") +
+            ",\"swap_ab\":" + (s.swap_ab ? "true" : "false") +
+            ",\"dynamic_cga\":" + (s.dynamic_cga ? "true" : "false") +
+            ",\"epilogue_schedule\":\"" + s.schedule + "\"}";
+  } else {
+    // the first line of TensorRT-LLM's message (the rest is a backtrace), past a first line
+    // that only names the throwing function (the dispatch's "%s\nUnsupported tile ...")
+    std::string first = error.substr(0, error.find('\n'));
+    if (first.find(" [with ") != std::string::npos && first.size() < error.size()) {
+      std::string const rest = error.substr(first.size() + 1);
+      first = rest.substr(0, rest.find('\n'));
+    }
+    return ",\"dispatch\":\"rejected\",\"error\":" + json_string(first.empty() ? "no launcher selected" : first);
+  }
+}
+
 // FCRunner: the CutlassMoeFCRunner the binding constructs for the dtypes (its switch_output_type);
 // T, W, Out: the MoeGemmRunner it holds, whose dispatch is asked about each tactic.
-template <typename FCRunner, typename T, typename W, typename Out>
+// Dispatch false: a runner whose TMA configs go to SM90's mixed-input launcher (another dispatch):
+// its tactics are listed with "dispatch":"not_probed".
+template <typename FCRunner, typename T, typename W, typename Out, bool Dispatch = true>
 void probe_runner(int sm, char const* runner, TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType scaling) {
   int tactic = 0;
   for (int gemm = 1; gemm <= 2; ++gemm) {
@@ -173,44 +221,10 @@ void probe_runner(int sm, char const* runner, TmaWarpSpecializedGroupedGemmInput
         bool const finalize = config.epilogue_fusion_type == CutlassGemmConfig::EpilogueFusionType::FINALIZE;
         line += std::string(",\"fusion\":\"") + (finalize ? "finalize" : "none") + "\"";
         line += std::string(",\"swap_ab\":") + (config.swap_ab ? "true" : "false");
-        TmaWarpSpecializedGroupedGemmInput input{};
-        input.fpX_block_scaling_type = scaling;
-        input.swap_ab = config.swap_ab;
-        tc::selected = tc::Selected{};
-        size_t workspace = 0;
-        std::string error;
-        try {
-          if (finalize) {
-            kernels::cutlass_kernels_oss::dispatchMoeGemmSelectTileShapeTmaWarpSpecialized<
-                T, W, Out, cutlass_extensions::EpilogueOpDefault, Fusion::FINALIZE>(
-                input, 8, config, 1, cudaStream_t{0}, nullptr, &workspace);
-          } else {
-            kernels::cutlass_kernels_oss::dispatchMoeGemmSelectTileShapeTmaWarpSpecialized<
-                T, W, Out, cutlass_extensions::EpilogueOpDefault, Fusion::NONE>(
-                input, 8, config, 1, cudaStream_t{0}, nullptr, &workspace);
-          }
-        } catch (std::exception const& e) {
-          error = e.what();
-        }
-        if (tc::selected.set) {
-          auto const& s = tc::selected;
-          line += ",\"dispatch\":\"accepted\",\"instantiation\":{\"arch\":" + std::to_string(s.arch) +
-                  ",\"tile\":" + triple(s.tile[0], s.tile[1], s.tile[2]) +
-                  ",\"cluster\":" + triple(s.cluster[0], s.cluster[1], s.cluster[2]) +
-                  ",\"fusion\":\"" + (s.fusion == static_cast<int>(Fusion::FINALIZE) ? "finalize" : "none") +
-                  "\",\"mx\":" + (s.mx ? "true" : "false") +
-                  ",\"swap_ab\":" + (s.swap_ab ? "true" : "false") +
-                  ",\"dynamic_cga\":" + (s.dynamic_cga ? "true" : "false") +
-                  ",\"epilogue_schedule\":\"" + s.schedule + "\"}";
+        if constexpr (Dispatch) {
+          line += dispatched<T, W, Out>(config, scaling, finalize);
         } else {
-          // the first line of TensorRT-LLM's message (the rest is a backtrace), past a first line
-          // that only names the throwing function (the dispatch's "%s\nUnsupported tile ...")
-          std::string first = error.substr(0, error.find('\n'));
-          if (first.find(" [with ") != std::string::npos && first.size() < error.size()) {
-            std::string const rest = error.substr(first.size() + 1);
-            first = rest.substr(0, rest.find('\n'));
-          }
-          line += ",\"dispatch\":\"rejected\",\"error\":" + json_string(first.empty() ? "no launcher selected" : first);
+          line += ",\"dispatch\":\"not_probed\"";
         }
       } else {
         line += ",\"dispatch\":\"not_tma\"";
@@ -253,60 +267,25 @@ void probe(int sm) {
   }
 }
 
-// A runner whose TMA warp-specialized configs go to SM90's mixed-input launcher
-// (moe_gemm_tma_ws_mixed_input_launcher.inl, its own dispatch): its tactics, numbered as
-// probe_runner numbers them, with "dispatch":"not_probed" for the TMA ones.
-template <typename FCRunner>
-void list_runner(int sm, char const* runner) {
-  int tactic = 0;
-  for (int gemm = 1; gemm <= 2; ++gemm) {
-    auto const configs = FCRunner::getTactics(
-        sm, gemm == 1 ? kernels::cutlass_kernels::MoeGemmId::GEMM_1 : kernels::cutlass_kernels::MoeGemmId::GEMM_2);
-    for (auto const& config : configs) {
-      std::string line = "{\"sm\":" + std::to_string(sm) + ",\"runner\":\"" + runner +
-                         "\",\"gemm\":" + std::to_string(gemm) + ",\"tactic\":" + std::to_string(tactic++) +
-                         ",\"config_sm\":" + std::to_string(config.sm_version) +
-                         ",\"tma_ws\":" + (config.is_tma_warp_specialized ? "true" : "false") +
-                         ",\"tile_enum\":" + std::to_string(tile_enum(config));
-      if (config.is_tma_warp_specialized) {
-        int const e = tile_enum(config);
-        auto [m, n, k] = cutlass_extensions::enum_to_shape_tuple(static_cast<cutlass_extensions::CutlassTileConfigSM90>(e > 0 ? e : 0));
-        line += ",\"tile_bytes\":" + (e > 0 ? triple(m, n, k) : std::string("null"));
-        line += ",\"cluster\":" + shape_of(config.cluster_shape);
-        line += ",\"epilogue_schedule\":" + std::to_string(static_cast<int>(config.epilogue_schedule));
-        line += ",\"mainloop_schedule\":" + std::to_string(static_cast<int>(config.mainloop_schedule));
-        bool const finalize = config.epilogue_fusion_type == CutlassGemmConfig::EpilogueFusionType::FINALIZE;
-        line += std::string(",\"fusion\":\"") + (finalize ? "finalize" : "none") + "\"";
-        line += std::string(",\"swap_ab\":") + (config.swap_ab ? "true" : "false");
-        line += ",\"dispatch\":\"not_probed\"";
-      } else {
-        line += ",\"dispatch\":\"not_tma\"";
-      }
-      std::printf("%s}\n", line.c_str());
-    }
-  }
-}
-
 // SM90's mixed-input runners, as the binding constructs them: W4A16 (int4 weights, fp16/bf16
 // activations), W4A8 with int4 group scaling (fp8 activations), W8A16 with fp8 weights, W4A16
 // MXFP4 (bf16 x FP4, isWFP4A16Quant) and the Humming-style MXFP4 x FP8.
 void probe_sm90_mixed(int sm) {
+  using Scaling = TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType;
   using kernels::cutlass_kernels::CutlassMoeFCRunner;
   using kernels::cutlass_kernels::Fp4Type;
   using Mode = kernels::cutlass_kernels::Sm90Wfp4Afp8ScaleMode;
   using bf16 = __nv_bfloat16;
   using fp8 = __nv_fp8_e4m3;
   using int4 = cutlass::uint4b_t;
-  list_runner<CutlassMoeFCRunner<half, int4>>(sm, "fp16xint4-fp16");
-  list_runner<CutlassMoeFCRunner<bf16, int4>>(sm, "bf16xint4-bf16");
-  list_runner<CutlassMoeFCRunner<fp8, int4, half, half>>(sm, "fp8_e4m3xint4-fp16");
-  list_runner<CutlassMoeFCRunner<fp8, int4, bf16, bf16>>(sm, "fp8_e4m3xint4-bf16");
-  list_runner<CutlassMoeFCRunner<bf16, fp8>>(sm, "bf16xfp8_e4m3-bf16");
-  list_runner<CutlassMoeFCRunner<bf16, Fp4Type>>(sm, "bf16xmxfp4-bf16");
-  list_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, half, half, false, Mode::kHummingPreMmaE8M0>>(
-      sm, "fp8_e4m3xmxfp4-fp16");
-  list_runner<CutlassMoeFCRunner<fp8, Fp4Type, bf16, bf16, bf16, false, Mode::kHummingPreMmaE8M0>>(
-      sm, "fp8_e4m3xmxfp4-bf16");
+  probe_runner<CutlassMoeFCRunner<half, int4>, void, void, void, false>(sm, "fp16xint4-fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<bf16, int4>, void, void, void, false>(sm, "bf16xint4-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, int4, half, half>, void, void, void, false>(sm, "fp8_e4m3xint4-fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, int4, bf16, bf16>, void, void, void, false>(sm, "fp8_e4m3xint4-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<bf16, fp8>, void, void, void, false>(sm, "bf16xfp8_e4m3-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<bf16, Fp4Type>, void, void, void, false>(sm, "bf16xmxfp4-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, half, half, false, Mode::kHummingPreMmaE8M0>, void, void, void, false>(sm, "fp8_e4m3xmxfp4-fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, bf16, bf16, bf16, false, Mode::kHummingPreMmaE8M0>, void, void, void, false>(sm, "fp8_e4m3xmxfp4-bf16", Scaling::NONE);
 }
 }  // namespace
 
