@@ -317,3 +317,24 @@ def test_the_documented_example_is_current(tmp_path: Path) -> None:
     )
     assert md.read_text() == (REPO / "docs/merged-example.md").read_text()
     assert page.read_text() == (REPO / "docs/merged-example.html").read_text()
+
+
+def test_merge_names_flashinfers_tactic_ids(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """With a saved probe output, each listed case carries the ids that select its kernel: the
+    SM120 NVFP4 finalize tiles the virtual device refuses are GEMM 2's tactics 26 and 27."""
+    probe = REPO / "tests" / "data" / "tactics-sm120-flashinfer-0.7.4.jsonl"
+    results = REPO / "results" / "sm120-virtual-2026-11-29.json"
+    page = tmp_path / "m.html"
+    assert main(["report", "merge", str(results), "--tactics", str(probe), "--html", str(page)]) == 0
+    assert "<th>FlashInfer tactic ids</th>" in page.read_text()
+    assert main(["report", "merge", str(results), "--tactics", str(probe)]) == 0
+    out = capsys.readouterr().out
+    assert "`sm120-nvfp4-bf16-128x256x128-c1x1x1-finalize` | known-bad" in out
+    rows = [line for line in out.splitlines() if "-finalize` | known-bad" in line]
+    assert rows and all(line.rstrip(" |").split("| ")[-1] in ("G2:#26", "G2:#27") for line in rows)
+    assert main(["report", "merge", str(results)]) == 0
+    assert "FlashInfer tactic ids" not in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    assert main(["report", "merge", str(results), "--tactics", str(bad)]) == 2
+    assert "--tactics" in capsys.readouterr().err

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the commands import what they need when they run: --help stays fast
-    pass
+    from ..flashinfer.tactics.offered import ConfigKey
+    from ..results.model import CaseRecord
 
 from .inputs import installed_sources, load_results, offered, read_document
 from .output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message, quiet_stdout
@@ -27,7 +28,7 @@ def _report_merge(args: argparse.Namespace) -> int:
     from ..results.store import ReportError
 
     try:
-        merged = merge(args.results)
+        merged = merge(args.results, tactic_ids_of(args.tactics) if args.tactics else None)
     except ReportError as exc:
         raise CommandError(str(exc)) from None
     for warning in merged.warnings:
@@ -39,6 +40,23 @@ def _report_merge(args: argparse.Namespace) -> int:
     if args.html is None or args.output is not None:
         emit(to_markdown(merged), args.output)
     return EXIT_OK
+
+
+def tactic_ids_of(path: Path) -> Callable[[CaseRecord], str]:
+    """The ids of a saved probe output that select a results file's case (``G1:#3 G2:#27``;
+    "" when none does): what ``report merge --tactics`` writes next to a case."""
+    from ..flashinfer.tactics.offered import ProbeError, format_ids, parse, tactic_key
+    from .drift import record_key
+
+    try:
+        tactics = parse(path.read_text(errors="replace").splitlines())
+    except (OSError, ProbeError) as exc:
+        raise CommandError(f"--tactics {path}: {exc}") from None
+    offered: dict[tuple[str, ConfigKey], list[tuple[int, int]]] = {}
+    for t in tactics:
+        if t.tma_ws:
+            offered.setdefault((f"sm{t.sm}", tactic_key(t)), []).append((t.gemm, t.tactic))
+    return lambda case: format_ids(offered.get((case.arch, record_key(case, case.arch)), []))
 
 
 def _report_compare(args: argparse.Namespace) -> int:
@@ -101,6 +119,14 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     merge.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json", help="--tile-report files")
     merge.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write Markdown here")
     merge.add_argument("--html", type=Path, default=None, metavar="FILE", help="write an HTML page here")
+    merge.add_argument(
+        "--tactics",
+        type=Path,
+        default=None,
+        metavar="JSONL",
+        help="a tactics probe output (drift/tactics --save-tactics): name FlashInfer's tactic ids "
+        "of each listed case's kernel",
+    )
     merge.set_defaults(handler=_report_merge)
     compare = actions.add_parser(
         "compare",

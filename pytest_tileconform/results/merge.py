@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from ..dtypes import dtype_label as _dtype_label
 from ..verdict import EXPECTATIONS, UNRUN, Stage, kernel_ran
 from .category import MEANING, Category, category_of, partly_judged
 from .fingerprint import DeviceKey, device_key
-from .model import ResultsDocument
+from .model import CaseRecord, ResultsDocument
 from .store import read_results
 
 #: verdict outcomes in stage order, ``pass`` first
@@ -75,6 +75,11 @@ class Judged:
     smem_limit: int | None
     judged_through: str
     file: Path
+    tactics: str = ""  # FlashInfer's tactic ids that select the case's kernel (``G1:#3 G2:#27``)
+
+
+#: The tactic ids of a case's kernel, given its coordinates (what ``report merge --tactics`` reads)
+TacticIds = Callable[[CaseRecord], str]
 
 
 @dataclass
@@ -121,6 +126,7 @@ class Merged:
     cells: dict[tuple[str, str], dict[DeviceKey, dict[str, Cell]]]  # (arch, dtypes) -> row -> tile
     unplaced: Counter[str]  # cases in no table, by why: pytest's outcome of those without a verdict
     warnings: list[str]
+    with_tactics: bool = False  # the notable cases name FlashInfer's tactic ids
 
     def row_ids(self) -> dict[DeviceKey, str]:
         return {key: f"D{i}" for i, key in enumerate(sorted(self.devices), start=1)}
@@ -152,7 +158,9 @@ def _arch_key(arch: str) -> tuple[int, str]:
     return (int(digits) if digits.isdigit() else 1 << 30, arch)
 
 
-def judged_cases(path: Path, document: ResultsDocument) -> tuple[list[Judged], Counter[str]]:
+def judged_cases(
+    path: Path, document: ResultsDocument, tactic_ids: TacticIds | None = None
+) -> tuple[list[Judged], Counter[str]]:
     """The verdicts of one results file, and the cases that cannot be placed in a table (no
     verdict, hence no device; or no coordinates), counted by pytest's outcome."""
     found: list[Judged] = []
@@ -181,21 +189,22 @@ def judged_cases(path: Path, document: ResultsDocument) -> tuple[list[Judged], C
                 smem_limit=verdict.smem_limit,
                 judged_through=verdict.judged_through.value,
                 file=path,
+                tactics=tactic_ids(case) if tactic_ids is not None else "",
             )
         )
     return found, unplaced
 
 
-def merge(paths: Sequence[Path]) -> Merged:
+def merge(paths: Sequence[Path], tactic_ids: TacticIds | None = None) -> Merged:
     """Read every results file (all errors, as ``store.ReportError``, are raised before anything
-    is merged)."""
+    is merged); with ``tactic_ids``, each case carries the tactic ids of its kernel."""
     documents = [(path, read_results(path)) for path in paths]
     cells: dict[tuple[str, str], dict[DeviceKey, dict[str, Cell]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(Cell))
     )
-    merged = Merged(list(paths), Counter(), cells, Counter(), [])
+    merged = Merged(list(paths), Counter(), cells, Counter(), [], with_tactics=tactic_ids is not None)
     for path, document in documents:
-        items, unplaced = judged_cases(path, document)
+        items, unplaced = judged_cases(path, document, tactic_ids)
         merged.unplaced.update(unplaced)
         for item in items:
             cell = merged.cells[item.arch, item.dtypes][item.key][item.tile]
@@ -381,6 +390,13 @@ def device_columns(key: DeviceKey) -> list[str]:
 
 DEVICE_HEADER = ["row", "device", "kind", "CC", "opt-in smem (B)", "driver", "CUDA", "FlashInfer", "nvcc"]
 NOTABLE_HEADER = ["row", "case", "category", "expected", "verdict", "status", "smem asked (B)", "limit (B)"]
+TACTICS_COLUMN = "FlashInfer tactic ids"
+
+
+def notable_header(merged: Merged) -> list[str]:
+    return [*NOTABLE_HEADER, TACTICS_COLUMN] if merged.with_tactics else NOTABLE_HEADER
+
+
 NOTABLE_TITLE = f"Cases other than pass and {UNRUN}"
 VIRTUAL_NOTE = (
     "Virtual-device rows judge the host-side stages only: a case that gets through them is "
@@ -436,7 +452,7 @@ def to_markdown(merged: Merged) -> str:
     notable = notable_rows(merged)
     if notable:
         lines += [f"## {NOTABLE_TITLE}", ""]
-        lines += md_table(NOTABLE_HEADER, [[r[0], f"`{r[1]}`", *r[2:]] for r in notable])
+        lines += md_table(notable_header(merged), [[r[0], f"`{r[1]}`", *r[2:]] for r in notable])
         lines.append("")
     return "\n".join(lines)
 
@@ -462,6 +478,7 @@ def notable_rows(merged: Merged) -> list[list[str]]:
             j.status,
             number(j.smem_requested),
             number(j.smem_limit),
+            *([j.tactics or "none offered"] if merged.with_tactics else []),
         ]
         for _, j in found
     ]

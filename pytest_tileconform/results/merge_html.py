@@ -13,7 +13,6 @@ from .category import Category
 from .merge import (
     DEVICE_HEADER,
     LOUD,
-    NOTABLE_HEADER,
     NOTABLE_TITLE,
     VIRTUAL_NOTE,
     Cell,
@@ -23,6 +22,7 @@ from .merge import (
     device_columns,
     legend_items,
     mark,
+    notable_header,
     notable_rows,
     number,
     sections,
@@ -150,7 +150,7 @@ def to_html(merged: Merged) -> str:
     notable = notable_rows(merged)
     if notable:
         out.append(f"<h2>{html.escape(NOTABLE_TITLE)}</h2><table><tr>")
-        out.append("".join(f"<th>{e(h)}</th>" for h in NOTABLE_HEADER) + "</tr>")
+        out.append("".join(f"<th>{e(h)}</th>" for h in notable_header(merged)) + "</tr>")
         for row in notable:
             out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
         out.append("</table>")
