@@ -178,6 +178,10 @@ std::string dispatched(CutlassGemmConfig const& config, TmaWarpSpecializedGroupe
       std::string const rest = error.substr(first.size() + 1);
       first = rest.substr(0, rest.find('\n'));
     }
+    // TLLM_CHECK appends " (FILE:LINE)": this machine's path, not part of FlashInfer's answer
+    if (std::size_t const at = first.rfind(" (/"); at != std::string::npos && first.back() == ')') {
+      first.erase(at);
+    }
     return ",\"dispatch\":\"rejected\",\"error\":" + json_string(first.empty() ? "no launcher selected" : first);
   }
 }
