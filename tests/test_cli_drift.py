@@ -218,3 +218,9 @@ def test_sm100_kernels_judged_by_the_recorded_slices(flashinfer_074) -> None:  #
     assert never and all(FLAG_REJECTED not in r.flags for r in never)
     assert {r.key.dtypes for r in never} <= {"bf16", "fp16", "fp32"}
     assert all(r.key.variant.startswith("tma") for r in never)
+    # with the slices judged on the CPU machine, every offered kernel the dispatch takes is judged
+    cpu = sorted((REPO / "results" / "cpu-2026-12-01-sm100").glob("sm100-*-tma-virtual.json.gz"))
+    every = compare(
+        "sm100", tactics, generated_ops(flashinfer_074, "sm100"), results + [read_results(p) for p in cpu]
+    )
+    assert not any(FLAG_NEVER_JUDGED in r.flags for r in every.rows)
