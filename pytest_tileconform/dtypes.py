@@ -30,8 +30,9 @@ class DType:
     guard: str  #: preprocessor condition generate_kernels.py puts around the instantiation
     library: str  #: element type in FlashInfer's cutlass_library.py (``DataType`` member, or e2m1)
     roles: tuple[Role, ...]  #: what a matrix may use it as
-    block_size: int | None = None  #: elements sharing one scale factor (block-scaled only)
-    scale_format: str | None = None  #: "e4m3" (NVFP4) or "ue8m0" (MX formats)
+    #: elements along K sharing one scale factor (block-scaled and group-scaled types only)
+    block_size: int | None = None
+    scale_format: str | None = None  #: "e4m3" (NVFP4), "ue8m0" (MX formats) or "bf16" (int4 groups)
 
     @property
     def block_scaled(self) -> bool:
@@ -58,9 +59,9 @@ DTYPES: dict[str, DType] = {t.name: t for t in (
     DType("nvfp4",     4, "uint8",         "SafeFP4",       "defined(ENABLE_FP4)",  "e2m1", _IN, 16, "e4m3"),
     DType("mxfp4",     4, "uint8",         "SafeFP4",       "defined(ENABLE_FP4)",  "e2m1", _W,  32, "ue8m0"),
     DType("mxfp8",     8, "float8_e4m3fn", "__nv_fp8_e4m3", "defined(ENABLE_FP8)",  "e4m3", _IN, 32, "ue8m0"),
-    # SM90's mixed-input weights (groupwise scales): FlashInfer's tactic lists name it, the
-    # harness does not build that launcher, so no matrix role takes it
-    DType("int4",      4, "uint8",         "cutlass::uint4b_t", "1",                "u4",   ()),
+    # SM90's W4A8 weights: two's-complement int4 (the launcher reads cutlass::uint4b_t as
+    # int4b_t) with a bf16 scale per 128 along K, whatever the output type
+    DType("int4",      4, "uint8",         "cutlass::uint4b_t", "1",                "u4",   _W,  128, "bf16"),
 )}
 # fmt: on
 
@@ -82,6 +83,14 @@ BLOCK_SCALED_PAIRS: tuple[tuple[str, str], ...] = (
     ("nvfp4", "nvfp4"),
     ("mxfp8", "mxfp4"),
     ("mxfp8", "mxfp8"),
+)
+#: The (act, weight) pairs of SM90's mixed-input launcher (``moe_gemm_tma_ws_mixed_input_launcher``):
+#: W4A8 (fp8 x int4, bf16 scales per 128), W4A16 MXFP4 (bf16 x mxfp4) and fp8 x MXFP4, whose
+#: ue8m0 scales the kernel applies before the MMA (FlashInfer's Humming-style path).
+MIXED_INPUT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("fp8_e4m3", "int4"),
+    ("bf16", "mxfp4"),
+    ("fp8_e4m3", "mxfp4"),
 )
 #: Other spellings matrix files may use.
 ALIASES = {"fp8": "fp8_e4m3", "e4m3": "fp8_e4m3", "half": "fp16", "float": "fp32"}

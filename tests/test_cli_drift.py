@@ -184,12 +184,15 @@ def test_probe_reproduces_the_recorded_output(flashinfer_074, tmp_path: Path) ->
 SM90_SM100 = DATA / "tactics-sm90-sm100-flashinfer-0.7.4.jsonl"
 SM10X_RESULTS = sorted((REPO / "results" / "h200-2026-12-01-sm10x").glob("sm100-*-virtual.json.gz"))
 SM90_RESULTS = sorted((REPO / "results" / "h200-2026-12-01-sm90-problems").glob("sm90-*-cold.json.gz"))
+SM90_MIXED_RESULTS = sorted((REPO / "results" / "h200-2026-12-01-sm90-mixed").glob("*-hardware.json.gz"))
 
 
 def test_sm90_mixed_input_tactics_are_the_generators_kernels(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
-    """SM90's mixed-input runners (W4A8 int4, W4A16 MXFP4, MXFP4 x FP8): every TMA tactic
-    FlashInfer offers is one of the mixed-input kernels its generator instantiates, and none of
-    those is left unoffered; with a results file, none is judged."""
+    """SM90's mixed-input runners (W4A8 int4, W4A16 MXFP4, MXFP4 x FP8), told apart by mainloop:
+    every TMA tactic FlashInfer offers is one of the kernels its generator instantiates; of CTA
+    M >= 128 the heuristic offers the Cooperative kernels but 128x128x512's, which it offers as
+    Pingpong, so 68 per runner are compiled and never offered. The recorded H200 slices judge
+    some of the offered ones; the rest are flagged."""
     tactics = [t for t in parse(SM90_SM100.read_text().splitlines()) if t.sm == 90]
     generated = generated_ops(flashinfer_074, "sm90")
     drift = compare("sm90", tactics, generated)
@@ -201,10 +204,20 @@ def test_sm90_mixed_input_tactics_are_the_generators_kernels(flashinfer_074) -> 
         "fp8_e4m3xmxfp4-fp16",
         "fp8_e4m3xmxfp4-bf16",
     }
-    assert all(r.offered and r.generated and r.dispatch == {"not_probed"} for r in mixed)
-    assert not drift.flagged and not any(r.info for r in drift.rows)
-    with_results = compare("sm90", tactics, generated, [read_results(p) for p in SM90_RESULTS])
-    assert {r.key for r in with_results.flagged} == {r.key for r in mixed}
+    offered = [r for r in mixed if r.offered]
+    assert len(mixed) == 940 and len(offered) == 600
+    assert all(r.generated and r.dispatch == {"accepted"} for r in offered)
+    unoffered = {(r.key.variant, r.key.tile) for r in mixed if not r.offered}
+    big = {(variant, tile) for variant, tile in unoffered if tile[0] >= 128}
+    assert unoffered == big and ("cooperative", (128, 128, 512)) in unoffered
+    assert {variant for variant, tile in unoffered if tile != (128, 128, 512)} == {"pingpong"}
+    assert not drift.flagged
+    results = [read_results(p) for p in (*SM90_RESULTS, *SM90_MIXED_RESULTS)]
+    with_results = compare("sm90", tactics, generated, results)
+    judged = {r.key for r in offered} - {r.key for r in with_results.flagged}
+    # offered among the recorded cases: 13 + 13 Pingpong (M 64 and 128x128x512), 10 small-K, 3 + 6
+    assert len(judged) == 45
+    assert {r.key for r in with_results.flagged} == {r.key for r in offered} - judged
     assert all(r.flags == [FLAG_NEVER_JUDGED] for r in with_results.flagged)
 
 

@@ -32,12 +32,18 @@ def _coords(path: Path) -> set[tuple[object, ...]]:
 
 
 def test_sm90_is_the_shipped_sm90_space(tmp_path: Path) -> None:
-    """matrices/sm90.yaml was written by hand from the generator: its configurations (each judged
-    over several problems, PDL on and off) must be exactly the generated ones."""
+    """All 1,300 SM90 kernels: matrices/sm90.yaml (written by hand from the generator, each
+    configuration judged over several problems, PDL on and off) holds the 360 uniform ones and
+    sm90-mixed-flashinfer.yaml the 940 mixed-input ones."""
     generated = load_matrix(_generate(tmp_path, "--arch", "sm90"))
-    assert len(generated.cases) == 360
-    assert _coords(REPO / "matrices" / "sm90.yaml") == _coords(tmp_path / "gen.yaml")
+    assert len(generated.cases) == 1300
     assert generated.model.expectations is None
+    coords = _coords(tmp_path / "gen.yaml")
+    uniform = {c for c in coords if c[1] == c[2]}
+    assert len(uniform) == 360
+    assert _coords(REPO / "matrices" / "sm90.yaml") == uniform
+    mixed = load_matrix(REPO / "matrices" / "sm90-mixed-flashinfer.yaml").cases
+    assert {c.id for c in mixed} == {c.id for c in generated.cases if c.act != c.weight}
 
 
 def test_sm120_is_what_codegen_supports(tmp_path: Path) -> None:

@@ -314,6 +314,22 @@ def test_a_virtual_pass_says_how_far_it_was_judged(capsys: pytest.CaptureFixture
     assert "pass [sm120-flashinfer]" in capsys.readouterr().out
 
 
+def test_a_mixed_input_tactic_names_its_kernel_and_the_h200s_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """W4A8 tactic 0 is the Pingpong 64x16x128 kernel (K as the mixed dispatch takes it), judged
+    on the H200; its 2x2x1 neighbour is a case of the shipped matrix no run has judged yet."""
+    results = sorted((REPO / "results" / "h200-2026-12-01-sm90-mixed").glob("*-hardware.json.gz"))
+    argv = ["--arch", "sm90", "--dtype", "fp8_e4m3xint4-bf16", "--tactics", str(SM90_SM100)]
+    argv += ["--matrix", "sm90-mixed-flashinfer"]
+    (row,) = _json(capsys, *argv, "--explain", "0", *map(str, results))
+    assert (row["tile"], row["cluster"], row["mainloop_schedule"]) == ("64x16x128", "1x1x1", "pingpong")
+    assert row["expected"] == "pass [sm90-mixed-flashinfer]"
+    assert row["observed"] == "pass [hardware NVIDIA H200]"
+    (row,) = _json(capsys, *argv, "--explain", "3", *map(str, results))
+    assert (row["cluster"], row["observed"]) == ("2x2x1", "not judged")
+
+
 def test_default_id_and_wrong_gemm(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["tactics", "--arch", "sm120", "--dtype", "nvfp4-bf16", "--tactics", str(SM120)]
     rows = _json(capsys, *base[1:], "--explain", '"trtllm::fused_moe::gemm2::MoERunner": [-1]')
@@ -381,7 +397,11 @@ def test_without_fused_finalize_gemm2_offers_gemm1s_list(capsys: pytest.CaptureF
 
 
 # -- the whole space ---------------------------------------------------------------------------
-WHOLE_SPACE = {"sm90": "sm90.yaml", "sm100": "sm100-flashinfer.yaml", "sm120": "sm120-flashinfer.yaml"}
+WHOLE_SPACE = {
+    "sm90": ("sm90.yaml", "sm90-mixed-flashinfer.yaml"),
+    "sm100": ("sm100-flashinfer.yaml",),
+    "sm120": ("sm120-flashinfer.yaml",),
+}
 
 
 @pytest.mark.parametrize("arch", sorted(WHOLE_SPACE))
@@ -389,12 +409,23 @@ def test_every_kernel_flashinfer_can_pick_is_a_shipped_case(arch: str) -> None:
     """Each TMA warp-specialized tactic FlashInfer 0.7.4 offers for the arch and its dispatch
     takes, of every runner and both GEMMs, is a case of the arch's generated matrix: ``tactics``
     names a verdict for it, ``drift`` finds it judged. Refused tactics select no kernel; SM80-style
-    tactics are another launcher."""
+    tactics are another launcher. SM90's mixed-input tactics go through their own dispatch to the
+    cases of sm90-mixed-flashinfer.yaml."""
     from pytest_tileconform.flashinfer.tactics.offered import case_key, tactic_key
 
-    cases = load_matrix(REPO / "matrices" / WHOLE_SPACE[arch]).cases
+    cases = [c for name in WHOLE_SPACE[arch] for c in load_matrix(REPO / "matrices" / name).cases]
     keys = {
-        case_key(arch, c.dtype_label, c.tile, c.cluster, c.swap_ab, c.fusion, c.epilogue, c.dynamic_cluster)
+        case_key(
+            arch,
+            c.dtype_label,
+            c.tile,
+            c.cluster,
+            c.swap_ab,
+            c.fusion,
+            c.epilogue,
+            c.dynamic_cluster,
+            c.mainloop,
+        )
         for c in cases
     }
     offered = [t for t in parse(RECORDED[arch].read_text().splitlines()) if f"sm{t.sm}" == arch]

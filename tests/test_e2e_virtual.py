@@ -9,6 +9,7 @@ gets as far as the device query."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -94,3 +95,37 @@ def test_virtual_sm90_verdicts_of_a_shared_unit_match_the_h200(tmp_path: Path) -
             assert (result.status, ran["stage"]) == (0, "pass")
     assert runner.started == 1
     runner.close()
+
+
+MIXED_CASE = "sm90-fp8_e4m3xint4-bf16-64x16x128-c1x1x1-none-pingpong-swapab"
+MIXED_REPORT = ROOT / "results" / "h200-2026-12-01-sm90-mixed" / "w4a8-bf16-c1-pingpong-hardware.json.gz"
+
+
+@pytest.mark.slow
+def test_a_mixed_input_kernel_on_the_virtual_device_matches_the_h200(tmp_path: Path) -> None:
+    """One of SM90's mixed-input kernels (W4A8) built as users run the shipped matrix: its own
+    launcher, FlashInfer's weight interleave and the precomputed scheduler's launches pass the
+    virtual device through launch, asking the shared memory and workspace the H200 saw
+    (about 120 s and 5 GB here, in the test's own cache)."""
+    report = tmp_path / "virtual.json"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+            "--tile-matrix", "matrices/sm90-mixed-flashinfer.yaml", "--tile-device", "virtual",
+            "-k", MIXED_CASE, "--tile-build-jobs", "1",
+            "--tile-cache-dir", str(UNIT_CACHE.with_name(UNIT_CACHE.name + "-mixed")),
+            "--tile-report", str(report),
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (virtual,) = json.loads(report.read_text())["cases"]
+    hardware = {c["id"]: c for c in json.loads(gzip.decompress(MIXED_REPORT.read_bytes()))["cases"]}
+    assert virtual["id"] == MIXED_CASE and virtual["outcome"] == "unrun"
+    verdict, seen = virtual["verdict"], hardware[MIXED_CASE]["verdict"]
+    assert (verdict["judged_through"], seen["judged_through"]) == ("launch", "repeat")
+    assert seen["outcome"] == "pass" and seen["kernel_ran"]
+    assert verdict["smem_requested"] == seen["smem_requested"]
+    assert verdict["workspace_bytes"] == seen["workspace_bytes"]
+    # four experts' weight interleaves, the work-tile map, the GEMM
+    assert verdict["extra"]["launches"] == 6

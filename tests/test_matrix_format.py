@@ -10,7 +10,8 @@ from fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors, output
 
 PROBLEM = "problems: {experts: 2, rows: 64, n: 256, k: 128}"
 ALREADY = (
-    "already gives it; a case id is arch-dtypes-tile-cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-swapab]"
+    "already gives it; a case id is arch-dtypes-tile-cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP]"
+    "[-swapab]"
     "[-pdl|-nopdl][-problem name], so remove one of the two or make them differ in one of these "
     "(e.g. give their problems different names)"
 )
@@ -158,6 +159,7 @@ def test_case_coordinates_reach_the_backend(tc: TileRun) -> None:
         # cluster, FlashInfer's PDL default, no bias, seed 0
         "epilogue": None,
         "dynamic_cluster": None,
+        "mainloop": None,
         "pdl": None,
         "problem": {
             "name": "odd",
@@ -191,6 +193,24 @@ def test_sm10x_epilogue_and_dynamic_cluster(tc: TileRun) -> None:
     ], result.stdout.str()
     first, second = cases.values()
     assert (first["epilogue"], first["dynamic_cluster"], second["epilogue"]) == ("tma", "4x2x1", "nosmem")
+
+
+def test_sm90_mixed_input_mainloop(tc: TileRun) -> None:
+    """The mainloop axis multiplies like the others, names its cases and reaches the results file."""
+    tc.matrix(
+        BASIC.replace("[128x64x64, 128x128x64, 256x128x64]", "128x64x128").replace(
+            "    dtype: bf16\n",
+            "    dtype: {act: fp8_e4m3, weight: int4, out: bf16}\n    swap_ab: true\n"
+            "    mainloop: [pingpong, cooperative]\n",
+        )
+    )
+    tc.run("--tile-report", "r.json")
+    cases = {c["id"]: c["case"] for c in json.loads((tc.path / "r.json").read_text())["cases"]}
+    assert list(cases) == [
+        "sm90-fp8_e4m3xint4-bf16-128x64x128-c1x1x1-none-pingpong-swapab",
+        "sm90-fp8_e4m3xint4-bf16-128x64x128-c1x1x1-none-cooperative-swapab",
+    ]
+    assert [c["mainloop"] for c in cases.values()] == ["pingpong", "cooperative"]
 
 
 def test_problem_rows_forms(tc: TileRun) -> None:
@@ -255,10 +275,10 @@ INVALID = {
         ["9:1: unknown key 'expectation'"],
     ),
     "unknown-dtype-in-mapping": (
-        BASIC.replace("dtype: bf16", "dtype: {act: bf16, weight: int4, out: bf16}"),
+        BASIC.replace("dtype: bf16", "dtype: {act: bf16, weight: int2, out: bf16}"),
         [
-            "5:24: suites.0.dtype.0.weight: unknown weight dtype 'int4'; expected one of "
-            "bf16, fp16, fp32, fp8_e4m3, nvfp4, mxfp4, mxfp8"
+            "5:24: suites.0.dtype.0.weight: unknown weight dtype 'int2'; expected one of "
+            "bf16, fp16, fp32, fp8_e4m3, nvfp4, mxfp4, mxfp8, int4"
         ],
     ),
     "unknown-output-dtype": (
@@ -378,6 +398,13 @@ INVALID = {
     "bad-epilogue": (
         BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    epilogue: [tma, smem]\n"),
         ["6:21: suites.0.epilogue.1: Input should be 'tma' or 'nosmem'"],
+    ),
+    "bad-mainloop": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    mainloop: [pingpong, stream_k]\n"),
+        [
+            "6:26: suites.0.mainloop.1: Input should be 'pingpong', 'cooperative', "
+            "'single_warpgroup_prefill' or 'single_warpgroup_rolling'"
+        ],
     ),
     "bad-dynamic-cluster": (
         BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    dynamic_cluster: [4x2x1, 0x1x1]\n"),

@@ -94,6 +94,7 @@ def record_key(case: CaseRecord, arch: str) -> ConfigKey:
         case.fusion,
         case.epilogue,
         case.dynamic_shape(),
+        case.mainloop,
     )
 
 

@@ -21,7 +21,7 @@ from ..flashinfer import NAME
 from ..flashinfer.codegen import KernelConfig, dynamic_clusters
 from ..flashinfer.generator import Skipped
 from ..matrix.load import MatrixInvalid, load_matrix
-from ..matrix.schema import DEFAULT_PROBLEM
+from ..matrix.schema import DEFAULT_PROBLEM, MIXED_PROBLEM, SMALL_K_PREFILL_PROBLEM
 
 
 class GenMatrixError(ValueError):
@@ -50,6 +50,7 @@ class _Entry:
     fusions: tuple[str, ...]
     epilogue: str = ""  # "nosmem" written; the TMA epilogue is the default
     dynamic: tuple[tuple[int, int, int], ...] = ()  # runtime clusters of a dynamic-CGA kernel
+    mainloop: str = ""  # SM90 mixed input
 
     def yaml(self) -> str:
         parts = [f"shape: {shape_label(self.tile)}"]
@@ -60,14 +61,18 @@ class _Entry:
         parts.append("fusion: [" + ", ".join(self.fusions) + "]")
         if self.epilogue == "nosmem":
             parts.append("epilogue: nosmem")
+        if self.mainloop:
+            parts.append(f"mainloop: {self.mainloop}")
+        if self.mainloop == "single_warpgroup_prefill":
+            parts.append(f"problems: [{SMALL_K_PREFILL_PROBLEM.flow()}]")
         return "{" + ", ".join(parts) + "}"
 
 
-_Variant = tuple[str, tuple[tuple[int, int, int], ...]]  # epilogue, runtime clusters
+_Variant = tuple[str, tuple[tuple[int, int, int], ...], str]  # epilogue, runtime clusters, mainloop
 
 
 def _variant(config: KernelConfig) -> _Variant:
-    return config.epilogue, dynamic_clusters(config.cluster) if config.dynamic_cga else ()
+    return config.epilogue, dynamic_clusters(config.cluster) if config.dynamic_cga else (), config.mainloop
 
 
 def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
@@ -78,7 +83,7 @@ def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
     for c in configs:
         by_tile[(c.tile, _variant(c))].add((c.cluster, c.swap_ab, c.fusion))
     entries = []
-    for (tile, (epilogue, dynamic)), combos in by_tile.items():
+    for (tile, (epilogue, dynamic, mainloop)), combos in by_tile.items():
         # clusters that come with the same (swap_ab, fusion) set share an entry
         by_cluster: dict[tuple[int, int, int], frozenset[tuple[bool, str]]] = {}
         for cluster in sorted({c for c, _, _ in combos}):
@@ -90,11 +95,15 @@ def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
             swaps = sorted({s for s, _ in pairs})
             fusions = sorted({f for _, f in pairs}, key=("none", "finalize").index)
             if len(pairs) == len(swaps) * len(fusions):
-                entries.append(_Entry(tile, tuple(clusters), tuple(swaps), tuple(fusions), epilogue, dynamic))
+                entries.append(
+                    _Entry(tile, tuple(clusters), tuple(swaps), tuple(fusions), epilogue, dynamic, mainloop)
+                )
             else:  # not a product: one entry per swap_ab value
                 for swap in swaps:
                     fs = sorted({f for s, f in pairs if s == swap}, key=("none", "finalize").index)
-                    entries.append(_Entry(tile, tuple(clusters), (swap,), tuple(fs), epilogue, dynamic))
+                    entries.append(
+                        _Entry(tile, tuple(clusters), (swap,), tuple(fs), epilogue, dynamic, mainloop)
+                    )
     return entries
 
 
@@ -151,6 +160,7 @@ def matrix_text(
         lines += [
             f"  - name: {label}",
             f"    dtype: {{act: {first.act}, weight: {first.weight}, out: {first.out}}}",
+            *([f"    problems: [{MIXED_PROBLEM.flow()}]"] if first.mixed else []),
             "    tile:",
         ]
         lines += [f"      - {entry.yaml()}" for entry in _entries(members)]

@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 NOT_JUDGED = "not judged"
 NOT_TMA = "not judged (SM80-style grouped GEMM, another launcher: not built by this harness)"
-NOT_MIXED = "not judged (SM90 mixed-input launcher: not built by this harness)"
 #: A tactic FlashInfer's own dispatch refuses (the probe ran it): no kernel, for any problem
 REJECTED = "fails: FlashInfer's dispatch selects no kernel for it (tactics probe)"
 Verdicts = dict[ConfigKey, Counter[str]]
@@ -108,6 +107,7 @@ def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdict
                 case.fusion,
                 case.epilogue,
                 case.dynamic_cluster,
+                case.mainloop,
             )
             where = name
             if case.expectation is not None and case.expectation.source:
@@ -199,9 +199,6 @@ def rows_of(tactics: Sequence[Tactic], expected: Verdicts, observed: Verdicts | 
             rows.append(Row(t, None, NOT_TMA, None if observed is None else NOT_TMA))
             continue
         key = tactic_key(t)
-        if t.dispatch == "not_probed":
-            rows.append(Row(t, key, NOT_MIXED, None if observed is None else NOT_MIXED))
-            continue
         if t.dispatch != "accepted":
             rows.append(Row(t, key, REJECTED, None if observed is None else REJECTED))
             continue

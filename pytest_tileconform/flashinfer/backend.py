@@ -229,7 +229,7 @@ class FlashInferBackend:
         configs = list(dict.fromkeys(kernel_config(case) for case in cases))
         command, roots = self._command(configs[0])
         label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
-        path_s, cpu_s = unit_seconds(cases[0].sm, len(configs))
+        path_s, cpu_s = unit_seconds(cases[0].sm, len(configs), configs[0].mixed)
         return BuildSpec(
             source=generate_translation_unit(configs, self.sources.version),
             command=command,

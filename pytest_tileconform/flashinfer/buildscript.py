@@ -40,6 +40,7 @@ def kernel_config(case: Case) -> KernelConfig:
         fusion=case.fusion,
         epilogue=case.epilogue or "",
         dynamic_cga=case.dynamic_cluster is not None,
+        mainloop=case.mainloop or "",
     )
 
 

@@ -27,13 +27,14 @@ from typing import Any
 from ..dtypes import (
     BLOCK_SCALED_PAIRS,
     DTYPES,
+    MIXED_INPUT_PAIRS,
     UNSCALED_DTYPES,
     DType,
     dtype_label,
     shape_label,
     tile_k_elements,
 )
-from .sources import LAUNCHER_INL
+from .sources import LAUNCHER_INL, MIXED_LAUNCHER_INL, MIXED_UTILS_CU
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 
@@ -60,6 +61,9 @@ class KernelConfig:
     #: DYNAMIC_CGA: the cluster is a runtime value (the case's dynamic cluster); ``cluster``
     #: then only says 1SM (M 1) or 2SM (M 2)
     dynamic_cga: bool = False
+    #: SM90 mixed input: the mainloop schedule (:data:`MIXED_MAINLOOPS`); "" elsewhere, where the
+    #: launcher fixes it
+    mainloop: str = ""
 
     def __post_init__(self) -> None:
         if self.arch in SM10X and self.epilogue == "":
@@ -68,10 +72,12 @@ class KernelConfig:
     @property
     def name(self) -> str:
         """Identifier usable as a file name, e.g. ``sm90_bf16_bf16_bf16_128x128x64_1x1x1_none``
-        (``_nosmem`` and ``_dyncga`` added for those SM10x variants)."""
+        (``_nosmem`` and ``_dyncga`` added for those SM10x variants, the mainloop for SM90's
+        mixed-input kernels)."""
         tile, cluster = shape_label(self.tile), shape_label(self.cluster)
         swap = "_swap_ab" if self.swap_ab else ""
         variant = ("_nosmem" if self.epilogue == "nosmem" else "") + ("_dyncga" if self.dynamic_cga else "")
+        variant += f"_{self.mainloop}" if self.mainloop else ""
         dtypes = f"{self.act}_{self.weight}_{self.out}"
         return f"sm{self.arch}_{dtypes}_{tile}_{cluster}_{self.fusion}{variant}{swap}"
 
@@ -79,6 +85,11 @@ class KernelConfig:
     def dtype_label(self) -> str:
         """The dtypes as case ids spell them (``nvfp4-bf16``)."""
         return dtype_label(self.act, self.weight, self.out)
+
+    @property
+    def mixed(self) -> bool:
+        """An SM90 mixed-input kernel: built with ``moe_gemm_tma_ws_mixed_input_launcher``."""
+        return self.arch == 90 and (self.act, self.weight) in MIXED_INPUT_PAIRS
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "tile": list(self.tile), "cluster": list(self.cluster)}
@@ -112,17 +123,92 @@ def _check_shapes(config: KernelConfig) -> None:
         raise UnsupportedConfig(f"fusion {config.fusion!r} is not one of 'none', 'finalize'")
 
 
+#: SM90 mixed-input mainloops: the warp-specialized kernels' two schedules and the two
+#: single-warpgroup small-K kernels (``sm90_generic_mixed_moe_small_k_kernelLauncher``)
+MIXED_MAINLOOPS = ("pingpong", "cooperative", "single_warpgroup_prefill", "single_warpgroup_rolling")
+SMALL_K_MAINLOOPS = MIXED_MAINLOOPS[2:]
+#: The CTA shapes (K in elements) of generate_sm90_mixed_type_grouped_gemm_operations'
+#: warp-specialized kernels, and of its small-K ones (fp8 x MXFP4 only)
+MIXED_TILES: tuple[tuple[int, int, int], ...] = (
+    *((m, n, k) for m in (64, 128) for n in (16, 32, 64, 128) for k in (128, 256, 512)),
+    (128, 256, 128),
+    (128, 256, 256),
+    (256, 128, 128),
+    (256, 128, 256),
+    (256, 256, 128),
+)
+SMALL_K_TILES: tuple[tuple[int, int, int], ...] = tuple((128, n, 128) for n in (8, 16, 32, 40, 64))
+#: What each mixed pair writes (the generator's output types for it)
+MIXED_OUTS = {
+    ("fp8_e4m3", "int4"): ("fp16", "bf16"),
+    ("bf16", "mxfp4"): ("bf16",),
+    ("fp8_e4m3", "mxfp4"): ("fp16", "bf16"),
+}
+
+
+def pre_mma_scales(config: KernelConfig) -> bool:
+    """fp8 x MXFP4: the kernel folds the ue8m0 scales into the weights before the MMA
+    (``MixedInputScaleMode::kPreMmaE8M0``; the others scale after it)."""
+    return config.mixed and config.weight == "mxfp4" and config.act == "fp8_e4m3"
+
+
+def _check_sm90_mixed(config: KernelConfig) -> None:
+    # generate_sm90_mixed_type_grouped_gemm_operations and the launcher's static_asserts
+    pair = (config.act, config.weight)
+    if config.out not in MIXED_OUTS[pair]:
+        raise UnsupportedConfig(
+            f"SM90 {config.act} x {config.weight} MoE GEMM writes "
+            f"{' or '.join(MIXED_OUTS[pair])}, not {config.out}"
+        )
+    if not config.swap_ab:
+        raise UnsupportedConfig(
+            "SM90 mixed-input MoE GEMMs compute the swapped product only (swap_ab: true; the "
+            "launcher refuses anything else)"
+        )
+    if config.fusion != "none":
+        raise UnsupportedConfig("SM90's mixed-input launcher has no finalize epilogue")
+    if config.mainloop not in MIXED_MAINLOOPS:
+        raise UnsupportedConfig(
+            f"SM90 mixed-input kernels need a mainloop, one of {', '.join(MIXED_MAINLOOPS)}; "
+            f"got {config.mainloop or 'none'}"
+        )
+    if config.mainloop in SMALL_K_MAINLOOPS:
+        if not pre_mma_scales(config):
+            raise UnsupportedConfig("the single-warpgroup small-K kernels are fp8 x mxfp4 only")
+        if config.tile not in SMALL_K_TILES or config.cluster != (1, 1, 1):
+            raise UnsupportedConfig(
+                f"tile {config.tile} cluster {config.cluster}: the small-K kernels are 128 x "
+                "{8, 16, 32, 40, 64} x 128 with cluster 1x1x1"
+            )
+        return
+    if config.tile not in MIXED_TILES:
+        raise UnsupportedConfig(
+            f"tile {config.tile}: not a CTA shape of FlashInfer's SM90 mixed-input kernels"
+        )
+    if config.cluster[0] not in (1, 2) or config.cluster[1] not in (1, 2):
+        raise UnsupportedConfig(f"cluster {config.cluster}: SM90 mixed-input clusters are 1 or 2 by 1 or 2")
+    if config.mainloop == "cooperative" and config.tile[0] < 128:
+        raise UnsupportedConfig("the cooperative mainloop needs CTA M >= 128 (two consumer warpgroups)")
+
+
 def _check_sm90(config: KernelConfig) -> None:
+    if config.mixed:
+        _check_sm90_mixed(config)
+        return
+    if config.mainloop:
+        raise UnsupportedConfig(
+            "a mainloop is chosen for SM90's mixed-input kernels only; this launcher fixes it"
+        )
     # TensorRT-LLM's MoE runner on Hopper instantiates this launcher only for uniform
     # act == weight dtypes (mixed inputs go to the separate mixed-input launcher, FP4/MX block
     # scaling is Blackwell only: static_asserts in the .inl) and writes D in the activation
     # type, or bf16/fp16 for fp8 (generate_sm90_grouped_gemm_operations).
     uniform = UNSCALED_DTYPES
     if config.act not in uniform or config.weight != config.act:
+        mixed = ", ".join(f"{a} x {w}" for a, w in MIXED_INPUT_PAIRS)
         raise UnsupportedConfig(
-            f"SM90 TMA warp-specialized MoE GEMM needs equal activation and weight dtypes from "
-            f"{', '.join(uniform)}; got act={config.act}, weight={config.weight} (mixed and "
-            f"block-scaled inputs use other launchers on Hopper)"
+            f"SM90 MoE GEMM needs equal activation and weight dtypes from {', '.join(uniform)}, "
+            f"or one of the mixed-input pairs {mixed}; got act={config.act}, weight={config.weight}"
         )
     outs = ("bf16", "fp16") if config.act == "fp8_e4m3" else (config.act,)
     if config.out not in outs:
@@ -269,6 +355,8 @@ def check_config(config: KernelConfig) -> None:
         _dtype(name, role)
     _check_shapes(config)
     tile_k_bytes(config)
+    if config.mainloop and config.arch != 90:
+        raise UnsupportedConfig(f"SM{config.arch}: a mainloop is chosen for SM90's mixed-input kernels only")
     if config.arch not in SM10X and (config.epilogue or config.dynamic_cga):
         raise UnsupportedConfig(
             f"SM{config.arch}: the launcher fixes the epilogue schedule and the cluster "
@@ -304,10 +392,58 @@ def _epilogue_schedule(config: KernelConfig) -> str:
     return SM10X_EPILOGUE_SCHEDULES[config.epilogue] if config.arch in SM10X else _EPILOGUE_SCHEDULE_SM90
 
 
+def _cute_shape(shape: tuple[int, int, int]) -> str:
+    return "cute::Shape<" + ", ".join(f"cute::Int<{v}>" for v in shape) + ">"
+
+
+_MIXED_SCHEDULES = {
+    "pingpong": "cutlass::gemm::KernelTmaWarpSpecializedPingpong",
+    "cooperative": "cutlass::gemm::KernelTmaWarpSpecializedCooperative",
+}
+_PRE_MMA = "cutlass::gemm::collective::MixedInputScaleMode::kPreMmaE8M0"
+
+
+def _mixed_launcher(config: KernelConfig) -> tuple[str, str]:
+    """The mixed-input launcher's name and template arguments, as generate_kernels.py writes
+    them: the small-K kernels are Pingpong with their single-warpgroup schedule appended."""
+    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+    small_k = config.mainloop in SMALL_K_MAINLOOPS
+    schedule = _MIXED_SCHEDULES["pingpong" if small_k else config.mainloop]
+    optional = [_PRE_MMA] if pre_mma_scales(config) else []
+    if small_k:
+        optional.append(f"tensorrt_llm::cutlass_extensions::MainloopScheduleType::{config.mainloop.upper()}")
+    args = (
+        f"{act.cuda_type}, {weight.cuda_type}, {out.cuda_type},\n"
+        f"tensorrt_llm::cutlass_extensions::EpilogueOpDefault, {_cute_shape(config.tile)}, "
+        f"{_cute_shape(config.cluster)}, {schedule}, cutlass::epilogue::TmaWarpSpecializedCooperative, "
+        "cutlass::WeightOnlyQuantOp::FINEGRAINED_SCALE_ONLY" + "".join(f", {a}" for a in optional)
+    )
+    name = (
+        "sm90_generic_mixed_moe_small_k_kernelLauncher"
+        if small_k
+        else "sm90_generic_mixed_moe_gemm_kernelLauncher"
+    )
+    return name, args
+
+
+def _mixed_instantiation(config: KernelConfig) -> str:
+    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+    name, args = _mixed_launcher(config)
+    types = f"{act.cuda_type}, {weight.cuda_type}, {out.cuda_type}, {out.cuda_type}"
+    return (
+        f"\ntemplate void {name}<{args}> (\n"
+        f"GroupedGemmInput<{types}>inputs, TmaWarpSpecializedGroupedGemmInput hopper_inputs, "
+        "int sm_count_, size_t* workspace_size);\n"
+    )
+
+
 def instantiation(config: KernelConfig) -> str:
     """The ``INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM`` block, formatted exactly as
-    ``instantiate_operation_tma_warp_specialized`` in generate_kernels.py formats it."""
+    ``instantiate_operation_tma_warp_specialized`` in generate_kernels.py formats it (for SM90's
+    mixed-input kernels the explicit instantiation of their launcher that it writes instead)."""
     check_config(config)
+    if config.mixed:
+        return _mixed_instantiation(config)
     act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
     m, n, k = config.tile
     cm, cn, ck = config.cluster
@@ -380,7 +516,41 @@ def _block_scale_kind(config: KernelConfig) -> int:
     return 1 if config.act == "nvfp4" else 0
 
 
+#: FlashInfer's ``quant_type`` of ``interleave_moe_weights_for_sm90_mixed_gemm`` per mixed pair:
+#: 0 int4 (W4A8), 1 fp4 (bf16 activations), 2 fp4 for the fp8 pre-MMA path
+_INTERLEAVE = {("fp8_e4m3", "int4"): 0, ("bf16", "mxfp4"): 1, ("fp8_e4m3", "mxfp4"): 2}
+
+
+def _mixed_case_struct(config: KernelConfig, index: int) -> str:
+    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+    name, args = _mixed_launcher(config)
+    group = weight.block_size
+    scale_bytes = 2 if weight.scale_format == "bf16" else 1
+    small_k = str(config.mainloop in SMALL_K_MAINLOOPS).lower()
+    interleave = _INTERLEAVE[(config.act, config.weight)]
+    return f"""struct Case{index} {{  // {config.name}
+  using Act = {_qualified(act.cuda_type)};
+  using Weight = {_qualified(weight.cuda_type)};
+  using Out = {_qualified(out.cuda_type)};
+  static constexpr auto* launcher = &tensorrt_llm::kernels::cutlass_kernels_oss::{name}<
+      {_qualified_args(args)}>;
+  static constexpr int arch = {config.arch};
+  static constexpr int act_bits = {act.bits}, weight_bits = {weight.bits}, out_bits = {out.bits};
+  static constexpr int block_scale = 0;
+  static constexpr bool swap_ab = true, finalize = false, dynamic_cga = false;
+  static constexpr bool mixed = true;
+  static constexpr int group = {group}, scale_bytes = {scale_bytes}, interleave = {interleave};
+  static constexpr bool pre_mma = {str(pre_mma_scales(config)).lower()}, small_k = {small_k};
+}};"""
+
+
+def _qualified_args(args: str) -> str:
+    return ", ".join(_qualified(a.strip()) for a in args.replace("\n", " ").split(", "))
+
+
 def _case_struct(config: KernelConfig, index: int) -> str:
+    if config.mixed:
+        return _mixed_case_struct(config, index)
     act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
     swap_ab, finalize = str(config.swap_ab).lower(), str(config.fusion == "finalize").lower()
     return f"""struct Case{index} {{  // {config.name}
@@ -392,6 +562,7 @@ def _case_struct(config: KernelConfig, index: int) -> str:
   static constexpr int block_scale = {_block_scale_kind(config)};
   static constexpr bool swap_ab = {swap_ab}, finalize = {finalize};
   static constexpr bool dynamic_cga = {str(config.dynamic_cga).lower()};
+  static constexpr bool mixed = false;
 }};"""
 
 
@@ -407,6 +578,13 @@ def generate_translation_unit(configs: Sequence[KernelConfig], flashinfer_versio
         raise ValueError("a translation unit needs at least one configuration")
     if len({c.arch for c in configs}) > 1:  # the nvcc flags are the arch's (arch_nvcc_flags)
         raise ValueError("configurations of one translation unit must be for one arch")
+    if len({c.mixed for c in configs}) > 1:  # as FlashInfer's files, one launcher per file
+        raise ValueError("SM90 mixed-input and uniform configurations cannot share a translation unit")
+    launcher = (
+        f'#include "{MIXED_LAUNCHER_INL}"\n#include "{MIXED_UTILS_CU}"'
+        if configs[0].mixed
+        else f'#include "{LAUNCHER_INL}"'
+    )
     instantiations = "\n".join(instantiation(c) for c in configs)
     structs = "\n".join(_case_struct(c, i) for i, c in enumerate(configs))
     entries = []
@@ -421,7 +599,7 @@ def generate_translation_unit(configs: Sequence[KernelConfig], flashinfer_versio
     return f"""// Generated by pytest_tileconform.flashinfer.codegen for {names}. Do not edit.
 // harness sources sha256 {harness_fingerprint()}
 #include "cudart_probe.h"
-#include "{LAUNCHER_INL}"
+{launcher}
 namespace tensorrt_llm
 {{
 namespace kernels
@@ -435,6 +613,7 @@ namespace cutlass_kernels_oss
 }} // namespace tensorrt_llm
 
 #include "harness.cu"
+{'#include "harness_mixed.h"' if configs[0].mixed else ""}
 
 namespace tileconform::cases {{
 {structs}

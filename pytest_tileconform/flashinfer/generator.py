@@ -142,14 +142,42 @@ def _schedule_name(op: Any) -> str | None:
     return getattr(op.epi_schedule, "name", None) if op.epi_schedule is not None else None
 
 
+def _is_mixed(op: Any) -> bool:
+    return bool(op.arch == 90 and op.act_type != op.weight_type)
+
+
+def mixed_mainloop(op: Any) -> str:
+    """An SM90 mixed-input operation's mainloop as the matrix and the tactics name it
+    (``MainloopScheduleType``): its single-warpgroup kernel type, else Pingpong or Cooperative."""
+    kind = str(getattr(op, "sm90_mixed_input_kernel_type", "warp_specialized"))
+    if kind != "warp_specialized":
+        return kind
+    return (
+        "pingpong"
+        if "Pingpong" in str(getattr(op.mainloop_schedule, "name", op.mainloop_schedule))
+        else "cooperative"
+    )
+
+
 def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
     """The KernelConfig of one generator operation; UnsupportedConfig if codegen cannot build
     exactly FlashInfer's instantiation of it."""
-    if op.arch == 90 and op.act_type != op.weight_type:
-        raise UnsupportedConfig(
-            "SM90 mixed-input GEMM: another launcher (moe_gemm_tma_ws_mixed_input_launcher.inl), "
-            "not built by the harness"
+    if _is_mixed(op):
+        act, weight, out = _dtype_names(generator, op)
+        config = KernelConfig(
+            arch=arch,
+            act=act,
+            weight=weight,
+            out=out,
+            tile=tuple(int(v) for v in op.cta_shape),  # type: ignore[arg-type]
+            cluster=tuple(int(v) for v in op.cga_shape),  # type: ignore[arg-type]
+            swap_ab=True,  # the launcher's only form
+            fusion="none",
+            mainloop=mixed_mainloop(op),
         )
+        if instantiation(config) != generator.instantiate_operation(op):
+            raise UnsupportedConfig("the harness's instantiation differs from FlashInfer's")
+        return config
     if op.arch != GENERATOR_ARCH.get(f"sm{arch}", arch):
         raise UnsupportedConfig(
             f"an Sm{op.arch} kernel that FlashInfer's sm{arch} module also compiles: judged as "
@@ -224,7 +252,9 @@ class GeneratedOp:
     cluster: tuple[int, int, int]
     swap_ab: bool
     fusion: str  # none | finalize | activation | ...
-    variant: str  # "" (SM90/SM120: schedule fixed by the launcher); SM100: tma | nosmem, +dynamic
+    #: "" (SM90/SM120: schedule fixed by the launcher); SM100: tma | nosmem, +dynamic; SM90 mixed
+    #: input: the mainloop (pingpong, cooperative, single_warpgroup_prefill/_rolling)
+    variant: str
 
 
 def schedule_variant(schedule: str | None, dynamic_cga: bool) -> str:
@@ -256,7 +286,7 @@ def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
             label = dtype_label(*_dtype_names(generator, op))
         except UnsupportedConfig:
             label = f"{_type_name(op.act_type)}x{_type_name(op.weight_type)}-{_type_name(op.output_type)}"
-        mixed = op.arch == 90 and op.act_type != op.weight_type
+        mixed = _is_mixed(op)
         fusion = "none" if op.epi_fusion is None else str(getattr(op.epi_fusion, "name", op.epi_fusion))
         found.append(
             GeneratedOp(
@@ -267,8 +297,15 @@ def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
                 # FlashInfer's heuristic offers it in
                 swap_ab=mixed or bool(op.swap_ab),
                 fusion=fusion.removeprefix("epilogue_fusion_"),
-                # an epilogue schedule is a variant on SM10x only (SM90's are the launcher's)
-                variant=schedule_variant(_schedule_name(op), bool(op.dynamic_cga)) if op.arch >= 100 else "",
+                # an epilogue schedule is a variant on SM10x only (SM90's are the launcher's);
+                # SM90's mixed-input kernels are told apart by their mainloop
+                variant=(
+                    mixed_mainloop(op)
+                    if mixed
+                    else schedule_variant(_schedule_name(op), bool(op.dynamic_cga))
+                    if op.arch >= 100
+                    else ""
+                ),
             )
         )
     return found

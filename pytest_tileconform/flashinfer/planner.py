@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..compile.cache import parallel_jobs
+from ..dtypes import MIXED_INPUT_PAIRS
 from ..matrix.cases import Case
 
 T = TypeVar("T")
@@ -70,6 +71,14 @@ UNIT_COST_DEFAULT = UnitCost(path_per_extra=0.13, cpu_per_extra=0.12, cpu_per_pa
 #: measurements: SM90 on the 16-core host, other archs from SM120 NVFP4 on the 2-core host.
 PATH_SECONDS = {90: 55.0}
 PATH_SECONDS_DEFAULT = 92.0
+#: SM90's mixed-input kernels (another launcher: the mixed-input collectives and the
+#: precomputed scheduler) compile far slower, and share less in a unit. On the 16-core H200
+#: host: single kernels side by side 74-116 s each; 29 kernels in units of 2 built in 192 s and
+#: 39 in 263 s; 116 in units of 9-10 ran past 595 s, the units' paths 320-560 s and more. So
+#: one path of 95 s, growing by 0.39 of it per further kernel; the CPU per path is SM90's.
+#: RAM is not measured apart: SM90's line is used.
+MIXED_PATH_SECONDS = 95.0
+MIXED_UNIT_COST = UnitCost(path_per_extra=0.39, cpu_per_extra=0.32, cpu_per_path=1.64)
 
 
 def compile_ram(sm: int, instantiations: int) -> int:
@@ -80,18 +89,29 @@ def compile_ram(sm: int, instantiations: int) -> int:
     )
 
 
-def unit_seconds(sm: int, instantiations: int) -> tuple[float, float]:
-    """A unit of ``instantiations`` for SM ``sm`` by the cost model: its critical path alone
-    and its CPU time, in seconds (what build progress estimates from; a host slower than the
-    measured ones is learned while it builds, :mod:`..compile.progress`)."""
-    one = PATH_SECONDS.get(sm, PATH_SECONDS_DEFAULT)
-    cost = UNIT_COST.get(sm, UNIT_COST_DEFAULT)
+def _cost(sm: int, mixed: bool) -> tuple[float, UnitCost]:
+    if mixed:
+        return MIXED_PATH_SECONDS, MIXED_UNIT_COST
+    return PATH_SECONDS.get(sm, PATH_SECONDS_DEFAULT), UNIT_COST.get(sm, UNIT_COST_DEFAULT)
+
+
+def unit_seconds(sm: int, instantiations: int, mixed: bool = False) -> tuple[float, float]:
+    """A unit of ``instantiations`` for SM ``sm`` (of SM90's mixed-input kernels with ``mixed``)
+    by the cost model: its critical path alone and its CPU time, in seconds (what build progress
+    estimates from; a host slower than the measured ones is learned while it builds,
+    :mod:`..compile.progress`)."""
+    one, cost = _cost(sm, mixed)
     return one * cost.path(instantiations), one * cost.cpu(instantiations)
 
 
 def dtypes(case: Case) -> tuple[str, str, str]:
     """A case's activation, weight and output dtypes: what the cases of one unit share."""
     return case.act, case.weight, case.out
+
+
+def is_mixed_input(case: Case) -> bool:
+    """One of SM90's mixed-input kernels: costed apart, never in a unit with uniform ones."""
+    return case.sm == 90 and (case.act, case.weight) in MIXED_INPUT_PAIRS
 
 
 def plan_groups(
@@ -151,17 +171,17 @@ def plan_units(
     one arch and one dtype, the archs in the order they first appear. ``cores`` and ``memory``
     (bytes) are the host's; ``jobs`` the parallel compiles asked for (None: as many as the cores
     and the RAM a unit of each size needs allow)."""
-    by_arch: dict[int, list[Case]] = {}
+    by_arch: dict[tuple[int, bool], list[Case]] = {}
     for case in cases:
-        by_arch.setdefault(case.sm, []).append(case)
+        by_arch.setdefault((case.sm, is_mixed_input(case)), []).append(case)
     units: list[list[Case]] = []
-    for sm, arch_cases in by_arch.items():
+    for (sm, mixed), arch_cases in by_arch.items():
 
         def jobs_for(size: int, sm: int = sm) -> int:
             return jobs or parallel_jobs([], cores=cores, memory=memory, per_job=compile_ram(sm, size))
 
         families = Counter(dtypes(c) for c in arch_cases)
-        cost = UNIT_COST.get(sm, UNIT_COST_DEFAULT)
+        _, cost = _cost(sm, mixed)
         size = unit_size(list(families.values()), most, jobs_for, cores, cost)
         units += plan_groups(arch_cases, size, family=dtypes)
     return units

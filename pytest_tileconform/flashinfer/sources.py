@@ -26,6 +26,12 @@ DISTRIBUTION = "flashinfer-python"
 
 # Relative to data/csrc/nv_internal; this exact spelling is what generate_kernels.py #includes.
 LAUNCHER_INL = "tensorrt_llm/kernels/cutlass_kernels/moe_gemm/launchers/moe_gemm_tma_ws_launcher.inl"
+#: SM90's mixed-input launcher, and the weight interleave its inputs need (FlashInfer's
+#: ``interleave_moe_weights_for_sm90_mixed_gemm`` binding calls these kernels)
+MIXED_LAUNCHER_INL = (
+    "tensorrt_llm/kernels/cutlass_kernels/moe_gemm/launchers/moe_gemm_tma_ws_mixed_input_launcher.inl"
+)
+MIXED_UTILS_CU = "tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_gemm_mixed_utils.cu"
 
 
 class FlashInferSourcesError(RuntimeError):

@@ -1,5 +1,5 @@
-"""A matrix case: one (arch, dtypes, tile, cluster, dynamic cluster, swap_ab, fusion, epilogue, pdl,
-problem) combination."""
+"""A matrix case: one (arch, dtypes, tile, cluster, dynamic cluster, swap_ab, fusion, epilogue,
+mainloop, pdl, problem) combination."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ class Case:
     epilogue: str | None = None
     #: SM10x dynamic CGA: the runtime cluster; None: the cluster is static
     dynamic_cluster: Shape | None = None
+    #: SM90 mixed input: the mainloop schedule (pingpong, cooperative, single_warpgroup_prefill or
+    #: single_warpgroup_rolling); None: the launcher fixes it
+    mainloop: str | None = None
     id: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -53,6 +56,8 @@ class Case:
         parts.append(self.fusion)
         if self.epilogue == "nosmem":  # the TMA epilogue, given or not, keeps the ids cases had
             parts.append("nosmem")
+        if self.mainloop is not None:
+            parts.append(self.mainloop)
         if self.swap_ab:
             parts.append("swapab")
         if self.pdl is not None:  # cases that leave it to the backend keep the ids they had
@@ -89,6 +94,8 @@ class Case:
             found["epilogue"] = self.epilogue
         if self.dynamic_cluster is not None:
             found["dynamic_cluster"] = shape_label(self.dynamic_cluster)
+        if self.mainloop is not None:
+            found["mainloop"] = self.mainloop
         if self.pdl is not None:
             found["pdl"] = self.pdl
         found["problem"] = {

@@ -199,7 +199,18 @@ def _validation_errors(path: Path, document: Any, exc: ValidationError) -> list[
 
 
 #: The axes a tile entry multiplies, in the order of :func:`itertools.product` below.
-AXES = ("arch", "dtype", "cluster", "dynamic_cluster", "swap_ab", "fusion", "epilogue", "pdl", "problems")
+AXES = (
+    "arch",
+    "dtype",
+    "cluster",
+    "dynamic_cluster",
+    "swap_ab",
+    "fusion",
+    "epilogue",
+    "mainloop",
+    "pdl",
+    "problems",
+)
 _FALLBACKS: dict[str, list[Any] | None] = {
     "arch": None,
     "dtype": None,
@@ -208,6 +219,7 @@ _FALLBACKS: dict[str, list[Any] | None] = {
     "fusion": ["none"],
     "dynamic_cluster": [None],  # a static cluster
     "epilogue": [None],  # the launcher's default
+    "mainloop": [None],  # the launcher's (uniform inputs)
     "pdl": [None],  # the backend's default
     "problems": None,
 }
@@ -278,7 +290,7 @@ def _expand_tile(
     expectations = matrix.expectations or {}
     produced = []
     for index in itertools.product(*(range(len(given[axis].values)) for axis in AXES)):
-        arch, dt, cluster, dynamic_cluster, swap_ab, fusion, epilogue, pdl, problem = (
+        arch, dt, cluster, dynamic_cluster, swap_ab, fusion, epilogue, mainloop, pdl, problem = (
             given[axis].values[i] for axis, i in zip(AXES, index, strict=True)
         )
         case = Case(
@@ -299,6 +311,7 @@ def _expand_tile(
             pdl=pdl,
             epilogue=epilogue,
             dynamic_cluster=dynamic_cluster,
+            mainloop=mainloop,
         )
         expectation = expectations.get(case.id)
         if expectation is not None:

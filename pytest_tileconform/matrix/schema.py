@@ -2,6 +2,7 @@
 
 A matrix names a backend, optional defaults and a list of suites. Each suite is a
 cartesian product over arch x dtype x tile x cluster x dynamic_cluster x swap_ab x fusion x epilogue
+x mainloop
 x pdl x problem; a tile
 entry may be a mapping that overrides the suite's other axes for that tile. A problem is given
 by its rows or by the name of a preset (:mod:`.problems`). Known-bad cases are listed under
@@ -101,6 +102,9 @@ Arch = Annotated[str, BeforeValidator(_check_arch)]
 Fusion = Literal["none", "finalize"]
 #: SM10x epilogue schedule (TensorRT-LLM's ``EpilogueScheduleType`` TMA or NO_SMEM)
 Epilogue = Literal["tma", "nosmem"]
+#: SM90 mixed-input mainloop schedule (TensorRT-LLM's ``MainloopScheduleType``): the two
+#: warp-specialized kernels and the two single-warpgroup small-K ones
+Mainloop = Literal["pingpong", "cooperative", "single_warpgroup_prefill", "single_warpgroup_rolling"]
 
 
 class Strict(BaseModel):
@@ -240,6 +244,11 @@ class Problem(Strict):
 #: shipped matrices' problem: 4 experts, one with no rows, one with a single row, two whose rows
 #: are not multiples of 128.
 DEFAULT_PROBLEM = Problem(experts=4, rows=(0, 1, 77, 300), n=384, k=512)
+#: The same rows for SM90's mixed-input kernels: N a multiple of every CTA M (256) and K of every
+#: CTA K (512), as their layouts need (nothing checks a K tile that overruns K); the prefill
+#: small-K kernel takes K <= 384 only, the rolling one K > 384 (the launcher's checks).
+MIXED_PROBLEM = Problem(experts=4, rows=(0, 1, 77, 300), n=512, k=1024)
+SMALL_K_PREFILL_PROBLEM = Problem(experts=4, rows=(0, 1, 77, 300), n=512, k=384)
 
 
 class PresetRef(Strict):
@@ -331,6 +340,8 @@ class Axes(Strict):
     #: SM10x: a dynamic-CGA kernel launched with this runtime cluster (``cluster`` then says 1SM
     #: or 2SM); not given: a static cluster
     dynamic_cluster: Annotated[list[ShapeField], ListOf] | None = None
+    #: SM90 mixed input: the mainloop schedule; not given: the launcher's (uniform inputs)
+    mainloop: Annotated[list[Mainloop], ListOf] | None = None
     #: Programmatic dependent launch on or off; not given: what the backend does by default
     pdl: Annotated[list[StrictBool], ListOf] | None = None
     problems: Annotated[list[ProblemItem], ListOf] | None = None

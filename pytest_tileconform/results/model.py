@@ -132,6 +132,9 @@ class CaseRecord(_Strict):
     dynamic_cluster: str | None = Field(
         default=None, pattern=_SHAPE, description="SM10x dynamic CGA: the runtime cluster (None: static)"
     )
+    mainloop: str | None = Field(
+        default=None, description="SM90 mixed input: the mainloop schedule (None: the launcher's)"
+    )
     pdl: bool | None = Field(
         default=None,
         description="programmatic dependent launch as the matrix set it (None: FlashInfer's default)",

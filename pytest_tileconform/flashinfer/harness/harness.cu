@@ -15,6 +15,12 @@
 //   block_scale                0 none, 1 NVFP4 (e4m3 scale per 16), 2 MXFPX (ue8m0 per 32):
 //                              the launcher's IsBlockScaled operands, read from a_sf.bin/b_sf.bin
 //   finalize                   EpilogueFusion::FINALIZE instantiated
+//   mixed                      SM90's mixed-input launcher (sm90_generic_mixed_moe_*Launcher);
+//                              then also Act, Weight, Out (its types), group and scale_bytes
+//                              (B's scales: elements per scale along K, bytes per scale),
+//                              interleave (FlashInfer's quant_type of the weight interleave),
+//                              pre_mma (ue8m0 scales folded in before the MMA) and small_k
+//                              (a single-warpgroup kernel); see harness_mixed.h
 //
 // Usage: harness RUN_DIR [CASE]; CASE (a KernelConfig name) may be left out when the
 // executable holds one case. Linked as a shared library instead, a unit exports
@@ -65,6 +71,10 @@ void classify_launcher_exception(const std::string& what, Verdict& verdict) {
       {"Grouped GEMM kernel will fail for params", "can_implement"},
       {"Failed to initialize cutlass TMA WS grouped gemm", "initialize"},
       {"Failed to run cutlass TMA WS grouped gemm", "launch"},
+      // moe_gemm_tma_ws_mixed_input_launcher.inl
+      {"mixed dtype WS grouped cutlass kernel will fail for params", "can_implement"},
+      {"Failed to initialize cutlass mixed dtype WS grouped gemm", "initialize"},
+      {"Failed to run cutlass mixed dtype WS grouped gemm", "launch"},
   };
   verdict.message = what;
   for (const auto& m : markers) {
@@ -98,15 +108,33 @@ void classify_launcher_exception(const std::string& what, Verdict& verdict) {
   verdict.status = "exception";
 }
 
+// Defined in harness_mixed.h, which only mixed-input units include.
+template <class C>
+DeviceBuffer interleave_weights(const DeviceBuffer& b, const ProblemInfo& p);
+template <class C>
+GemmSetup make_mixed_input(const ProblemInfo& p, const Operands& ops);
+
 // A dynamic-CGA instantiation (SM10x) takes its cluster at run time, as FlashInfer's dispatch
 // hands the tactic's dynamic and fallback cluster shapes to the launcher; a static one ignores them.
+// The mixed-input launcher takes TensorRT-LLM's GroupedGemmInput beside the TMA WS input, of
+// which it reads the expert count, N, K, D's base, the alpha pointers and the group size.
 template <class C>
-void call_launcher(const GemmInput& input, const ProblemInfo& p, int sm_count, cudaStream_t stream,
+void call_launcher(const GemmSetup& setup, const ProblemInfo& p, int sm_count, cudaStream_t stream,
                    size_t* workspace_size) {
-  using Cluster = cute::Shape<int32_t, int32_t, cute::_1>;
-  C::launcher(input, p.experts, sm_count, stream, /*kernel_occupancy=*/nullptr, workspace_size,
-              Cluster{p.cluster_shape[0], p.cluster_shape[1], cute::_1{}},
-              Cluster{p.fallback_cluster_shape[0], p.fallback_cluster_shape[1], cute::_1{}});
+  if constexpr (C::mixed) {
+    using Grouped = tensorrt_llm::kernels::cutlass_kernels::GroupedGemmInput<
+        typename C::Act, typename C::Weight, typename C::Out, typename C::Out>;
+    Grouped grouped{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                    static_cast<typename C::Out*>(setup.d_base), setup.input.alpha_scale_ptr_array,
+                    nullptr, {}, p.total_rows(), p.n, p.k, p.experts, C::group};
+    grouped.stream = stream;
+    C::launcher(grouped, setup.input, sm_count, workspace_size);
+  } else {
+    using Cluster = cute::Shape<int32_t, int32_t, cute::_1>;
+    C::launcher(setup.input, p.experts, sm_count, stream, /*kernel_occupancy=*/nullptr, workspace_size,
+                Cluster{p.cluster_shape[0], p.cluster_shape[1], cute::_1{}},
+                Cluster{p.fallback_cluster_shape[0], p.fallback_cluster_shape[1], cute::_1{}});
+  }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -168,6 +196,20 @@ Operands load_operands(const std::string& run_dir, const OperandTable& table, Pr
   }
   const size_t sf_a = C::block_scale != 0 ? static_cast<size_t>(act_sf_offset<BS>(p.experts, total, p.k)) : 0;
   const size_t sf_b = C::block_scale != 0 ? static_cast<size_t>(weight_sf_offset<BS>(p.experts, p.n, p.k)) : 0;
+  // mixed input: one scale per `group` along K for every weight row (folded by the Python side,
+  // as FlashInfer's interleave_moe_scales_for_sm90_mixed_gemm), alpha per expert or per row
+  size_t group_scales = 0;
+  bool has_token_scales = false;
+  if constexpr (C::mixed) {
+    if (p.k % 128 != 0 || p.n % 64 != 0) {
+      bad_input("problem.txt: the mixed-input kernels' folded scales need k % 128 == 0 and n % 64 == 0");
+    }
+    group_scales = static_cast<size_t>(int64_t{p.experts} * p.n * (p.k / C::group) * C::scale_bytes);
+    has_token_scales = table.given() ? table.has("token_scales") : file_exists(run_dir + "/token_scales.bin");
+    if (has_token_scales && !C::pre_mma) {
+      bad_input("token_scales: only the fp8 x MXFP4 kernels scale each row (alpha is per expert)");
+    }
+  }
   const Part parts[] = {
       {"a", storage_bytes(total * p.k, C::act_bits), true, &Operands::a},
       {"b", storage_bytes(int64_t{p.experts} * p.n * p.k, C::weight_bits), true, &Operands::b},
@@ -177,6 +219,8 @@ Operands load_operands(const std::string& run_dir, const OperandTable& table, Pr
       {"bias", storage_bytes(int64_t{p.experts} * p.n, C::out_bits), p.bias, &Operands::bias},
       {"router_scales", sizeof(float) * total, C::finalize, &Operands::router_scales},
       {"dest_row", sizeof(int32_t) * total, C::finalize, &Operands::dest_row},
+      {"b_scale", group_scales, C::mixed, &Operands::b_scale},
+      {"token_scales", sizeof(float) * total, has_token_scales, &Operands::token_scales},
   };
   Operands ops;
   std::vector<char> dest;  // dest_row on the host, to check it
@@ -201,6 +245,7 @@ Operands load_operands(const std::string& run_dir, const OperandTable& table, Pr
     check_dest_rows(rows.data(), total, p);
   }
   ops.d = DeviceBuffer(storage_bytes((C::finalize ? p.out_rows : p.total_rows()) * p.n, C::out_bits));
+  if constexpr (C::mixed) ops.b_packed = interleave_weights<C>(ops.b, p);
   return ops;
 }
 
@@ -209,7 +254,7 @@ Operands load_operands(const std::string& run_dir, const OperandTable& table, Pr
 // poison shows any element no run wrote).
 template <class C>
 struct Runs {
-  const GemmInput& input;
+  const GemmSetup& setup;
   const ProblemInfo& p;
   const DeviceBuffer& d;
   int sm_count;
@@ -232,7 +277,7 @@ struct Runs {
   void launch(const char* stage = nullptr, bool capturing = false) {
     hook.call(TILECONFORM_HOOK_BEFORE_LAUNCH, calls, capturing);
     try {
-      call_launcher<C>(input, p, sm_count, stream, nullptr);
+      call_launcher<C>(setup, p, sm_count, stream, nullptr);
     } catch (const std::exception& e) {
       if (stage == nullptr) throw;
       Verdict refused;
@@ -302,7 +347,7 @@ void time_launcher(Runs<C>& runs, Verdict& verdict) {
   check_cuda(cudaEventCreate(&stop), "cudaEventCreate", "run");
   check_cuda(cudaEventRecord(start, runs.stream), "cudaEventRecord", "run");
   for (int i = 0; i < runs.p.timing_iters; ++i) {
-    call_launcher<C>(runs.input, runs.p, runs.sm_count, runs.stream, nullptr);
+    call_launcher<C>(runs.setup, runs.p, runs.sm_count, runs.stream, nullptr);
   }
   check_cuda(cudaEventRecord(stop, runs.stream), "cudaEventRecord", "run");
   check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize", "run");
@@ -334,7 +379,11 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
 
   GemmSetup setup;
   try {
-    setup = make_gemm_input<C>(p, ops);
+    if constexpr (C::mixed) {
+      setup = make_mixed_input<C>(p, ops);
+    } else {
+      setup = make_gemm_input<C>(p, ops);
+    }
   } catch (const StageError&) {
     throw;
   } catch (const std::exception& e) {
@@ -351,7 +400,7 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
   const int sm = verdict.device.sm_count;
   size_t workspace_bytes = 0;
   try {  // the size query returns before CUTLASS judges anything: a refusal is ours
-    call_launcher<C>(setup.input, p, sm, stream, &workspace_bytes);
+    call_launcher<C>(setup, p, sm, stream, &workspace_bytes);
   } catch (const std::exception& e) {
     throw StageError("prepare", "exception", e.what());
   }
@@ -363,7 +412,7 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
   setup.input.gemm_workspace = workspace.as<uint8_t>();
   setup.input.gemm_workspace_size = workspace_bytes;
 
-  Runs<C> runs{setup.input, p, ops.d, sm, stream, hook};
+  Runs<C> runs{setup, p, ops.d, sm, stream, hook};
   hook.context.stream = stream;
   hook.context.d = ops.d.as<void>();
   hook.context.d_bytes = ops.d.bytes();

@@ -247,6 +247,7 @@ DeviceBuffer upload_vector(const std::vector<T>& host) {
 struct GemmSetup {
   GemmInput input{};
   std::vector<DeviceBuffer> buffers;  // keeps every array referenced by `input` alive
+  void* d_base = nullptr;  // D: the mixed-input launcher's GroupedGemmInput::C
 };
 
 // A per-expert array of the launcher's input as TensorRT-LLM's computeStridesTmaWarpSpecialized
@@ -295,9 +296,12 @@ T* keep(GemmSetup& setup, const PerExpert<T>& array) {
   return array.keep(setup);
 }
 
-// The device buffers of a case's operands (empty where the case has none).
+// The device buffers of a case's operands (empty where the case has none). Mixed input:
+// b_scale (the folded group scales), token_scales (per row, fp8 x MXFP4) and b_packed, B as the
+// interleave leaves it (the harness's own).
 struct Operands {
   DeviceBuffer a, b, d, alpha, router_scales, dest_row, a_sf, b_sf, bias;
+  DeviceBuffer b_scale, token_scales, b_packed;
 };
 
 // Host equivalent of TensorRT-LLM's computeStridesTmaWarpSpecializedKernel +

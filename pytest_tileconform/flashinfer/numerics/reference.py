@@ -20,7 +20,9 @@ fusion, with one row per token) or how far the order of finalize's reduction can
 
 Block-scaled pairs (``nvfp4 x nvfp4``, ``mxfp8 x mxfp4``: the SM120 kernels) keep their scales in
 a linear layout (one per block along K); :func:`write_inputs` writes them as TensorRT-LLM hands
-them to the kernel (:mod:`.blockscale`).
+them to the kernel (:mod:`.blockscale`). SM90's mixed-input pairs (fp8 x int4, bf16 x mxfp4,
+fp8 x mxfp4) draw every 4-bit weight value, with power-of-two group scales, and are written in
+the forms FlashInfer's preparation gives them (:mod:`.mixed`).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...dtypes import BLOCK_SCALED_PAIRS, UNSCALED_DTYPES, DType, dtype
+from ...dtypes import BLOCK_SCALED_PAIRS, MIXED_INPUT_PAIRS, UNSCALED_DTYPES, DType, dtype
 from ...matrix.cases import Case
+from . import mixed
 from .blockscale import (
     act_sf_offset,
     dequantize_mxfp4,
@@ -97,7 +100,12 @@ def exact_k_limit(act: str, weight: str) -> int:
     """
     top = (GRID_HALF_WIDTH * GRID_STEP) ** 2
     step = GRID_STEP**2
-    if dtype(act).block_scaled or dtype(weight).block_scaled:
+    if mixed.is_mixed(act, weight):
+        # every 4-bit weight value: int4 up to 8 in steps of 1, e2m1 up to 6 in steps of 1/2
+        w_top, w_step = (8.0, 1.0) if weight == "int4" else (6.0, 0.5)
+        top = GRID_HALF_WIDTH * GRID_STEP * w_top * 2.0 ** max(mixed.SCALE_EXPONENTS)
+        step = GRID_STEP * w_step * 2.0 ** min(mixed.SCALE_EXPONENTS)
+    elif dtype(act).block_scaled or dtype(weight).block_scaled:
         spread = 2.0 ** (max(BLOCK_SCALE_EXPONENTS) - min(BLOCK_SCALE_EXPONENTS))
         top, step = top * spread, step / spread
     return math.floor(2**24 * step / top) - 1
@@ -126,7 +134,8 @@ class GroupedInputs:
     out_rows: int  #: rows of D: T for finalize, sum(rows) otherwise
     #: block-scaled only: A's scales, uint8 bits, ``sum(rows) x K/block`` (linear layout)
     a_sf: torch.Tensor | None = None
-    #: block-scaled only: B's scales, uint8 bits, ``E x N x K/block`` (linear layout)
+    #: block-scaled and SM90 mixed input: B's scales, ``E x N x K/block`` (linear layout): uint8
+    #: bits, bf16 for int4's groups
     b_sf: torch.Tensor | None = None
     #: finalize with a bias only: E x N in the output dtype (FlashInfer's ``ElementBias``)
     bias: torch.Tensor | None = None
@@ -182,14 +191,17 @@ class GroupedInputs:
 
 
 def _check_generatable(case: Case) -> None:
-    if (case.act, case.weight) in GENERATED_BLOCK_SCALED:
+    if mixed.is_mixed(case.act, case.weight):
+        mixed.check_problem(case.problem.n, case.problem.k, case.weight)
+    elif (case.act, case.weight) in GENERATED_BLOCK_SCALED:
         block = dtype(case.weight).block_size
         assert block is not None
         if case.problem.k % block:
             raise ValueError(f"K={case.problem.k} is not a multiple of the scale block {block}")
     elif case.act != case.weight:
         raise NotImplementedError(
-            f"mixed act/weight dtypes ({case.act} x {case.weight}) are not generated yet"
+            f"mixed act/weight dtypes ({case.act} x {case.weight}) are not generated: the mixed "
+            f"pairs are SM90's {', '.join(f'{a} x {w}' for a, w in MIXED_INPUT_PAIRS)}"
         )
     elif case.act not in GENERATED_DTYPES:
         raise NotImplementedError(
@@ -291,9 +303,15 @@ def make_inputs(case: Case, seed: int, device: torch.device | str | None = None)
     total = sum(rows)
     act, weight = dtype(case.act), dtype(case.weight)
     a = _encode(_grid_values((total, k), big), act)
-    b = _weights(len(rows), n, k, weight, big)
-    a_sf = _block_scales((total, k), act, big)
-    b_sf = _block_scales((len(rows), n, k), weight, big)
+    a_sf: torch.Tensor | None
+    b_sf: torch.Tensor | None
+    if mixed.is_mixed(case.act, case.weight):
+        b = mixed.random_weights(len(rows), n, k, big)
+        a_sf, b_sf = None, mixed.random_scales(len(rows), n, k, case.weight, big)
+    else:
+        b = _weights(len(rows), n, k, weight, big)
+        a_sf = _block_scales((total, k), act, big)
+        b_sf = _block_scales((len(rows), n, k), weight, big)
     alpha = _alphas(len(rows), k, small) if case.act in ALPHA_DTYPES else None
     router = dest = bias = None
     out_rows = total
@@ -425,7 +443,7 @@ def write_inputs(
     write_problem(inputs, run_dir, extra_problem=extra_problem)
     (run_dir / "a.bin").write_bytes(_le_bytes(inputs.a))
     (run_dir / "b.bin").write_bytes(_le_bytes(inputs.b))
-    if inputs.alpha is not None:
+    if inputs.alpha is not None and not mixed.pre_mma(inputs.act, inputs.weight):
         (run_dir / "alpha.bin").write_bytes(_le_bytes(inputs.alpha.to(torch.float32)))
     if inputs.fusion == "finalize":
         if inputs.router_scales is None or inputs.dest_row is None:
@@ -434,10 +452,27 @@ def write_inputs(
         (run_dir / "dest_row.bin").write_bytes(_le_bytes(inputs.dest_row.to(torch.int32)))
     if inputs.bias is not None:
         (run_dir / "bias.bin").write_bytes(_le_bytes(inputs.bias.to(output_dtype(inputs.out))))
-    if dtype(inputs.act).block_scaled or dtype(inputs.weight).block_scaled:
+    if mixed.is_mixed(inputs.act, inputs.weight):
+        for name, t in mixed_operands(inputs).items():
+            (run_dir / f"{name}.bin").write_bytes(_le_bytes(t))
+    elif dtype(inputs.act).block_scaled or dtype(inputs.weight).block_scaled:
         a_sf, b_sf = flat_block_scales(inputs)
         (run_dir / "a_sf.bin").write_bytes(_le_bytes(a_sf))
         (run_dir / "b_sf.bin").write_bytes(_le_bytes(b_sf))
+
+
+def mixed_operands(inputs: GroupedInputs) -> dict[str, torch.Tensor]:
+    """An SM90 mixed-input case's ``b_scale`` (the folded group scales, or exponent offsets for
+    fp8 x MXFP4) and its alpha: ``alpha`` per expert for W4A8, ``token_scales`` per row for
+    fp8 x MXFP4 (alpha and the residual in one, :func:`.mixed.token_scales`), none for bf16 x
+    MXFP4, whose kernel takes alpha 1. ``write_inputs`` writes ``alpha.bin`` itself."""
+    if inputs.b_sf is None:
+        raise ValueError("mixed-input inputs need their weight scales")
+    folded, residual = mixed.kernel_scales(inputs.b_sf, inputs.act, inputs.weight)
+    found = {"b_scale": folded}
+    if residual is not None:
+        found["token_scales"] = mixed.token_scales(residual, inputs.alpha, inputs.rows_per_expert)
+    return found
 
 
 def flat_block_scales(inputs: GroupedInputs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -495,6 +530,8 @@ def dequantize(t: torch.Tensor, dtype_name: str, scales: torch.Tensor | None = N
         return t.to(torch.float32)
     if scales is None:
         raise ValueError(f"{dtype_name} needs its scale factors")
+    if dtype_name == "int4":
+        return mixed.dequantize_weights(t, scales, dtype_name)
     if dtype_name == "nvfp4":
         return dequantize_nvfp4(t, scales, 1.0)
     if dtype_name == "mxfp4":

@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from ...dtypes import dtype
-from .reference import GroupedInputs, flat_block_scales, output_dtype
+from .mixed import is_mixed, pre_mma
+from .reference import GroupedInputs, flat_block_scales, mixed_operands, output_dtype
 from .tolerance import POISON_BYTE
 
 #: what the runner reads (harness/PROTOCOL.md)
@@ -95,7 +96,11 @@ class SharedOperands:
                 raise ValueError("finalize inputs need router_scales and dest_row")
             tensors["router_scales"] = inputs.router_scales.to(torch.float32)
             tensors["dest_row"] = inputs.dest_row.to(torch.int32)
-        if dtype(inputs.act).block_scaled or dtype(inputs.weight).block_scaled:
+        if is_mixed(inputs.act, inputs.weight):
+            tensors.update(mixed_operands(inputs))
+            if pre_mma(inputs.act, inputs.weight):
+                tensors["alpha"] = None  # in the token scales
+        elif dtype(inputs.act).block_scaled or dtype(inputs.weight).block_scaled:
             a_sf, b_sf = flat_block_scales(inputs)
             tensors["a_sf"], tensors["b_sf"] = a_sf.to(inputs.device), b_sf.to(inputs.device)
         operands = {name: t.contiguous() for name, t in tensors.items() if t is not None}

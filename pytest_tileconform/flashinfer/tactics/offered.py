@@ -89,7 +89,7 @@ class Tactic:
     epilogue_schedule: int | None
     fusion: str
     swap_ab: bool
-    dispatch: str  # accepted | rejected | not_tma | not_probed (SM90 mixed input)
+    dispatch: str  # accepted | rejected | not_tma
     instantiation: dict[str, Any] | None
     error: str
     mainloop_schedule: int | None = None
@@ -321,7 +321,7 @@ Shape = tuple[int, int, int]
 class ConfigKey:
     """A configuration as the harness builds it and as tactics select it: dtypes, CTA tile in
     elements, cluster, swap_ab, epilogue fusion and, on SM100/SM103, the epilogue schedule variant
-    (:func:`~.generator.schedule_variant`)."""
+    (:func:`~.generator.schedule_variant`), on SM90's mixed-input kernels the mainloop."""
 
     dtypes: str
     tile: Shape
@@ -351,9 +351,9 @@ def tactic_key(t: Tactic) -> ConfigKey:
             cluster=tuple(inst["cluster"]),
             swap_ab=bool(inst["swap_ab"]),
             fusion=str(inst["fusion"]),
-            variant=schedule_variant(
-                str(inst.get("epilogue_schedule", "void")), bool(inst.get("dynamic_cga"))
-            ),
+            # a mixed-input kernel by its mainloop, an SM10x one by its epilogue schedule
+            variant=str(inst.get("mainloop") or "")
+            or schedule_variant(str(inst.get("epilogue_schedule", "void")), bool(inst.get("dynamic_cga"))),
             dynamic=t.dynamic_cluster if inst.get("dynamic_cga") else None,
         )
     tile = t.tile_elements()
@@ -363,6 +363,8 @@ def tactic_key(t: Tactic) -> ConfigKey:
     if t.sm // 10 in (10, 11):
         schedule = "" if t.epilogue == "auto" else t.epilogue
         variant = schedule_variant(schedule, t.dynamic_cluster is not None)
+    elif t.mixed_input:
+        variant = t.mainloop  # the mixed-input dispatch instantiates by mainloop schedule
     return ConfigKey(
         dtypes=t.runner,
         tile=tile,
@@ -383,10 +385,12 @@ def case_key(
     fusion: str,
     epilogue: str | None = None,
     dynamic: Shape | None = None,
+    mainloop: str | None = None,
 ) -> ConfigKey:
     """The configuration of a harness case (a matrix's or a results file's), ``dtypes`` as case ids
-    spell them. SM100/SM103 cases without an epilogue have the TMA one (codegen)."""
-    variant = ""
+    spell them. SM100/SM103 cases without an epilogue have the TMA one (codegen); SM90's
+    mixed-input ones are told apart by their mainloop."""
+    variant = mainloop or ""
     if arch in ("sm100", "sm103"):
         variant = schedule_variant(epilogue or "tma", dynamic is not None)
     return ConfigKey(dtypes, tile, cluster, swap_ab, fusion, variant, dynamic)

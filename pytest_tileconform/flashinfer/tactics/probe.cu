@@ -22,13 +22,15 @@
 //       (moe_gemm_template_dispatch_tma_ws.h) called as calcMaxWorkspaceSize calls it (workspace
 //       query). The launcher template is defined below so that instead of running a kernel it
 //       records which instantiation the dispatch selected; a rejection is the TllmException the
-//       dispatch throws (its message is printed).
+//       dispatch throws (its message is printed). SM90's mixed-input runners go through
+//       sm90_dispatch_moe_mixed_dtype_gemm_to_cutlass instead, as MoeGemmRunner sends them, with
+//       the mixed-input launchers defined likewise.
 //
 // The JSON keys: sm, runner, gemm, tactic (the autotuner's id), tma_ws, tile_bytes [M,N,K bytes]
 // (TMA configs: the enum's CtaShapeMxNxKB), cluster, fusion, swap_ab, epilogue_schedule,
 // mainloop_schedule, dynamic_cluster, fallback_cluster, dispatch ("accepted" | "rejected" |
-// "not_tma"), instantiation {arch, tile [M,N,K elements], cluster, fusion, mx, swap_ab} and
-// error.
+// "not_tma"), instantiation {arch, tile [M,N,K elements], cluster, fusion, mx, swap_ab,
+// dynamic_cga, epilogue_schedule and, for a mixed-input kernel, mainloop} and error.
 
 #include <cstdio>
 #include <cstdlib>
@@ -50,8 +52,25 @@ struct Selected {
   bool swap_ab = false;
   bool dynamic_cga = false;
   std::string schedule;
+  std::string mainloop;  // SM90 mixed input: the launcher's mainloop ("" for the uniform launcher)
 };
 Selected selected;
+
+// The mixed-input launchers' choice: always the swapped product, no fusion.
+template <typename TileShape, typename ClusterShape>
+void select_mixed(char const* mainloop) {
+  selected.set = true;
+  selected.arch = 90;
+  selected.tile[0] = cute::size<0>(TileShape{});
+  selected.tile[1] = cute::size<1>(TileShape{});
+  selected.tile[2] = cute::size<2>(TileShape{});
+  selected.cluster[0] = cute::size<0>(ClusterShape{});
+  selected.cluster[1] = cute::size<1>(ClusterShape{});
+  selected.cluster[2] = cute::size<2>(ClusterShape{});
+  selected.swap_ab = true;
+  selected.schedule = "void";
+  selected.mainloop = mainloop;
+}
 }  // namespace tc
 
 namespace tensorrt_llm::kernels::cutlass_kernels_oss {
@@ -86,6 +105,31 @@ void tma_warp_specialized_generic_moe_gemm_kernelLauncher(
   } else {
     tc::selected.schedule = "TMA";
   }
+  if (workspace_size) *workspace_size = 0;
+}
+
+// SM90's mixed-input launchers (moe_gemm_tma_ws_mixed_input_launcher.h), likewise: the
+// warp-specialized one (Pingpong or Cooperative) and the single-warpgroup small-K one.
+template <typename T, typename WeightType, typename GemmOutputType, typename EpilogueTag,
+          typename CTAShape, typename ClusterShape, typename MainloopScheduleType,
+          typename EpilogueScheduleType, cutlass::WeightOnlyQuantOp QuantOp,
+          cutlass::gemm::collective::MixedInputScaleMode ScaleMode>
+void sm90_generic_mixed_moe_gemm_kernelLauncher(GroupedGemmInput<T, WeightType, GemmOutputType, GemmOutputType>,
+                                                TmaWarpSpecializedGroupedGemmInput, int, size_t* workspace_size) {
+  constexpr bool pingpong = std::is_same_v<MainloopScheduleType, cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
+  tc::select_mixed<CTAShape, ClusterShape>(pingpong ? "pingpong" : "cooperative");
+  if (workspace_size) *workspace_size = 0;
+}
+
+template <typename T, typename WeightType, typename GemmOutputType, typename EpilogueTag,
+          typename CTAShape, typename ClusterShape, typename MainloopScheduleType,
+          typename EpilogueScheduleType, cutlass::WeightOnlyQuantOp QuantOp,
+          cutlass::gemm::collective::MixedInputScaleMode ScaleMode,
+          tensorrt_llm::cutlass_extensions::MainloopScheduleType KernelType>
+void sm90_generic_mixed_moe_small_k_kernelLauncher(GroupedGemmInput<T, WeightType, GemmOutputType, GemmOutputType>,
+                                                   TmaWarpSpecializedGroupedGemmInput, int, size_t* workspace_size) {
+  constexpr bool prefill = KernelType == tensorrt_llm::cutlass_extensions::MainloopScheduleType::SINGLE_WARPGROUP_PREFILL;
+  tc::select_mixed<CTAShape, ClusterShape>(prefill ? "single_warpgroup_prefill" : "single_warpgroup_rolling");
   if (workspace_size) *workspace_size = 0;
 }
 }  // namespace tensorrt_llm::kernels::cutlass_kernels_oss
@@ -136,8 +180,37 @@ int tile_enum(CutlassGemmConfig const& c) {
   return static_cast<int>(c.tile_config_sm80);
 }
 
-// What FlashInfer's TMA warp-specialized dispatch does with one config, as the workspace query
-// calls it: the instantiation it selected, or the reason it threw (JSON fields).
+// What a dispatch did with one config (tc::selected, filled by the launcher definitions above, or
+// the message it threw): JSON fields.
+std::string dispatch_fields(std::string const& error) {
+  if (tc::selected.set) {
+    auto const& s = tc::selected;
+    return ",\"dispatch\":\"accepted\",\"instantiation\":{\"arch\":" + std::to_string(s.arch) +
+            ",\"tile\":" + triple(s.tile[0], s.tile[1], s.tile[2]) +
+            ",\"cluster\":" + triple(s.cluster[0], s.cluster[1], s.cluster[2]) +
+            ",\"fusion\":\"" + (s.fusion == static_cast<int>(Fusion::FINALIZE) ? "finalize" : "none") +
+            "\",\"mx\":" + (s.mx ? "true" : "false") +
+            ",\"swap_ab\":" + (s.swap_ab ? "true" : "false") +
+            ",\"dynamic_cga\":" + (s.dynamic_cga ? "true" : "false") +
+            ",\"epilogue_schedule\":\"" + s.schedule + "\"" +
+            (s.mainloop.empty() ? std::string() : ",\"mainloop\":\"" + s.mainloop + "\"") + "}";
+  } else {
+    // the first line of TensorRT-LLM's message (the rest is a backtrace), past a first line
+    // that only names the throwing function (the dispatch's "%s\nUnsupported tile ...")
+    std::string first = error.substr(0, error.find('\n'));
+    if (first.find(" [with ") != std::string::npos && first.size() < error.size()) {
+      std::string const rest = error.substr(first.size() + 1);
+      first = rest.substr(0, rest.find('\n'));
+    }
+    // TLLM_CHECK appends " (FILE:LINE)": this machine's path, not part of FlashInfer's answer
+    if (std::size_t const at = first.rfind(" (/"); at != std::string::npos && first.back() == ')') {
+      first.erase(at);
+    }
+    return ",\"dispatch\":\"rejected\",\"error\":" + json_string(first.empty() ? "no launcher selected" : first);
+  }
+}
+
+// FlashInfer's TMA warp-specialized dispatch with one config, as the workspace query calls it.
 template <typename T, typename W, typename Out>
 std::string dispatched(CutlassGemmConfig const& config, TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType scaling,
                        bool finalize) {
@@ -160,37 +233,58 @@ std::string dispatched(CutlassGemmConfig const& config, TmaWarpSpecializedGroupe
   } catch (std::exception const& e) {
     error = e.what();
   }
-  if (tc::selected.set) {
-    auto const& s = tc::selected;
-    return ",\"dispatch\":\"accepted\",\"instantiation\":{\"arch\":" + std::to_string(s.arch) +
-            ",\"tile\":" + triple(s.tile[0], s.tile[1], s.tile[2]) +
-            ",\"cluster\":" + triple(s.cluster[0], s.cluster[1], s.cluster[2]) +
-            ",\"fusion\":\"" + (s.fusion == static_cast<int>(Fusion::FINALIZE) ? "finalize" : "none") +
-            "\",\"mx\":" + (s.mx ? "true" : "false") +
-            ",\"swap_ab\":" + (s.swap_ab ? "true" : "false") +
-            ",\"dynamic_cga\":" + (s.dynamic_cga ? "true" : "false") +
-            ",\"epilogue_schedule\":\"" + s.schedule + "\"}";
-  } else {
-    // the first line of TensorRT-LLM's message (the rest is a backtrace), past a first line
-    // that only names the throwing function (the dispatch's "%s\nUnsupported tile ...")
-    std::string first = error.substr(0, error.find('\n'));
-    if (first.find(" [with ") != std::string::npos && first.size() < error.size()) {
-      std::string const rest = error.substr(first.size() + 1);
-      first = rest.substr(0, rest.find('\n'));
-    }
-    // TLLM_CHECK appends " (FILE:LINE)": this machine's path, not part of FlashInfer's answer
-    if (std::size_t const at = first.rfind(" (/"); at != std::string::npos && first.back() == ')') {
-      first.erase(at);
-    }
-    return ",\"dispatch\":\"rejected\",\"error\":" + json_string(first.empty() ? "no launcher selected" : first);
-  }
+  return dispatch_fields(error);
 }
 
+// SM90's mixed-input dispatch with one config, as MoeGemmRunner::dispatchToArch calls it for a
+// mixed-input runner (moe_gemm_template_dispatch.h): W4A8 with the scale pack factor of a K that
+// is a multiple of 512 (the factor selects no kernel), the MXFP4 runners with their scale mode.
+template <typename T, typename W, typename Out, int PackFactor, kernels::cutlass_kernels::Sm90Wfp4Afp8ScaleMode Mode>
+std::string dispatched_mixed(CutlassGemmConfig const& config) {
+  kernels::cutlass_kernels::GroupedGemmInput<T, W, Out, Out> inputs{};
+  inputs.gemm_config = config;
+  TmaWarpSpecializedGroupedGemmInput hopper{};
+  hopper.swap_ab = config.swap_ab;
+  tc::selected = tc::Selected{};
+  size_t workspace = 0;
+  std::string error;
+  try {
+    kernels::cutlass_kernels_oss::sm90_dispatch_moe_mixed_dtype_gemm_to_cutlass<
+        T, W, Out, cutlass_extensions::EpilogueOpDefault, PackFactor, Mode>(inputs, hopper, 8, &workspace);
+  } catch (std::exception const& e) {
+    error = e.what();
+  }
+  return dispatch_fields(error);
+}
+
+// A runner FlashInfer builds SM80-style kernels for only (W4A16 int4, W8A16): no config of its
+// list is TMA warp-specialized, and none could be dispatched as one.
+struct NoTma {
+  static std::string dispatch(CutlassGemmConfig const&, TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType, bool) {
+    return ",\"dispatch\":\"rejected\",\"error\":\"no TMA warp-specialized kernel for this runner\"";
+  }
+};
+
+// How a runner's TMA configs are dispatched: FlashInfer's TMA WS dispatch for MoeGemmRunner<T, W,
+// Out>, or SM90's mixed-input one (with its scale pack factor and mode).
+template <typename T, typename W, typename Out>
+struct Uniform {
+  static std::string dispatch(CutlassGemmConfig const& config, TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType scaling,
+                              bool finalize) {
+    return dispatched<T, W, Out>(config, scaling, finalize);
+  }
+};
+template <typename T, typename W, typename Out, int PackFactor,
+          kernels::cutlass_kernels::Sm90Wfp4Afp8ScaleMode Mode = kernels::cutlass_kernels::Sm90Wfp4Afp8ScaleMode::kDisabled>
+struct Mixed {
+  static std::string dispatch(CutlassGemmConfig const& config, TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType, bool) {
+    return dispatched_mixed<T, W, Out, PackFactor, Mode>(config);
+  }
+};
+
 // FCRunner: the CutlassMoeFCRunner the binding constructs for the dtypes (its switch_output_type);
-// T, W, Out: the MoeGemmRunner it holds, whose dispatch is asked about each tactic.
-// Dispatch false: a runner whose TMA configs go to SM90's mixed-input launcher (another dispatch):
-// its tactics are listed with "dispatch":"not_probed".
-template <typename FCRunner, typename T, typename W, typename Out, bool Dispatch = true>
+// Dispatch: how the MoeGemmRunner it holds dispatches each tactic (Uniform or Mixed).
+template <typename FCRunner, typename Dispatch>
 void probe_runner(int sm, char const* runner, TmaWarpSpecializedGroupedGemmInput::FpXBlockScalingType scaling) {
   int tactic = 0;
   for (int gemm = 1; gemm <= 2; ++gemm) {
@@ -225,11 +319,7 @@ void probe_runner(int sm, char const* runner, TmaWarpSpecializedGroupedGemmInput
         bool const finalize = config.epilogue_fusion_type == CutlassGemmConfig::EpilogueFusionType::FINALIZE;
         line += std::string(",\"fusion\":\"") + (finalize ? "finalize" : "none") + "\"";
         line += std::string(",\"swap_ab\":") + (config.swap_ab ? "true" : "false");
-        if constexpr (Dispatch) {
-          line += dispatched<T, W, Out>(config, scaling, finalize);
-        } else {
-          line += ",\"dispatch\":\"not_probed\"";
-        }
+        line += Dispatch::dispatch(config, scaling, finalize);
       } else {
         line += ",\"dispatch\":\"not_tma\"";
       }
@@ -250,24 +340,24 @@ void probe(int sm) {
   // MXFP4 (SM100 and up) through switch_output_type<fp8, Fp4>, MXFP8 x MXFP8 (SM100) as the FP8
   // runner with IsMXFPX, whose quant params (QuantParams::MXFP8MXFP8) ask for MX scaling. The dispatch of each runner's
   // MoeGemmRunner<T, W, Out> (moe_gemm_kernels_{bf16_bf16,...,fp8_fp4}.cu) is asked about its tactics.
-  probe_runner<CutlassMoeFCRunner<bf16, bf16>, bf16, bf16, bf16>(sm, "bf16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<half, half>, half, half, half>(sm, "fp16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<float, float>, float, float, float>(sm, "fp32", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<fp8, fp8, bf16, fp8, bf16>, fp8, fp8, bf16>(sm, "fp8_e4m3-bf16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<fp8, fp8, half, fp8, half>, fp8, fp8, half>(sm, "fp8_e4m3-fp16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<Fp4Type, Fp4Type, bf16, Fp4Type, bf16>, Fp4Type, Fp4Type, bf16>(
+  probe_runner<CutlassMoeFCRunner<bf16, bf16>, Uniform<bf16, bf16, bf16>>(sm, "bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<half, half>, Uniform<half, half, half>>(sm, "fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<float, float>, Uniform<float, float, float>>(sm, "fp32", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, fp8, bf16, fp8, bf16>, Uniform<fp8, fp8, bf16>>(sm, "fp8_e4m3-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, fp8, half, fp8, half>, Uniform<fp8, fp8, half>>(sm, "fp8_e4m3-fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<Fp4Type, Fp4Type, bf16, Fp4Type, bf16>, Uniform<Fp4Type, Fp4Type, bf16>>(
       sm, "nvfp4-bf16", Scaling::NVFP4);
-  probe_runner<CutlassMoeFCRunner<Fp4Type, Fp4Type, half, Fp4Type, half>, Fp4Type, Fp4Type, half>(
+  probe_runner<CutlassMoeFCRunner<Fp4Type, Fp4Type, half, Fp4Type, half>, Uniform<Fp4Type, Fp4Type, half>>(
       sm, "nvfp4-fp16", Scaling::NVFP4);
-  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, bf16, fp8, bf16>, fp8, Fp4Type, bf16>(
+  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, bf16, fp8, bf16>, Uniform<fp8, Fp4Type, bf16>>(
       sm, "mxfp8xmxfp4-bf16", Scaling::MXFPX);
-  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, fp8, half>, fp8, Fp4Type, half>(
+  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, fp8, half>, Uniform<fp8, Fp4Type, half>>(
       sm, "mxfp8xmxfp4-fp16", Scaling::MXFPX);
   if (sm >= 100 && sm < 120) {  // FlashInfer builds MXFP8 x MXFP8 kernels for SM10x only
     // switch_output_type<fp8, fp8, false, true>: the runner with IsMXFPX, whose getTactics drops
     // the configs that are not TMA warp-specialized (filterMxfp8Tactics)
-    probe_runner<CutlassMoeFCRunner<fp8, fp8, bf16, fp8, bf16, true>, fp8, fp8, bf16>(sm, "mxfp8-bf16", Scaling::MXFPX);
-    probe_runner<CutlassMoeFCRunner<fp8, fp8, half, fp8, half, true>, fp8, fp8, half>(sm, "mxfp8-fp16", Scaling::MXFPX);
+    probe_runner<CutlassMoeFCRunner<fp8, fp8, bf16, fp8, bf16, true>, Uniform<fp8, fp8, bf16>>(sm, "mxfp8-bf16", Scaling::MXFPX);
+    probe_runner<CutlassMoeFCRunner<fp8, fp8, half, fp8, half, true>, Uniform<fp8, fp8, half>>(sm, "mxfp8-fp16", Scaling::MXFPX);
   }
 }
 
@@ -282,14 +372,16 @@ void probe_sm90_mixed(int sm) {
   using bf16 = __nv_bfloat16;
   using fp8 = __nv_fp8_e4m3;
   using int4 = cutlass::uint4b_t;
-  probe_runner<CutlassMoeFCRunner<half, int4>, void, void, void, false>(sm, "fp16xint4-fp16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<bf16, int4>, void, void, void, false>(sm, "bf16xint4-bf16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<fp8, int4, half, half>, void, void, void, false>(sm, "fp8_e4m3xint4-fp16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<fp8, int4, bf16, bf16>, void, void, void, false>(sm, "fp8_e4m3xint4-bf16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<bf16, fp8>, void, void, void, false>(sm, "bf16xfp8_e4m3-bf16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<bf16, Fp4Type>, void, void, void, false>(sm, "bf16xmxfp4-bf16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, half, half, false, Mode::kHummingPreMmaE8M0>, void, void, void, false>(sm, "fp8_e4m3xmxfp4-fp16", Scaling::NONE);
-  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, bf16, bf16, bf16, false, Mode::kHummingPreMmaE8M0>, void, void, void, false>(sm, "fp8_e4m3xmxfp4-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<half, int4>, NoTma>(sm, "fp16xint4-fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<bf16, int4>, NoTma>(sm, "bf16xint4-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, int4, half, half>, Mixed<fp8, int4, half, 4>>(sm, "fp8_e4m3xint4-fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, int4, bf16, bf16>, Mixed<fp8, int4, bf16, 4>>(sm, "fp8_e4m3xint4-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<bf16, fp8>, NoTma>(sm, "bf16xfp8_e4m3-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<bf16, Fp4Type>, Mixed<bf16, Fp4Type, bf16, 1>>(sm, "bf16xmxfp4-bf16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, half, half, half, false, Mode::kHummingPreMmaE8M0>,
+               Mixed<fp8, Fp4Type, half, 1, Mode::kHummingPreMmaE8M0>>(sm, "fp8_e4m3xmxfp4-fp16", Scaling::NONE);
+  probe_runner<CutlassMoeFCRunner<fp8, Fp4Type, bf16, bf16, bf16, false, Mode::kHummingPreMmaE8M0>,
+               Mixed<fp8, Fp4Type, bf16, 1, Mode::kHummingPreMmaE8M0>>(sm, "fp8_e4m3xmxfp4-bf16", Scaling::NONE);
 }
 }  // namespace
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Judge one slice of a matrix on the GPU host's hardware and record it with --tile-update, in one
+# pytest process (one worker: one planner for all the slice's compiles). For matrices too large
+# for one call (SM90's mixed-input kernels: about 7 s of the 16-core host each), a slice per call.
+#
+#   [GROUP=G] [WORKERS=1] scripts/gpu-hardware-slice.sh MATRIX K-EXPRESSION NAME
+#
+# GROUP: --tile-build-group (most instantiations per unit). Into $OUT: NAME-hardware.json.gz,
+# NAME-hardware.log, NAME-times.txt and the matrix as the update left it (NAME-matrix.yaml).
+set -uo pipefail
+matrix=$1 select=$2 name=$3 workers=${WORKERS:-1}
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+. "$(dirname "$0")/gpu-env.sh"
+start=$(date +%s)
+python3 -m pytest "${plugins[@]}" -q -n "$workers" --tile-matrix "$matrix" -k "$select" \
+  --tile-device hardware --tile-build-jobs "$(nproc)" ${GROUP:+--tile-build-group "$GROUP"} \
+  --tile-update --tile-report "$out/$name-hardware.json" > "$out/$name-hardware.log" 2>&1
+echo "hardware cold: exit $? in $(( $(date +%s) - start )) s" | tee "$out/$name-times.txt"
+cp "$matrix" "$out/$name-matrix.yaml"
+gzip -f "$out/$name-hardware.json"
+tail -12 "$out/$name-hardware.log"
