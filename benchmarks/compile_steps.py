@@ -33,7 +33,8 @@ from typing import Any
 
 from pytest_tileconform.compile import nvcc_pipeline
 from pytest_tileconform.flashinfer.buildscript import compile_command, kernel_config
-from pytest_tileconform.flashinfer.codegen import KernelConfig, generate_translation_unit
+from pytest_tileconform.flashinfer.codegen import generate_translation_unit
+from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.nvcc_flags import nvcc_command
 from pytest_tileconform.flashinfer.sources import find_sources
 from pytest_tileconform.matrix.load import load_matrix

@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pytest_tileconform.flashinfer.codegen import KernelConfig
+from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.generator import load_generator
 from pytest_tileconform.flashinfer.nvcc_flags import nvcc_command
 from pytest_tileconform.flashinfer.sources import find_sources

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.flashinfer.buildscript import kernel_config
-from pytest_tileconform.flashinfer.codegen import SM120_INPUTS, SM120_MIXED_TILES, SM120_TILES
+from pytest_tileconform.flashinfer.configs import SM120_INPUTS, SM120_MIXED_TILES, SM120_TILES
 from pytest_tileconform.matrix.load import load_matrix
 
 REPO = Path(__file__).resolve().parent.parent

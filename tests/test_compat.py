@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, KernelConfig
+from pytest_tileconform.flashinfer.codegen import HARNESS_DIR
 from pytest_tileconform.flashinfer.compat import (
     HARNESS_MACRO_PARAMS,
     generator_offers,
@@ -15,6 +15,7 @@ from pytest_tileconform.flashinfer.compat import (
     incompatibility,
     launcher_interface,
 )
+from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.nvcc_flags import (
     arch_nvcc_flags,
     module_nvcc_flags,

@@ -20,7 +20,8 @@ import pytest
 from pytest_tileconform.compile.cache import default_cache_dir
 from pytest_tileconform.core.devices import current_gpu
 from pytest_tileconform.flashinfer.buildscript import kernel_config
-from pytest_tileconform.flashinfer.numerics.reference import make_inputs, write_inputs
+from pytest_tileconform.flashinfer.numerics.reference import make_inputs
+from pytest_tileconform.flashinfer.numerics.runfiles import write_inputs
 from pytest_tileconform.flashinfer.runner import HarnessRunner, build_runner
 from pytest_tileconform.matrix.load import load_matrix
 

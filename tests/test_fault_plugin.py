@@ -20,12 +20,8 @@ from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.buildscript import kernel_config
 from pytest_tileconform.flashinfer.harness_report import VERDICT_FILE
-from pytest_tileconform.flashinfer.numerics.reference import (
-    _le_bytes,
-    expected_output,
-    make_inputs,
-    output_dtype,
-)
+from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs, output_dtype
+from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes
 from pytest_tileconform.flashinfer.numerics.tolerance import POISON_BYTE
 from pytest_tileconform.flashinfer.runner import CaseRun
 from pytest_tileconform.matrix.cases import Case

@@ -17,8 +17,8 @@ from types import ModuleType
 import pytest
 
 from pytest_tileconform.dtypes import tile_k_elements
-from pytest_tileconform.flashinfer.codegen import (
-    HARNESS_DIR,
+from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, generate_translation_unit, instantiation
+from pytest_tileconform.flashinfer.configs import (
     SM100_INPUTS,
     SM103_INPUTS,
     SM120_INPUTS,
@@ -28,8 +28,6 @@ from pytest_tileconform.flashinfer.codegen import (
     UnsupportedConfig,
     dynamic_clusters,
     dynamic_fallback,
-    generate_translation_unit,
-    instantiation,
     sm100_tile_k,
     tile_k_bytes,
 )

@@ -16,12 +16,12 @@ from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
 from pytest_tileconform.flashinfer.numerics.reference import (
-    _le_bytes,
     make_inputs,
     output_dtype,
     poison_output,
     reference_output,
 )
+from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage, Verdict

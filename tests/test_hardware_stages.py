@@ -20,12 +20,8 @@ from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer import hardware
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
 from pytest_tileconform.flashinfer.numerics.prepared import DEFAULT_CACHE_BYTES, InputCache
-from pytest_tileconform.flashinfer.numerics.reference import (
-    _le_bytes,
-    expected_output,
-    make_inputs,
-    output_dtype,
-)
+from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs, output_dtype
+from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes
 from pytest_tileconform.flashinfer.sanitizer import SanitizerRun
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.matrix.cases import Case

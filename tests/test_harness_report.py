@@ -18,7 +18,8 @@ from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer import hardware
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
-from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, UnsupportedConfig
+from pytest_tileconform.flashinfer.codegen import HARNESS_DIR
+from pytest_tileconform.flashinfer.configs import UnsupportedConfig
 from pytest_tileconform.flashinfer.harness_report import STAGES, VERDICT_FILE, HarnessReport
 from pytest_tileconform.flashinfer.numerics.prepared import DEFAULT_CACHE_BYTES, InputCache
 from pytest_tileconform.flashinfer.planner import plan_units

@@ -13,22 +13,13 @@ import pytest
 import torch
 
 from pytest_tileconform.dtypes import MIXED_INPUT_PAIRS
-from pytest_tileconform.flashinfer.codegen import (
-    MIXED_MAINLOOPS,
-    KernelConfig,
-    UnsupportedConfig,
-    generate_translation_unit,
-    instantiation,
-)
+from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation
+from pytest_tileconform.flashinfer.configs import MIXED_MAINLOOPS, KernelConfig, UnsupportedConfig
 from pytest_tileconform.flashinfer.generator import generated_ops, instantiated_configs, load_generator
 from pytest_tileconform.flashinfer.numerics import mixed
 from pytest_tileconform.flashinfer.numerics.blockscale import unpack_e2m1
-from pytest_tileconform.flashinfer.numerics.reference import (
-    expected_output,
-    make_inputs,
-    mixed_operands,
-    write_inputs,
-)
+from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs
+from pytest_tileconform.flashinfer.numerics.runfiles import mixed_operands, write_inputs
 from pytest_tileconform.flashinfer.sources import (
     MIXED_LAUNCHER_INL,
     FlashInferSources,

@@ -23,14 +23,13 @@ from pytest_tileconform.flashinfer.numerics.reference import (
     GENERATED_BLOCK_SCALED,
     GENERATED_DTYPES,
     GroupedInputs,
-    _le_bytes,
     dequantize,
     expected_output,
     make_inputs,
     output_dtype,
     poison_output,
-    read_output,
 )
+from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes, read_output
 from pytest_tileconform.flashinfer.numerics.tolerance import Expected, NumericsReport, compare
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.problems import route

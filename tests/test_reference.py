@@ -24,17 +24,15 @@ from pytest_tileconform.flashinfer.numerics.blockscale import (
 from pytest_tileconform.flashinfer.numerics.reference import (
     SIMULATED_TOP_K,
     GroupedInputs,
-    OutputFileError,
     dequantize,
     exact_k_limit,
     expected_output,
     make_inputs,
-    read_output,
     reference_output,
     reference_rows,
     simulate_routing,
-    write_inputs,
 )
+from pytest_tileconform.flashinfer.numerics.runfiles import OutputFileError, read_output, write_inputs
 from pytest_tileconform.flashinfer.numerics.tolerance import compare
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.schema import Problem

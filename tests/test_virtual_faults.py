@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tileconform.flashinfer.codegen import KernelConfig
+from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
 from pytest_tileconform.flashinfer.run_faults import predicted_fault, tma_operands
 from pytest_tileconform.verdict import Stage

@@ -312,8 +312,8 @@ def flashinfer_judge(
 ) -> Judge:
     """Judges with the FlashInfer backend, each release's sources unpacked into ``cache_dir``."""
     from ..flashinfer.backend import FlashInferBackend, Settings, kernel_config
-    from ..flashinfer.codegen import UnsupportedConfig
     from ..flashinfer.compat import generator_offers, incompatibility
+    from ..flashinfer.configs import UnsupportedConfig
     from ..flashinfer.releases import ReleaseError, resolve_release
     from ..verdict import NotJudgeable
 

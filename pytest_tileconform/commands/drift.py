@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..flashinfer.codegen import dynamic_clusters
+from ..flashinfer.configs import dynamic_clusters
 from ..flashinfer.generator import GeneratedOp
 from ..flashinfer.tactics.offered import ConfigKey as ConfigKey  # export-blocklist imports it from here
 from ..flashinfer.tactics.offered import Shape, Tactic, case_key, format_ids

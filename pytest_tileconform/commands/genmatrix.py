@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..dtypes import shape_label
 from ..flashinfer import NAME
-from ..flashinfer.codegen import KernelConfig, dynamic_clusters
+from ..flashinfer.configs import KernelConfig, dynamic_clusters
 from ..flashinfer.generator import Skipped
 from ..matrix.load import MatrixInvalid, load_matrix
 from ..matrix.schema import DEFAULT_PROBLEM, MIXED_PROBLEM, SMALL_K_PREFILL_PROBLEM

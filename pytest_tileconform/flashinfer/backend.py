@@ -38,8 +38,9 @@ from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
 from .buildscript import VIRTUAL_SUFFIX, kernel_config, portable_build
-from .codegen import KernelConfig, UnsupportedConfig, generate_translation_unit
+from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
+from .configs import KernelConfig, UnsupportedConfig
 from .environment import (
     PREFIX,
     check_device,
@@ -415,7 +416,7 @@ class FlashInferBackend:
         self._settling.settle(case)
 
     def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
-        from .numerics.reference import write_inputs
+        from .numerics.runfiles import write_inputs
         from .run_faults import predicted_fault
 
         self._settle_case(case)

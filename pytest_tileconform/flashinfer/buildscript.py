@@ -15,7 +15,8 @@ from pathlib import Path
 from ..compile import nvcc_pipeline
 from ..compile.cache import Roots, portable
 from ..matrix.cases import Case
-from .codegen import HARNESS_DIR, KernelConfig
+from .codegen import HARNESS_DIR
+from .configs import KernelConfig
 from .nvcc_flags import nvcc_command
 from .sources import FlashInferSources, find_cublas_include
 

@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .codegen import HARNESS_DIR, KernelConfig
+from .codegen import HARNESS_DIR
+from .configs import KernelConfig
 from .sources import LAUNCHER_INL
 
 MACRO = "INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM"

@@ -19,7 +19,8 @@ from types import ModuleType
 from typing import Any
 
 from ..dtypes import DTYPES, dtype_label, from_library
-from .codegen import KernelConfig, UnsupportedConfig, instantiation
+from .codegen import instantiation
+from .configs import KernelConfig, UnsupportedConfig
 from .sources import FlashInferSources
 
 _PACKAGE = "_tileconform_flashinfer_cutlass_gen"

@@ -29,7 +29,7 @@ from ..core.gctime import COLLECTOR_TIME
 from ..matrix.cases import Case
 from ..verdict import Device, Stage, Verdict
 from .buildscript import kernel_config
-from .codegen import dynamic_fallback
+from .configs import dynamic_fallback
 from .harness_report import HarnessReport
 from .runner import HarnessRunner
 from .sanitizer import SanitizerRun
@@ -114,7 +114,7 @@ class _Check:
         self.seconds: dict[str, float] = {}
 
     def _read(self, name: str) -> torch.Tensor:
-        from .numerics.reference import read_output
+        from .numerics.runfiles import read_output
 
         inputs = self.prepared.inputs
         if self.shared is not None:
@@ -171,7 +171,7 @@ def hand_over(
     """Give the harness ``prepared``'s inputs in ``run_dir``: in device memory where they are
     on the GPU and this process can share them (:mod:`.shared_operands`), else as files. Returns
     the shared operands (None for files) and how they were handed over, for the verdict."""
-    from .numerics.reference import write_inputs, write_problem
+    from .numerics.runfiles import write_inputs, write_problem
     from .numerics.shared_operands import SharingError
 
     inputs = prepared.inputs
@@ -202,7 +202,7 @@ def judge(
     """``case``'s verdict from its unit ``build`` run on ``gpu`` through ``execute`` (and, with
     ``settings.sanitize``, ``sanitize``), its inputs and expected D from ``prepared``; ``base``
     starts every verdict's ``extra``."""
-    from .numerics.reference import write_inputs
+    from .numerics.runfiles import write_inputs
 
     source = f"hardware ({gpu.describe()})"
     run_dir = Path(tempfile.mkdtemp(prefix="tileconform-run-"))

@@ -15,7 +15,8 @@ import ast
 import re
 from pathlib import Path
 
-from .codegen import HARNESS_DIR, KernelConfig, UnsupportedConfig, check_config
+from .codegen import HARNESS_DIR
+from .configs import KernelConfig, UnsupportedConfig, check_config
 from .sources import FlashInferSources, cuda_version, find_cublas_include, find_cuda_home
 
 # Flags of FlashInfer's JIT build for the SM90 fused-MoE module, grouped by where they come from.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..dtypes import DTYPES
 from ..virtual.faults import RunFault, TmaOperand, tma_stride_fault
-from .codegen import KernelConfig
+from .configs import KernelConfig
 
 #: The architectures whose kernels :func:`tma_operands` describes.
 MODELLED_ARCHS = (90,)

@@ -19,7 +19,7 @@ and :func:`expected_output` knows, element by element, what a correct kernel wri
 fusion, with one row per token) or how far the order of finalize's reduction can move it.
 
 Block-scaled pairs (``nvfp4 x nvfp4``, ``mxfp8 x mxfp4``: the SM120 kernels) keep their scales in
-a linear layout (one per block along K); :func:`write_inputs` writes them as TensorRT-LLM hands
+a linear layout (one per block along K); :func:`.runfiles.write_inputs` writes them as TensorRT-LLM hands
 them to the kernel (:mod:`.blockscale`). SM90's mixed-input pairs (fp8 x int4, bf16 x mxfp4,
 fp8 x mxfp4) draw every 4-bit weight value, with power-of-two group scales, and are written in
 the forms FlashInfer's preparation gives them (:mod:`.mixed`).
@@ -28,24 +28,19 @@ the forms FlashInfer's preparation gives them (:mod:`.mixed`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-import numpy as np
 import torch
 
 from ...dtypes import BLOCK_SCALED_PAIRS, MIXED_INPUT_PAIRS, UNSCALED_DTYPES, DType, dtype
 from ...matrix.cases import Case
 from . import mixed
 from .blockscale import (
-    act_sf_offset,
     dequantize_mxfp4,
     dequantize_mxfp8,
     dequantize_nvfp4,
     pack_e2m1,
-    swizzle_block_scales,
-    weight_sf_offset,
 )
 from .tolerance import Expected, finalize_bound, poison_value, quantum
 
@@ -370,153 +365,6 @@ def _block_scales(shape: Sequence[int], element: DType, gen: torch.Generator) ->
     if element.scale_format == "ue8m0":
         return (exponents + 127).to(torch.uint8)
     return (2.0 ** exponents.to(torch.float32)).to(torch.float8_e4m3fn).view(torch.uint8)
-
-
-# ------------------------------------------------------------------------------------------
-# The file protocol
-
-
-def problem_entries(inputs: GroupedInputs) -> dict[str, list[int]]:
-    """problem.txt's keys and values; others (timing_iters, ...) may be added to the dict."""
-    entries: dict[str, list[int]] = {
-        "experts": [inputs.experts],
-        "rows": list(inputs.rows_per_expert),
-        "n": [inputs.n],
-        "k": [inputs.k],
-    }
-    if inputs.fusion == "finalize":
-        entries["out_rows"] = [inputs.out_rows]
-    return entries
-
-
-def format_problem(entries: Mapping[str, int | Sequence[int]]) -> str:
-    """problem.txt's text: one ``key value...`` line per entry."""
-    lines = []
-    for key, value in entries.items():
-        values = [value] if isinstance(value, int) else list(value)
-        lines.append(" ".join([key, *(str(int(v)) for v in values)]))
-    return "\n".join(lines) + "\n"
-
-
-def _le_bytes(t: torch.Tensor) -> bytes:
-    """A tensor's elements as little-endian bytes, on any host."""
-    t = t.detach().to("cpu").contiguous()
-    size = t.element_size()
-    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
-    arr = t.view(ints).numpy()
-    return arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-
-
-def _from_le_bytes(data: bytes, dtype: torch.dtype, shape: Sequence[int]) -> torch.Tensor:
-    size = torch.empty((), dtype=dtype).element_size()
-    np_ints = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[size]
-    arr = np.frombuffer(data, dtype=np.dtype(np_ints).newbyteorder("<")).astype(np_ints)
-    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
-    return torch.from_numpy(arr.copy()).view(ints).view(dtype).reshape(tuple(shape))
-
-
-def write_problem(
-    inputs: GroupedInputs, run_dir: Path, *, extra_problem: Mapping[str, int | Sequence[int]] | None = None
-) -> None:
-    """problem.txt alone: the problem's entries and ``extra_problem``'s."""
-    entries: dict[str, int | Sequence[int]] = dict(problem_entries(inputs))
-    entries.update(extra_problem or {})
-    (Path(run_dir) / "problem.txt").write_text(format_problem(entries))
-
-
-def write_inputs(
-    inputs: GroupedInputs,
-    run_dir: Path,
-    *,
-    extra_problem: Mapping[str, int | Sequence[int]] | None = None,
-) -> None:
-    """Write problem.txt, a.bin, b.bin and, where they apply, alpha.bin, router_scales.bin,
-    dest_row.bin, bias.bin (E x N of the output type), a_sf.bin and b_sf.bin into ``run_dir``
-    (which must exist).
-
-    ``a_sf.bin`` is TensorRT-LLM's flat activation scale buffer: expert ``e``'s scales,
-    swizzled (:func:`swizzle_block_scales`), at :func:`act_sf_offset`, zeros elsewhere;
-    ``act_sf_offset(E, sum(rows))`` bytes. ``b_sf.bin`` holds every expert's swizzled weight
-    scales at :func:`weight_sf_offset`, ``weight_sf_offset(E, N, K)`` bytes.
-    """
-    run_dir = Path(run_dir)
-    write_problem(inputs, run_dir, extra_problem=extra_problem)
-    (run_dir / "a.bin").write_bytes(_le_bytes(inputs.a))
-    (run_dir / "b.bin").write_bytes(_le_bytes(inputs.b))
-    if inputs.alpha is not None and not mixed.pre_mma(inputs.act, inputs.weight):
-        (run_dir / "alpha.bin").write_bytes(_le_bytes(inputs.alpha.to(torch.float32)))
-    if inputs.fusion == "finalize":
-        if inputs.router_scales is None or inputs.dest_row is None:
-            raise ValueError("finalize inputs need router_scales and dest_row")
-        (run_dir / "router_scales.bin").write_bytes(_le_bytes(inputs.router_scales.to(torch.float32)))
-        (run_dir / "dest_row.bin").write_bytes(_le_bytes(inputs.dest_row.to(torch.int32)))
-    if inputs.bias is not None:
-        (run_dir / "bias.bin").write_bytes(_le_bytes(inputs.bias.to(output_dtype(inputs.out))))
-    if mixed.is_mixed(inputs.act, inputs.weight):
-        for name, t in mixed_operands(inputs).items():
-            (run_dir / f"{name}.bin").write_bytes(_le_bytes(t))
-    elif dtype(inputs.act).block_scaled or dtype(inputs.weight).block_scaled:
-        a_sf, b_sf = flat_block_scales(inputs)
-        (run_dir / "a_sf.bin").write_bytes(_le_bytes(a_sf))
-        (run_dir / "b_sf.bin").write_bytes(_le_bytes(b_sf))
-
-
-def mixed_operands(inputs: GroupedInputs) -> dict[str, torch.Tensor]:
-    """An SM90 mixed-input case's ``b_scale`` (the folded group scales, or exponent offsets for
-    fp8 x MXFP4) and its alpha: ``alpha`` per expert for W4A8, ``token_scales`` per row for
-    fp8 x MXFP4 (alpha and the residual in one, :func:`.mixed.token_scales`), none for bf16 x
-    MXFP4, whose kernel takes alpha 1. ``write_inputs`` writes ``alpha.bin`` itself."""
-    if inputs.b_sf is None:
-        raise ValueError("mixed-input inputs need their weight scales")
-    folded, residual = mixed.kernel_scales(inputs.b_sf, inputs.act, inputs.weight)
-    found = {"b_scale": folded}
-    if residual is not None:
-        found["token_scales"] = mixed.token_scales(residual, inputs.alpha, inputs.rows_per_expert)
-    return found
-
-
-def flat_block_scales(inputs: GroupedInputs) -> tuple[torch.Tensor, torch.Tensor]:
-    """The bytes of ``a_sf.bin`` and ``b_sf.bin`` (see :func:`write_inputs`)."""
-    block = dtype(inputs.weight).block_size
-    if block is None or inputs.a_sf is None or inputs.b_sf is None:
-        raise ValueError("block-scaled inputs need a_sf and b_sf")
-    k, n, experts = inputs.k, inputs.n, inputs.experts
-    a_flat = torch.zeros(act_sf_offset(experts, inputs.total_rows, k, block), dtype=torch.uint8)
-    for e, rows in inputs.expert_slices():
-        if rows.stop == rows.start:
-            continue
-        swizzled = swizzle_block_scales(inputs.a_sf[rows])
-        start = act_sf_offset(e, rows.start, k, block)
-        a_flat[start : start + swizzled.numel()] = swizzled
-    b_flat = torch.zeros(weight_sf_offset(experts, n, k, block), dtype=torch.uint8)
-    for e in range(experts):
-        swizzled = swizzle_block_scales(inputs.b_sf[e])
-        start = weight_sf_offset(e, n, k, block)
-        b_flat[start : start + swizzled.numel()] = swizzled
-    return a_flat, b_flat
-
-
-class OutputFileError(ValueError):
-    """d.bin is missing or does not have the size the problem implies."""
-
-
-def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tensor:
-    """d.bin as an ``out_rows x N`` tensor of the output dtype (``out_rows`` = sum(rows)
-    without fusion): its bits as the kernel left them, so unwritten elements are told apart."""
-    path = Path(run_dir) / "d.bin"
-    stored = output_dtype(case.out)
-    rows, n = inputs.out_rows, inputs.n
-    itemsize = torch.empty((), dtype=stored).element_size()
-    expected = rows * n * itemsize
-    if not path.is_file():
-        raise OutputFileError(f"{path} does not exist: the harness wrote no output")
-    data = path.read_bytes()
-    if len(data) != expected:
-        raise OutputFileError(
-            f"{path} has {len(data)} bytes, expected {expected} "
-            f"({rows} rows x {n} cols x {itemsize} bytes of {case.out})"
-        )
-    return _from_le_bytes(data, stored, (rows, n))
 
 
 # ------------------------------------------------------------------------------------------

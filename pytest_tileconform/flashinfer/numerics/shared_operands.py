@@ -25,7 +25,8 @@ import torch
 
 from ...dtypes import dtype
 from .mixed import is_mixed, pre_mma
-from .reference import GroupedInputs, flat_block_scales, mixed_operands, output_dtype
+from .reference import GroupedInputs, output_dtype
+from .runfiles import flat_block_scales, mixed_operands
 from .tolerance import POISON_BYTE
 
 #: what the runner reads (harness/PROTOCOL.md)
