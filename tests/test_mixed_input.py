@@ -20,12 +20,7 @@ from pytest_tileconform.flashinfer.numerics import mixed
 from pytest_tileconform.flashinfer.numerics.blockscale import unpack_e2m1
 from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs
 from pytest_tileconform.flashinfer.numerics.runfiles import mixed_operands, write_inputs
-from pytest_tileconform.flashinfer.sources import (
-    MIXED_LAUNCHER_INL,
-    FlashInferSources,
-    FlashInferSourcesError,
-    find_sources,
-)
+from pytest_tileconform.flashinfer.sources import MIXED_LAUNCHER_INL, FlashInferSources
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.schema import MIXED_PROBLEM, Problem
 
@@ -35,17 +30,12 @@ MIXED_BLOCK_RE = re.compile(
 
 
 @pytest.fixture(scope="module")
-def sources() -> FlashInferSources:
-    try:
-        return find_sources()
-    except FlashInferSourcesError as exc:
-        pytest.skip(str(exc))
+def sources(generator_sources: FlashInferSources) -> FlashInferSources:
+    return generator_sources
 
 
 @pytest.fixture(scope="module")
 def generator(sources: FlashInferSources) -> ModuleType:
-    if sources.generate_kernels_py is None:
-        pytest.skip("FlashInfer sources come without jit/gemm/cutlass/generate_kernels.py")
     return load_generator(sources)
 
 

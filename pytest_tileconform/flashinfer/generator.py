@@ -162,36 +162,22 @@ def mixed_mainloop(op: Any) -> str:
 
 def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
     """The KernelConfig of one generator operation; UnsupportedConfig if codegen cannot build
-    exactly FlashInfer's instantiation of it."""
-    if _is_mixed(op):
-        act, weight, out = _dtype_names(generator, op)
-        config = KernelConfig(
-            arch=arch,
-            act=act,
-            weight=weight,
-            out=out,
-            tile=tuple(int(v) for v in op.cta_shape),  # type: ignore[arg-type]
-            cluster=tuple(int(v) for v in op.cga_shape),  # type: ignore[arg-type]
-            swap_ab=True,  # the launcher's only form
-            fusion="none",
-            mainloop=mixed_mainloop(op),
-        )
-        if instantiation(config) != generator.instantiate_operation(op):
-            raise UnsupportedConfig("the harness's instantiation differs from FlashInfer's")
-        return config
-    if op.arch != GENERATOR_ARCH.get(f"sm{arch}", arch):
+    exactly FlashInfer's instantiation of it. SM90's mixed-input kernels are the swapped product
+    (the launcher's only form) without fusion, told apart by their mainloop."""
+    mixed = _is_mixed(op)
+    if not mixed and op.arch != GENERATOR_ARCH.get(f"sm{arch}", arch):
         raise UnsupportedConfig(
             f"an Sm{op.arch} kernel that FlashInfer's sm{arch} module also compiles: judged as "
             f"sm{op.arch}, not on the sm{arch} device"
         )
     fusions = {
+        None: "none",
         generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
         generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize",
     }
     if op.epi_fusion not in fusions:
         raise UnsupportedConfig(f"epilogue fusion {op.epi_fusion} is not built by the harness")
     act, weight, out = _dtype_names(generator, op)
-    variant = schedule_variant(_schedule_name(op), False)
     config = KernelConfig(
         arch=arch,
         act=act,
@@ -199,14 +185,14 @@ def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
         out=out,
         tile=tuple(int(v) for v in op.cta_shape),  # type: ignore[arg-type]
         cluster=tuple(int(v) for v in op.cga_shape),  # type: ignore[arg-type]
-        swap_ab=bool(op.swap_ab),
+        swap_ab=mixed or bool(op.swap_ab),
         fusion=fusions[op.epi_fusion],
-        epilogue=variant,
+        epilogue="" if mixed else schedule_variant(_schedule_name(op), False),
         dynamic_cga=bool(op.dynamic_cga),
+        mainloop=mixed_mainloop(op) if mixed else "",
     )
     ours = instantiation(config)  # raises UnsupportedConfig with codegen's reason
-    theirs = generator.instantiate_operation(op)
-    if ours != theirs:
+    if ours != generator.instantiate_operation(op):
         raise UnsupportedConfig("the harness's instantiation differs from FlashInfer's")
     return config
 
