@@ -301,3 +301,24 @@ def test_recorded_reasons_name_the_backends_places_and_drop_backtraces(tc: TileR
     text = path.read_text()
     assert "<fake-sources>/cutlass/gemm.hpp(139): error: static assertion failed\\nafter the frames" in text
     assert "0x" not in text and str(tc.path) not in text
+
+
+def test_a_stale_reason_of_the_same_source_is_renewed(tc: TileRun) -> None:
+    """Same stage, status and source, other words: the entry takes what the source says now,
+    and the summary names what was renewed. Another source's entry is kept as it is."""
+    old = '{stage: initialize, smem: 102400, source: "fake", reason: "smem; an older message"}'
+    other = '{stage: initialize, source: "H200", reason: "what the GPU said"}'
+    path = tc.matrix(BASIC + f"expectations:\n  {BASIC_IDS[0]}: {old}\n  {BASIC_IDS[1]}: {other}\n")
+    tc.verdicts(
+        {
+            BASIC_IDS[0]: {"stage": "initialize", "smem": 102400, "detail": "smem"},
+            BASIC_IDS[1]: {"stage": "initialize", "detail": "fake words"},
+        }
+    )
+    result = tc.run("--tile-update")
+    result.stdout.fnmatch_lines([f"  {BASIC_IDS[0]}: initialize -> initialize (reason renewed)"])
+    text = path.read_text()
+    assert f'{BASIC_IDS[0]}: {{stage: initialize, smem: 102400, source: "fake", reason: "smem"}}' in text
+    assert f"{BASIC_IDS[1]}: {other}" in text
+    again = tc.run("--tile-update")
+    again.stdout.fnmatch_lines(["no expectation changed*"])

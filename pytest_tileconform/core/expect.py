@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..matrix.schema import Expectation
 from ..matrix.update import Change, entry_line, expectation_change
+from ..reasons import shorten, stable_reason
 from ..verdict import Verdict
 
 
@@ -73,13 +74,35 @@ def status_mismatch(expectation: Expectation | None, verdict: Verdict) -> Status
     return StatusMismatch(expectation, verdict)
 
 
+def renewed_details(expectation: Expectation | None, verdict: Verdict) -> list[str]:
+    """The recorded details (smem, limit, reason) that a verdict of the expectation's stage and
+    source now gives otherwise: what the same device says today, not what another one said."""
+    if expectation is None or expectation.source is None or expectation.source != verdict.source:
+        return []
+    if verdict.outcome != expectation.stage or not status_matches(expectation.status, verdict.status):
+        return []
+    fresh = {
+        "smem": verdict.smem_requested,
+        "limit": verdict.smem_limit,
+        "reason": shorten(stable_reason(verdict.detail)) or None,
+    }
+    return [name for name, value in fresh.items() if getattr(expectation, name) != value]
+
+
 def expectation_update(case_id: str, expectation: Expectation | None, verdict: Verdict) -> Change | None:
     """What ``--tile-update`` writes for a case: the new stage (:func:`..matrix.update.
     expectation_change`), or, at the same stage with another status than the one recorded, the
-    entry with the status the verdict now has, so the matrix keeps the status it matches on."""
+    entry with the status the verdict now has, so the matrix keeps the status it matches on; at
+    the same stage and status from the same source, the entry with the details it gives now
+    (:func:`renewed_details`), so a matrix does not keep a reason its source no longer gives."""
     mismatch = status_mismatch(expectation, verdict)
     if mismatch is None:
         expected = expectation.stage if expectation is not None else "pass"
+        renewed = renewed_details(expectation, verdict)
+        if renewed:
+            return Change(
+                case_id, expected, f"{expected} ({', '.join(renewed)} renewed)", entry_line(case_id, verdict)
+            )
         return expectation_change(case_id, expected, verdict)
     before = describe_expected(mismatch.expectation.stage, mismatch.expectation.status)
     return Change(case_id, before, describe_observed(verdict), entry_line(case_id, verdict))
