@@ -17,8 +17,8 @@ from pytest_tileconform.flashinfer.codegen import generate_translation_unit, ins
 from pytest_tileconform.flashinfer.configs import MIXED_MAINLOOPS, KernelConfig, UnsupportedConfig
 from pytest_tileconform.flashinfer.generator import generated_ops, instantiated_configs, load_generator
 from pytest_tileconform.flashinfer.numerics import mixed
-from pytest_tileconform.flashinfer.numerics.blockscale import unpack_e2m1
-from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs
+from pytest_tileconform.flashinfer.numerics.blockscale import unpack_e2m1, unpack_int4
+from pytest_tileconform.flashinfer.numerics.reference import dequantize, expected_output, make_inputs
 from pytest_tileconform.flashinfer.numerics.runfiles import mixed_operands, write_inputs
 from pytest_tileconform.flashinfer.sources import MIXED_LAUNCHER_INL, FlashInferSources
 from pytest_tileconform.matrix.cases import Case
@@ -183,7 +183,7 @@ def test_humming_offsets_refuse_a_range_that_needs_a_payload_rewrite() -> None:
 
 def test_int4_is_twos_complement_low_nibble_first() -> None:
     packed = torch.tensor([0x81, 0x7F, 0xF0], dtype=torch.uint8)
-    assert mixed.unpack_int4(packed).tolist() == [1.0, -8.0, -1.0, 7.0, 0.0, -1.0]
+    assert unpack_int4(packed).tolist() == [1.0, -8.0, -1.0, 7.0, 0.0, -1.0]
 
 
 @pytest.mark.parametrize(("act", "weight"), MIXED_INPUT_PAIRS)
@@ -214,7 +214,7 @@ def test_the_kernels_view_of_the_operands_gives_the_reference(act: str, weight: 
             w = w * torch.exp2(unfolded[e].to(torch.float64) - 6).repeat_interleave(group, dim=-1)
             c = (a @ w.T) * operands["token_scales"][rows].to(torch.float64).unsqueeze(1)
         else:
-            w = mixed.dequantize_weights(inputs.b[e], unfolded[e], weight).to(torch.float64)
+            w = dequantize(inputs.b[e], weight, unfolded[e]).to(torch.float64)
             c = a @ w.T
             if weight == "int4":
                 assert alpha is not None

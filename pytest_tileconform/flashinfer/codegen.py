@@ -69,16 +69,15 @@ _PRE_MMA = "cutlass::gemm::collective::MixedInputScaleMode::kPreMmaE8M0"
 
 
 def _mixed_launcher(config: KernelConfig) -> tuple[str, str]:
-    """The mixed-input launcher's name and template arguments, as generate_kernels.py writes
-    them: the small-K kernels are Pingpong with their single-warpgroup schedule appended."""
-    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+    """The mixed-input launcher's name and its template arguments after the three types, as
+    generate_kernels.py writes them: the small-K kernels are Pingpong with their single-warpgroup
+    schedule appended."""
     small_k = config.mainloop in SMALL_K_MAINLOOPS
     schedule = _MIXED_SCHEDULES["pingpong" if small_k else config.mainloop]
     optional = [_PRE_MMA] if pre_mma_scales(config) else []
     if small_k:
         optional.append(f"tensorrt_llm::cutlass_extensions::MainloopScheduleType::{config.mainloop.upper()}")
     args = (
-        f"{act.cuda_type}, {weight.cuda_type}, {out.cuda_type},\n"
         f"tensorrt_llm::cutlass_extensions::EpilogueOpDefault, {_cute_shape(config.tile)}, "
         f"{_cute_shape(config.cluster)}, {schedule}, cutlass::epilogue::TmaWarpSpecializedCooperative, "
         "cutlass::WeightOnlyQuantOp::FINEGRAINED_SCALE_ONLY" + "".join(f", {a}" for a in optional)
@@ -94,11 +93,11 @@ def _mixed_launcher(config: KernelConfig) -> tuple[str, str]:
 def _mixed_instantiation(config: KernelConfig) -> str:
     act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
     name, args = _mixed_launcher(config)
-    types = f"{act.cuda_type}, {weight.cuda_type}, {out.cuda_type}, {out.cuda_type}"
+    types = f"{act.cuda_type}, {weight.cuda_type}, {out.cuda_type}"
     return (
-        f"\ntemplate void {name}<{args}> (\n"
-        f"GroupedGemmInput<{types}>inputs, TmaWarpSpecializedGroupedGemmInput hopper_inputs, "
-        "int sm_count_, size_t* workspace_size);\n"
+        f"\ntemplate void {name}<{types},\n{args}> (\n"
+        f"GroupedGemmInput<{types}, {out.cuda_type}>inputs, "
+        "TmaWarpSpecializedGroupedGemmInput hopper_inputs, int sm_count_, size_t* workspace_size);\n"
     )
 
 
@@ -197,8 +196,8 @@ def _mixed_case_struct(config: KernelConfig, index: int) -> str:
   using Act = {_qualified(act.cuda_type)};
   using Weight = {_qualified(weight.cuda_type)};
   using Out = {_qualified(out.cuda_type)};
-  static constexpr auto* launcher = &tensorrt_llm::kernels::cutlass_kernels_oss::{name}<
-      {_qualified_args(args)}>;
+  static constexpr auto* launcher =
+      &tensorrt_llm::kernels::cutlass_kernels_oss::{name}<Act, Weight, Out, {args}>;
   static constexpr int arch = {config.arch};
   static constexpr int act_bits = {act.bits}, weight_bits = {weight.bits}, out_bits = {out.bits};
   static constexpr int block_scale = 0;
@@ -207,10 +206,6 @@ def _mixed_case_struct(config: KernelConfig, index: int) -> str:
   static constexpr int group = {group}, scale_bytes = {scale_bytes}, interleave = {interleave};
   static constexpr bool pre_mma = {str(pre_mma_scales(config)).lower()}, small_k = {small_k};
 }};"""
-
-
-def _qualified_args(args: str) -> str:
-    return ", ".join(_qualified(a.strip()) for a in args.replace("\n", " ").split(", "))
 
 
 def _case_struct(config: KernelConfig, index: int) -> str:

@@ -129,6 +129,21 @@ def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor
     return _apply_block_scales(unpack_e2m1(packed), decode_ue8m0(scales), 32)
 
 
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """Two's-complement int4, two per byte (element ``2i`` in the low nibble), to float32
+    ``[..., 2K]`` (SM90's W4A8 weights: the launcher reads cutlass::uint4b_t as int4b_t)."""
+    if packed.dtype != torch.uint8:
+        raise TypeError(f"packed int4 must be uint8, got {packed.dtype}")
+    nibbles = torch.stack((packed & 0x0F, packed >> 4), dim=-1).reshape(*packed.shape[:-1], -1)
+    values = nibbles.to(torch.int16)
+    return torch.where(values >= 8, values - 16, values).to(torch.float32)
+
+
+def dequantize_int4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """W4A8 weights to float32: ``int4 * scale``, one (bf16) scale per 128 elements."""
+    return _apply_block_scales(unpack_int4(packed), scales.to(torch.float32), 128)
+
+
 def dequantize_mxfp8(values: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """MXFP8 (e4m3) to float32: ``e4m3 * 2**(ue8m0 - 127)``, one uint8 scale per 32."""
     if values.dtype == torch.uint8:

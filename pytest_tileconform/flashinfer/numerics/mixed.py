@@ -23,7 +23,6 @@ from collections.abc import Sequence
 import torch
 
 from ...dtypes import MIXED_INPUT_PAIRS, dtype
-from .blockscale import decode_ue8m0, unpack_e2m1
 
 #: The exponents of generated group scales: 2**-1, 1 and 2, as the block-scaled types'.
 SCALE_EXPONENTS = (-1, 0, 1)
@@ -79,25 +78,6 @@ def random_scales(experts: int, n: int, k: int, weight: str, gen: torch.Generato
     if dtype(weight).scale_format == "bf16":
         return (2.0 ** exponents.to(torch.float32)).to(torch.bfloat16)
     return (exponents + UE8M0_BIAS).to(torch.uint8)
-
-
-def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
-    """Two's-complement int4, two per byte (element ``2j`` low), to float32 ``[..., 2 * bytes]``."""
-    if packed.dtype != torch.uint8:
-        raise TypeError(f"packed int4 must be uint8, got {packed.dtype}")
-    nibbles = torch.stack((packed & 0x0F, packed >> 4), dim=-1).reshape(*packed.shape[:-1], -1)
-    values = nibbles.to(torch.int16)
-    return torch.where(values >= 8, values - 16, values).to(torch.float32)
-
-
-def dequantize_weights(packed: torch.Tensor, scales: torch.Tensor, weight: str) -> torch.Tensor:
-    """One expert's (or every expert's) weights as float32 with their true scales."""
-    values = unpack_int4(packed) if weight == "int4" else unpack_e2m1(packed)
-    factor = scales.to(torch.float32) if scales.dtype != torch.uint8 else decode_ue8m0(scales)
-    group = group_size(weight)
-    k = values.shape[-1]
-    blocks = values.reshape(*values.shape[:-1], k // group, group)
-    return (blocks * factor.unsqueeze(-1)).reshape(values.shape)
 
 
 def fold_scales(scales: torch.Tensor, group: int) -> torch.Tensor:

@@ -37,6 +37,7 @@ from ...dtypes import BLOCK_SCALED_PAIRS, MIXED_INPUT_PAIRS, UNSCALED_DTYPES, DT
 from ...matrix.cases import Case
 from . import mixed
 from .blockscale import (
+    dequantize_int4,
     dequantize_mxfp4,
     dequantize_mxfp8,
     dequantize_nvfp4,
@@ -379,7 +380,7 @@ def dequantize(t: torch.Tensor, dtype_name: str, scales: torch.Tensor | None = N
     if scales is None:
         raise ValueError(f"{dtype_name} needs its scale factors")
     if dtype_name == "int4":
-        return mixed.dequantize_weights(t, scales, dtype_name)
+        return dequantize_int4(t, scales)
     if dtype_name == "nvfp4":
         return dequantize_nvfp4(t, scales, 1.0)
     if dtype_name == "mxfp4":
