@@ -3,17 +3,24 @@
 # pytest process (one worker: one planner for all the slice's compiles). For matrices too large
 # for one call (SM90's mixed-input kernels: about 7 s of the 16-core host each), a slice per call.
 #
-#   [GROUP=G] [WORKERS=1] scripts/gpu-hardware-slice.sh MATRIX K-EXPRESSION NAME
+#   [GROUP=G] [WORKERS=1] [LIMIT=S] scripts/gpu-hardware-slice.sh MATRIX K-EXPRESSION|@FILE NAME
 #
-# GROUP: --tile-build-group (most instantiations per unit). Into $OUT: NAME-hardware.json.gz,
-# NAME-hardware.log, NAME-times.txt and the matrix as the update left it (NAME-matrix.yaml).
+# GROUP: --tile-build-group (most instantiations per unit). LIMIT: interrupt pytest after S
+# seconds (SIGINT): the session still ends, so the verdicts it has are written to the report and
+# the matrix, and the units already compiled stay in the cache for the next call of the same
+# slice. @FILE: the -k expression is FILE's text (lists of case ids pass the device's 2,000-character
+# command limit this way). Into $OUT: NAME-hardware.json.gz, NAME-hardware.log, NAME-times.txt
+# and the matrix as the update left it (NAME-matrix.yaml).
 set -uo pipefail
 matrix=$1 select=$2 name=$3 workers=${WORKERS:-1}
+case $select in @*) select=$(cat "${select#@}") || exit 2 ;; esac
+limit=()
+[ -n "${LIMIT:-}" ] && limit=(timeout -s INT -k 30 "$LIMIT")
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 . "$(dirname "$0")/gpu-env.sh"
 start=$(date +%s)
-python3 -m pytest "${plugins[@]}" -q -n "$workers" --tile-matrix "$matrix" -k "$select" \
+"${limit[@]}" python3 -m pytest "${plugins[@]}" -q -n "$workers" --tile-matrix "$matrix" -k "$select" \
   --tile-device hardware --tile-build-jobs "$(nproc)" ${GROUP:+--tile-build-group "$GROUP"} \
   --tile-update --tile-report "$out/$name-hardware.json" > "$out/$name-hardware.log" 2>&1
 echo "hardware cold: exit $? in $(( $(date +%s) - start )) s" | tee "$out/$name-times.txt"
