@@ -94,12 +94,23 @@ def test_sm100_is_the_generators_space_but_the_activation_fusion(
     assert "36 generator operation(s) for sm100 are not built" in err and "activation" in err
 
 
-def test_sm103_builds_its_own_kernels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cases = load_matrix(_generate(tmp_path, "--arch", "sm103")).cases
-    assert len({kernel_config(c) for c in cases}) == 96
-    assert {c.dtype_label for c in cases} == {"nvfp4-bf16", "nvfp4-fp16"}
-    assert {c.tile for c in cases} == {(128, 128, 256), (128, 256, 256)}
-    assert "1476 generator operation(s) for sm103" in capsys.readouterr().err
+def test_sm103_builds_its_own_kernels_and_sm100s(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """FlashInfer's sm103 module: SM103's own NVFP4 kernels, and SM100's whole set compiled for
+    sm_103a (``kernel_arch: sm100``, ids ``-sm100kernel``), told apart where their shapes meet."""
+    path = _generate(tmp_path, "--arch", "sm103")
+    cases = load_matrix(path).cases
+    own = [c for c in cases if c.kernel_arch is None]
+    assert len({kernel_config(c) for c in own}) == 96
+    assert {c.dtype_label for c in own} == {"nvfp4-bf16", "nvfp4-fp16"}
+    assert {c.tile for c in own} == {(128, 128, 256), (128, 256, 256)}
+    sm100 = [c for c in cases if c.kernel_arch == "sm100"]
+    assert len({kernel_config(c) for c in sm100}) == 1440 and all(
+        c.id.count("-sm100kernel") == 1 for c in sm100
+    )
+    assert len({c.id for c in cases}) == len(cases) == 168 + 2568
+    assert {kernel_config(c).tag for c in sm100} == {100} and {c.arch for c in cases} == {"sm103"}
+    assert "kernel_arch: sm100" in path.read_text()
+    assert "36 generator operation(s) for sm103" in capsys.readouterr().err
 
 
 def test_stdout_and_messages(capsys: pytest.CaptureFixture[str]) -> None:

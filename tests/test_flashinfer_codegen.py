@@ -20,7 +20,6 @@ from pytest_tileconform.dtypes import tile_k_elements
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, generate_translation_unit, instantiation
 from pytest_tileconform.flashinfer.configs import (
     SM100_INPUTS,
-    SM103_INPUTS,
     SM120_INPUTS,
     SM120_MIXED_TILES,
     SM120_TILES,
@@ -465,24 +464,24 @@ def test_sources_override(
 # block-scaled input, both epilogue schedules, static and dynamic clusters, 1SM and 2SM.
 
 
-@pytest.mark.parametrize(("arch", "built", "left_out"), [("sm100", 1440, 36), ("sm103", 96, 1476)])
+@pytest.mark.parametrize(("arch", "built", "left_out"), [("sm100", 1440, 36), ("sm103", 1536, 36)])
 def test_every_sm10x_operation_matches_flashinfer(
     sources: FlashInferSources, generator: ModuleType, arch: str, built: int, left_out: int
 ) -> None:
-    """Each operation but the activation fusion (SM100) and the SM100 kernels the SM103 module
-    also compiles becomes a configuration whose instantiation is FlashInfer's, byte for byte
-    (``to_config`` compares them); and codegen accepts exactly those among every candidate."""
+    """Each operation but the activation fusion becomes a configuration whose instantiation is
+    FlashInfer's, byte for byte (``to_config`` compares them), SM103's own kernels and the SM100
+    ones its module compiles for sm_103a alike; and codegen accepts exactly those among every
+    candidate."""
     configs, skipped = instantiated_configs(sources, arch)
     assert (len(configs), len(skipped)) == (built, left_out)
-    reasons = {s.reason.split(" ")[0] for s in skipped}
-    assert reasons == ({"epilogue"} if arch == "sm100" else {"an"})
+    assert {s.reason.split(" ")[0] for s in skipped} == {"epilogue"}
+    assert {c.kernel_arch for c in configs} == ({0} if arch == "sm100" else {0, 100})
     assert {c.epilogue for c in configs} == ({"tma", "nosmem"})
     assert {c.dynamic_cga for c in configs} == {False, True}
     number = int(arch[2:])
-    pairs = SM103_INPUTS if number == 103 else SM100_INPUTS
     accepted = set()
-    for (act, weight), out, m, n, cluster, swap, fusion, epilogue, dynamic in itertools.product(
-        pairs,
+    for (act, weight), out, m, n, cluster, swap, fusion, epilogue, dynamic, kernel in itertools.product(
+        SM100_INPUTS,
         ("bf16", "fp16", "fp32"),
         (64, 128, 256),
         (8, 16, 32, 48, 64, 128, 192, 256),
@@ -491,10 +490,11 @@ def test_every_sm10x_operation_matches_flashinfer(
         ("none", "finalize"),
         ("tma", "nosmem"),
         (False, True),
+        (0, 100),
     ):
         for k in {sm100_tile_k(act, n), 2 * sm100_tile_k(act, n)}:
             config = KernelConfig(
-                number, act, weight, out, (m, n, k), cluster, swap, fusion, epilogue, dynamic
+                number, act, weight, out, (m, n, k), cluster, swap, fusion, epilogue, dynamic, "", kernel
             )
             try:
                 instantiation(config)
@@ -514,6 +514,11 @@ def test_dynamic_cga_and_nosmem_in_the_instantiation() -> None:
     assert "Sm103, SafeFP4, SafeFP4, __nv_bfloat16" in instantiation(
         base(arch=103, act="nvfp4", weight="nvfp4", tile=(128, 128, 256))
     )
+    on_sm103 = base(arch=103, act="nvfp4", weight="nvfp4", tile=(128, 128, 256), kernel_arch=100)
+    assert "Sm100, SafeFP4, SafeFP4, __nv_bfloat16" in instantiation(on_sm103)
+    assert on_sm103.name.endswith("_none_sm100kernel") and on_sm103.tag == 100
+    with pytest.raises(UnsupportedConfig, match=r"builds no sm100 kernels for it .* sm100 for sm103"):
+        instantiation(base(arch=120, act="nvfp4", weight="nvfp4", tile=(128, 128, 256), kernel_arch=100))
     assert dynamic_clusters((1, 1, 1)) == ((1, 1, 1), (4, 1, 1), (4, 2, 1))
     assert dynamic_clusters((2, 1, 1)) == ((4, 1, 1), (4, 2, 1))
     assert dynamic_fallback((1, 1, 1)) == (1, 1, 1) and dynamic_fallback((4, 2, 1)) == (2, 1, 1)

@@ -160,6 +160,7 @@ def test_case_coordinates_reach_the_backend(tc: TileRun) -> None:
         "epilogue": None,
         "dynamic_cluster": None,
         "mainloop": None,
+        "kernel_arch": None,
         "pdl": None,
         "problem": {
             "name": "odd",
@@ -211,6 +212,26 @@ def test_sm90_mixed_input_mainloop(tc: TileRun) -> None:
         "sm90-fp8_e4m3xint4-bf16-128x64x128-c1x1x1-none-cooperative-swapab",
     ]
     assert [c["mainloop"] for c in cases.values()] == ["pingpong", "cooperative"]
+
+
+def test_sm103_builds_sm100_kernels_through_kernel_arch(tc: TileRun) -> None:
+    """``kernel_arch: sm100`` asks for the SM100 kernel FlashInfer's sm103 module compiles for
+    sm_103a: a case of its own beside SM103's kernel of the same shape, named for it, and in the
+    results file."""
+    tc.matrix(
+        BASIC.replace("arch: sm90", "arch: sm103")
+        .replace(
+            "[128x64x64, 128x128x64, 256x128x64]", "[{shape: 128x128x256, kernel_arch: [sm100]}, 128x128x256]"
+        )
+        .replace("    dtype: bf16\n", "    dtype: {act: nvfp4, weight: nvfp4, out: bf16}\n")
+    )
+    tc.run("--tile-report", "r.json")
+    cases = {c["id"]: c["case"] for c in json.loads((tc.path / "r.json").read_text())["cases"]}
+    assert list(cases) == [
+        "sm103-nvfp4-bf16-128x128x256-c1x1x1-none-sm100kernel",
+        "sm103-nvfp4-bf16-128x128x256-c1x1x1-none",
+    ]
+    assert [c["kernel_arch"] for c in cases.values()] == ["sm100", None]
 
 
 def test_problem_rows_forms(tc: TileRun) -> None:
@@ -405,6 +426,10 @@ INVALID = {
             "6:26: suites.0.mainloop.1: Input should be 'pingpong', 'cooperative', "
             "'single_warpgroup_prefill' or 'single_warpgroup_rolling'"
         ],
+    ),
+    "bad-kernel-arch": (
+        BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    kernel_arch: [sm100, sm90]\n"),
+        ["6:26: suites.0.kernel_arch.1: Input should be 'sm100'"],
     ),
     "bad-dynamic-cluster": (
         BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    dynamic_cluster: [4x2x1, 0x1x1]\n"),

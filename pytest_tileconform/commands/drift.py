@@ -95,6 +95,7 @@ def record_key(case: CaseRecord, arch: str) -> ConfigKey:
         case.epilogue,
         case.dynamic_shape(),
         case.mainloop,
+        case.kernel_arch,
     )
 
 

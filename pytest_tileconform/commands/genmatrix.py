@@ -51,6 +51,7 @@ class _Entry:
     epilogue: str = ""  # "nosmem" written; the TMA epilogue is the default
     dynamic: tuple[tuple[int, int, int], ...] = ()  # runtime clusters of a dynamic-CGA kernel
     mainloop: str = ""  # SM90 mixed input
+    kernel_arch: int = 0  # another arch's kernel set (SM100's on sm103)
 
     def yaml(self) -> str:
         parts = [f"shape: {shape_label(self.tile)}"]
@@ -65,14 +66,18 @@ class _Entry:
             parts.append(f"mainloop: {self.mainloop}")
         if self.mainloop == "single_warpgroup_prefill":
             parts.append(f"problems: [{SMALL_K_PREFILL_PROBLEM.flow()}]")
+        if self.kernel_arch:
+            parts.append(f"kernel_arch: sm{self.kernel_arch}")
         return "{" + ", ".join(parts) + "}"
 
 
-_Variant = tuple[str, tuple[tuple[int, int, int], ...], str]  # epilogue, runtime clusters, mainloop
+#: epilogue, runtime clusters, mainloop, kernel arch
+_Variant = tuple[str, tuple[tuple[int, int, int], ...], str, int]
 
 
 def _variant(config: KernelConfig) -> _Variant:
-    return config.epilogue, dynamic_clusters(config.cluster) if config.dynamic_cga else (), config.mainloop
+    dynamic = dynamic_clusters(config.cluster) if config.dynamic_cga else ()
+    return config.epilogue, dynamic, config.mainloop, config.kernel_arch
 
 
 def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
@@ -83,7 +88,7 @@ def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
     for c in configs:
         by_tile[(c.tile, _variant(c))].add((c.cluster, c.swap_ab, c.fusion))
     entries = []
-    for (tile, (epilogue, dynamic, mainloop)), combos in by_tile.items():
+    for (tile, variant), combos in by_tile.items():
         # clusters that come with the same (swap_ab, fusion) set share an entry
         by_cluster: dict[tuple[int, int, int], frozenset[tuple[bool, str]]] = {}
         for cluster in sorted({c for c, _, _ in combos}):
@@ -95,15 +100,11 @@ def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
             swaps = sorted({s for s, _ in pairs})
             fusions = sorted({f for _, f in pairs}, key=("none", "finalize").index)
             if len(pairs) == len(swaps) * len(fusions):
-                entries.append(
-                    _Entry(tile, tuple(clusters), tuple(swaps), tuple(fusions), epilogue, dynamic, mainloop)
-                )
+                entries.append(_Entry(tile, tuple(clusters), tuple(swaps), tuple(fusions), *variant))
             else:  # not a product: one entry per swap_ab value
                 for swap in swaps:
                     fs = sorted({f for s, f in pairs if s == swap}, key=("none", "finalize").index)
-                    entries.append(
-                        _Entry(tile, tuple(clusters), (swap,), tuple(fs), epilogue, dynamic, mainloop)
-                    )
+                    entries.append(_Entry(tile, tuple(clusters), (swap,), tuple(fs), *variant))
     return entries
 
 

@@ -108,6 +108,7 @@ def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdict
                 case.epilogue,
                 case.dynamic_cluster,
                 case.mainloop,
+                case.kernel_arch,
             )
             where = name
             if case.expectation is not None and case.expectation.source:

@@ -42,6 +42,7 @@ def kernel_config(case: Case) -> KernelConfig:
         epilogue=case.epilogue or "",
         dynamic_cga=case.dynamic_cluster is not None,
         mainloop=case.mainloop or "",
+        kernel_arch=int(case.kernel_arch[2:]) if case.kernel_arch else 0,
     )
 
 

@@ -37,13 +37,6 @@ from .sources import LAUNCHER_INL, MIXED_LAUNCHER_INL, MIXED_UTILS_CU
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 
 
-def arch_tag(config: KernelConfig) -> int:
-    """The ``cutlass::arch::SmXX`` the launcher is instantiated with: FlashInfer generates one
-    SM120 kernel set (``generate_sm120_operations(has_arch(120) or has_arch(121))``, arch 120)
-    and compiles it for whichever of sm_120 / sm_121 the device is; CUTLASS has no Sm121 tag."""
-    return 120 if config.arch == 121 else config.arch
-
-
 def _macro_fusion(config: KernelConfig) -> str:
     return "FINALIZE" if config.fusion == "finalize" else "NONE"
 
@@ -113,7 +106,7 @@ def instantiation(config: KernelConfig) -> str:
     cm, cn, ck = config.cluster
     return f"""
 #if {act.guard} && {weight.guard}
-        INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm{arch_tag(config)}, {act.cuda_type}, {weight.cuda_type}, {out.cuda_type},
+        INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm{config.tag}, {act.cuda_type}, {weight.cuda_type}, {out.cuda_type},
         {_epilogue_schedule(config)}, EpilogueOpDefault, {_macro_fusion(config)},
         {m}, {n}, {k}, {cm}, {cn}, {ck},
         {str(act.mx or weight.mx).lower()}, {str(config.dynamic_cga).lower()}, false, {str(config.swap_ab).lower()});
@@ -143,7 +136,7 @@ def launcher_template_args(config: KernelConfig) -> str:
     cluster = ", ".join(f"cute::Int<{v}>" for v in config.cluster)
     return ", ".join(
         [
-            f"cutlass::arch::Sm{arch_tag(config)}",
+            f"cutlass::arch::Sm{config.tag}",
             _qualified(act.cuda_type),
             _qualified(weight.cuda_type),
             _qualified(out.cuda_type),

@@ -46,10 +46,20 @@ class KernelConfig:
     #: SM90 mixed input: the mainloop schedule (:data:`MIXED_MAINLOOPS`); "" elsewhere, where the
     #: launcher fixes it
     mainloop: str = ""
+    #: Another arch's kernel set that the arch's FlashInfer module compiles too, for this arch
+    #: (:data:`KERNEL_ARCHES`: SM103's module builds SM100's kernels); 0: the arch's own kernels
+    kernel_arch: int = 0
 
     def __post_init__(self) -> None:
         if self.arch in SM10X and self.epilogue == "":
             object.__setattr__(self, "epilogue", "tma")
+
+    @property
+    def tag(self) -> int:
+        """The CUTLASS arch tag the kernel is instantiated with (``cutlass::arch::SmNN``): its
+        kernel set's arch. SM121 builds FlashInfer's SM120 set (``generate_sm120_operations(
+        has_arch(120) or has_arch(121))``; CUTLASS has no Sm121 tag), compiled for sm_121a."""
+        return self.kernel_arch or (120 if self.arch == 121 else self.arch)
 
     @property
     def name(self) -> str:
@@ -60,6 +70,7 @@ class KernelConfig:
         swap = "_swap_ab" if self.swap_ab else ""
         variant = ("_nosmem" if self.epilogue == "nosmem" else "") + ("_dyncga" if self.dynamic_cga else "")
         variant += f"_{self.mainloop}" if self.mainloop else ""
+        variant += f"_sm{self.kernel_arch}kernel" if self.kernel_arch else ""
         dtypes = f"{self.act}_{self.weight}_{self.out}"
         return f"sm{self.arch}_{dtypes}_{tile}_{cluster}_{self.fusion}{variant}{swap}"
 
@@ -247,6 +258,9 @@ SM100_INPUTS: tuple[tuple[str, str], ...] = (
 #: SM103's own kernels (``generate_sm103_operations``: arch tag Sm103, the Ultra block-scaled
 #: mainloop): NVFP4 only, CTA 128 x 128 or 128 x 256.
 SM103_INPUTS: tuple[tuple[str, str], ...] = (("nvfp4", "nvfp4"),)
+#: The other archs' kernel sets an arch's fused-MoE module compiles for that arch:
+#: ``generate_gemm_operations`` adds ``generate_sm100_operations`` when ``has_arch(103)``.
+KERNEL_ARCHES: dict[int, tuple[int, ...]] = {103: (100,)}
 #: SM10x epilogue schedules as generate_kernels.py writes them into the instantiation
 #: (``PtrArray...1Sm`` with "1Sm" stripped; the launcher picks the 2Sm one from a cluster of M 2).
 SM10X_EPILOGUE_SCHEDULES = {"tma": "PtrArrayTmaWarpSpecialized", "nosmem": "PtrArrayNoSmemWarpSpecialized"}
@@ -285,11 +299,11 @@ def _check_outs(config: KernelConfig) -> None:
 
 def _check_sm10x(config: KernelConfig) -> None:
     # generate_sm100_grouped_gemm_operations + is_gemm_op_valid_sm100 (generate_kernels.py)
-    inputs = SM103_INPUTS if config.arch == 103 else SM100_INPUTS
+    inputs = SM103_INPUTS if config.tag == 103 else SM100_INPUTS
     if (config.act, config.weight) not in inputs:
         pairs = ", ".join(a if a == w else f"{a} x {w}" for a, w in inputs)
         raise UnsupportedConfig(
-            f"SM{config.arch} MoE GEMM takes {pairs} (act x weight); got {config.act} x {config.weight}"
+            f"SM{config.tag} MoE GEMM takes {pairs} (act x weight); got {config.act} x {config.weight}"
         )
     _check_outs(config)
     if config.epilogue not in SM10X_EPILOGUE_SCHEDULES:
@@ -310,7 +324,7 @@ def _check_sm10x(config: KernelConfig) -> None:
             f"tile {config.tile}: SM10x CTA K is {sm100_tile_k(config.act, n)} {config.act} elements "
             "(calc_shape_mnk_sm100_grouped_gemm)"
         )
-    if config.arch == 103:
+    if config.tag == 103:
         if m != 128 or n not in (128, 256):
             raise UnsupportedConfig(f"tile {config.tile}: SM103's kernels are CTA 128x128 or 128x256")
         return
@@ -337,6 +351,12 @@ def check_config(config: KernelConfig) -> None:
         _dtype(name, role)
     _check_shapes(config)
     tile_k_bytes(config)
+    if config.kernel_arch and config.kernel_arch not in KERNEL_ARCHES.get(config.arch, ()):
+        others = ", ".join(f"sm{k} for sm{a}" for a, ks in KERNEL_ARCHES.items() for k in ks)
+        raise UnsupportedConfig(
+            f"SM{config.arch}: FlashInfer builds no sm{config.kernel_arch} kernels for it "
+            f"(another arch's kernels are built only as {others})"
+        )
     if config.mainloop and config.arch != 90:
         raise UnsupportedConfig(f"SM{config.arch}: a mainloop is chosen for SM90's mixed-input kernels only")
     if config.arch not in SM10X and (config.epilogue or config.dynamic_cga):

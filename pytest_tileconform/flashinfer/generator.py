@@ -20,7 +20,7 @@ from typing import Any
 
 from ..dtypes import DTYPES, dtype_label, from_library
 from .codegen import instantiation
-from .configs import KernelConfig, UnsupportedConfig
+from .configs import KERNEL_ARCHES, KernelConfig, UnsupportedConfig
 from .sources import FlashInferSources
 
 _PACKAGE = "_tileconform_flashinfer_cutlass_gen"
@@ -165,11 +165,9 @@ def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
     exactly FlashInfer's instantiation of it. SM90's mixed-input kernels are the swapped product
     (the launcher's only form) without fusion, told apart by their mainloop."""
     mixed = _is_mixed(op)
-    if not mixed and op.arch != GENERATOR_ARCH.get(f"sm{arch}", arch):
-        raise UnsupportedConfig(
-            f"an Sm{op.arch} kernel that FlashInfer's sm{arch} module also compiles: judged as "
-            f"sm{op.arch}, not on the sm{arch} device"
-        )
+    own = GENERATOR_ARCH.get(f"sm{arch}", arch)
+    if not mixed and op.arch != own and op.arch not in KERNEL_ARCHES.get(arch, ()):
+        raise UnsupportedConfig(f"an Sm{op.arch} kernel in FlashInfer's sm{arch} module")
     fusions = {
         None: "none",
         generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
@@ -190,6 +188,7 @@ def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
         epilogue="" if mixed else schedule_variant(_schedule_name(op), False),
         dynamic_cga=bool(op.dynamic_cga),
         mainloop=mixed_mainloop(op) if mixed else "",
+        kernel_arch=0 if mixed or op.arch == own else int(op.arch),
     )
     ours = instantiation(config)  # raises UnsupportedConfig with codegen's reason
     if ours != generator.instantiate_operation(op):
@@ -244,6 +243,12 @@ class GeneratedOp:
     variant: str
 
 
+def kernel_arch_variant(kernel_arch: int) -> str:
+    """What sets another arch's kernel apart in a configuration's variant (``+sm100kernel``: an
+    SM100 kernel of FlashInfer's sm103 module, beside SM103's own of the same shape)."""
+    return f"+sm{kernel_arch}kernel" if kernel_arch else ""
+
+
 def schedule_variant(schedule: str | None, dynamic_cga: bool) -> str:
     """A short name for an SM100 epilogue schedule (+ dynamic cluster): "" when the launcher
     fixes it (generator ``None``, dispatch ``void``)."""
@@ -290,6 +295,7 @@ def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
                     mixed_mainloop(op)
                     if mixed
                     else schedule_variant(_schedule_name(op), bool(op.dynamic_cga))
+                    + kernel_arch_variant(0 if op.arch == GENERATOR_ARCH[arch] else int(op.arch))
                     if op.arch >= 100
                     else ""
                 ),

@@ -1,5 +1,5 @@
 """A matrix case: one (arch, dtypes, tile, cluster, dynamic cluster, swap_ab, fusion, epilogue,
-mainloop, pdl, problem) combination."""
+mainloop, kernel arch, pdl, problem) combination."""
 
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ class Case:
     #: SM90 mixed input: the mainloop schedule (pingpong, cooperative, single_warpgroup_prefill or
     #: single_warpgroup_rolling); None: the launcher fixes it
     mainloop: str | None = None
+    #: Another arch's kernel set built for this arch (``sm100`` on sm103); None: the arch's own
+    kernel_arch: str | None = None
     id: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -58,6 +60,8 @@ class Case:
             parts.append("nosmem")
         if self.mainloop is not None:
             parts.append(self.mainloop)
+        if self.kernel_arch is not None:
+            parts.append(f"{self.kernel_arch}kernel")
         if self.swap_ab:
             parts.append("swapab")
         if self.pdl is not None:  # cases that leave it to the backend keep the ids they had
@@ -96,6 +100,8 @@ class Case:
             found["dynamic_cluster"] = shape_label(self.dynamic_cluster)
         if self.mainloop is not None:
             found["mainloop"] = self.mainloop
+        if self.kernel_arch is not None:
+            found["kernel_arch"] = self.kernel_arch
         if self.pdl is not None:
             found["pdl"] = self.pdl
         found["problem"] = {

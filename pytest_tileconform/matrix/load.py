@@ -208,6 +208,7 @@ AXES = (
     "fusion",
     "epilogue",
     "mainloop",
+    "kernel_arch",
     "pdl",
     "problems",
 )
@@ -220,6 +221,7 @@ _FALLBACKS: dict[str, list[Any] | None] = {
     "dynamic_cluster": [None],  # a static cluster
     "epilogue": [None],  # the launcher's default
     "mainloop": [None],  # the launcher's (uniform inputs)
+    "kernel_arch": [None],  # the arch's own kernels
     "pdl": [None],  # the backend's default
     "problems": None,
 }
@@ -290,7 +292,7 @@ def _expand_tile(
     expectations = matrix.expectations or {}
     produced = []
     for index in itertools.product(*(range(len(given[axis].values)) for axis in AXES)):
-        arch, dt, cluster, dynamic_cluster, swap_ab, fusion, epilogue, mainloop, pdl, problem = (
+        arch, dt, cluster, dynamic_cluster, swap_ab, fusion, epilogue, mainloop, kernel_arch, pdl, problem = (
             given[axis].values[i] for axis, i in zip(AXES, index, strict=True)
         )
         case = Case(
@@ -312,6 +314,7 @@ def _expand_tile(
             epilogue=epilogue,
             dynamic_cluster=dynamic_cluster,
             mainloop=mainloop,
+            kernel_arch=kernel_arch,
         )
         expectation = expectations.get(case.id)
         if expectation is not None:

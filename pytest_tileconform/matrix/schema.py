@@ -2,11 +2,9 @@
 
 A matrix names a backend, optional defaults and a list of suites. Each suite is a
 cartesian product over arch x dtype x tile x cluster x dynamic_cluster x swap_ab x fusion x epilogue
-x mainloop
-x pdl x problem; a tile
-entry may be a mapping that overrides the suite's other axes for that tile. A problem is given
-by its rows or by the name of a preset (:mod:`.problems`). Known-bad cases are listed under
-``expectations`` by case id.
+x mainloop x kernel_arch x pdl x problem; a tile entry may be a mapping that overrides the suite's
+other axes for that tile. A problem is given by its rows or by the name of a preset
+(:mod:`.problems`). Known-bad cases are listed under ``expectations`` by case id.
 
 Tile shapes are CTA M x N x K with K counted in *elements* of the activation type (the
 TensorRT-LLM enum names, e.g. ``CtaShape128x128x64B``, count K in bytes).
@@ -105,6 +103,9 @@ Epilogue = Literal["tma", "nosmem"]
 #: SM90 mixed-input mainloop schedule (TensorRT-LLM's ``MainloopScheduleType``): the two
 #: warp-specialized kernels and the two single-warpgroup small-K ones
 Mainloop = Literal["pingpong", "cooperative", "single_warpgroup_prefill", "single_warpgroup_rolling"]
+#: Another arch's kernel set that the case's arch's FlashInfer module compiles too (its sm103
+#: module builds SM100's kernels for sm_103a)
+KernelArch = Literal["sm100"]
 
 
 class Strict(BaseModel):
@@ -342,6 +343,9 @@ class Axes(Strict):
     dynamic_cluster: Annotated[list[ShapeField], ListOf] | None = None
     #: SM90 mixed input: the mainloop schedule; not given: the launcher's (uniform inputs)
     mainloop: Annotated[list[Mainloop], ListOf] | None = None
+    #: sm103: ``sm100`` builds the SM100 kernel FlashInfer's sm103 module compiles too; not
+    #: given: the arch's own kernels
+    kernel_arch: Annotated[list[KernelArch], ListOf] | None = None
     #: Programmatic dependent launch on or off; not given: what the backend does by default
     pdl: Annotated[list[StrictBool], ListOf] | None = None
     problems: Annotated[list[ProblemItem], ListOf] | None = None

@@ -135,6 +135,9 @@ class CaseRecord(_Strict):
     mainloop: str | None = Field(
         default=None, description="SM90 mixed input: the mainloop schedule (None: the launcher's)"
     )
+    kernel_arch: str | None = Field(
+        default=None, description="another arch's kernel set built for this arch (None: its own)"
+    )
     pdl: bool | None = Field(
         default=None,
         description="programmatic dependent launch as the matrix set it (None: FlashInfer's default)",

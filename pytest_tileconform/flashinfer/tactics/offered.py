@@ -32,7 +32,7 @@ from typing import Any
 from ...compile.cache import BuildCache, BuildSpec, CacheUnusable
 from ...compile.signing import SigningError
 from ...dtypes import dtype, label_dtypes, tile_k_elements
-from ..generator import schedule_variant
+from ..generator import kernel_arch_variant, schedule_variant
 from ..nvcc_flags import COMMON_NVCC_FLAGS
 from ..sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
 
@@ -386,13 +386,16 @@ def case_key(
     epilogue: str | None = None,
     dynamic: Shape | None = None,
     mainloop: str | None = None,
+    kernel_arch: str | None = None,
 ) -> ConfigKey:
     """The configuration of a harness case (a matrix's or a results file's), ``dtypes`` as case ids
     spell them. SM100/SM103 cases without an epilogue have the TMA one (codegen); SM90's
-    mixed-input ones are told apart by their mainloop."""
+    mixed-input ones are told apart by their mainloop, another arch's kernels (SM100's on
+    sm103) by :func:`~..generator.kernel_arch_variant`."""
     variant = mainloop or ""
     if arch in ("sm100", "sm103"):
         variant = schedule_variant(epilogue or "tma", dynamic is not None)
+    variant += kernel_arch_variant(int(kernel_arch[2:]) if kernel_arch else 0)
     return ConfigKey(dtypes, tile, cluster, swap_ab, fusion, variant, dynamic)
 
 
