@@ -43,6 +43,9 @@ class Expected:
     #: the scale its adds round at (a token whose rows cancel has a tiny D but not tiny
     #: rounding); None: the value itself
     magnitude: torch.Tensor | None = None
+    #: an MXFP8 activation D before the kernel's scales are known: :attr:`value` is the exact
+    #: activation, not D (:func:`.activation.with_scales` makes D's check of it)
+    scaled: bool = False
 
     # What every check of the cases of one problem needs (they share their expected D): made at
     # the first check and kept (functools.cached_property stores into the instance's __dict__).
@@ -218,6 +221,8 @@ def compare(actual: torch.Tensor, expected: Expected) -> NumericsReport:
         raise ValueError(
             f"shape mismatch: actual {tuple(actual.shape)}, expected {tuple(expected.value.shape)}"
         )
+    if expected.scaled:
+        raise ValueError("an MXFP8 D is checked against the kernel's scales: activation.with_scales first")
     if actual.dtype != expected.out_dtype:
         raise TypeError(f"D is {actual.dtype}, the output type is {expected.out_dtype}: compare D as read")
     out = str(expected.out_dtype).removeprefix("torch.")
