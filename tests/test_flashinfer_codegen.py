@@ -19,6 +19,10 @@ import pytest
 from pytest_tileconform.dtypes import tile_k_elements
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, generate_translation_unit, instantiation
 from pytest_tileconform.flashinfer.configs import (
+    ACTIVATION_CLUSTERS,
+    ACTIVATION_TILES_MN,
+    ACTIVATION_TYPES,
+    FUSIONS,
     SM100_INPUTS,
     SM103_INPUTS,
     SM120_INPUTS,
@@ -465,17 +469,17 @@ def test_sources_override(
 # block-scaled input, both epilogue schedules, static and dynamic clusters, 1SM and 2SM.
 
 
-@pytest.mark.parametrize(("arch", "built", "left_out"), [("sm100", 1440, 36), ("sm103", 96, 1476)])
+@pytest.mark.parametrize(("arch", "built", "left_out"), [("sm100", 1476, 0), ("sm103", 96, 1476)])
 def test_every_sm10x_operation_matches_flashinfer(
     sources: FlashInferSources, generator: ModuleType, arch: str, built: int, left_out: int
 ) -> None:
-    """Each operation but the activation fusion (SM100) and the SM100 kernels the SM103 module
-    also compiles becomes a configuration whose instantiation is FlashInfer's, byte for byte
-    (``to_config`` compares them); and codegen accepts exactly those among every candidate."""
+    """Each operation but the SM100 kernels the SM103 module also compiles becomes a
+    configuration whose instantiation is FlashInfer's, byte for byte (``to_config`` compares
+    them); and codegen accepts exactly those among every candidate, the activation fusion's
+    among them."""
     configs, skipped = instantiated_configs(sources, arch)
     assert (len(configs), len(skipped)) == (built, left_out)
-    reasons = {s.reason.split(" ")[0] for s in skipped}
-    assert reasons == ({"epilogue"} if arch == "sm100" else {"an"})
+    assert {s.reason.split(" ")[0] for s in skipped} == (set() if arch == "sm100" else {"an"})
     assert {c.epilogue for c in configs} == ({"tma", "nosmem"})
     assert {c.dynamic_cga for c in configs} == {False, True}
     number = int(arch[2:])
@@ -488,7 +492,7 @@ def test_every_sm10x_operation_matches_flashinfer(
         (8, 16, 32, 48, 64, 128, 192, 256),
         ((1, 1, 1), (2, 1, 1), (1, 2, 1)),
         (False, True),
-        ("none", "finalize"),
+        FUSIONS,
         ("tma", "nosmem"),
         (False, True),
     ):
@@ -502,6 +506,55 @@ def test_every_sm10x_operation_matches_flashinfer(
                 continue
             accepted.add(config)
     assert accepted == set(configs)
+
+
+def test_activation_fusion_is_the_generators_set(sources: FlashInferSources) -> None:
+    """The activation-fusion kernels are exactly configs.py's data: ACTIVATION_TILES_MN x
+    ACTIVATION_CLUSTERS x static/dynamic x ACTIVATION_TYPES, TMA epilogue, no swap_ab."""
+    configs, _ = instantiated_configs(sources, "sm100")
+    got = {c for c in configs if c.fusion == "activation"}
+    want = {
+        KernelConfig(
+            100, act, weight, out, (m, n, sm100_tile_k(act, n)), cluster, False, "activation", "tma", dyn
+        )
+        for (m, n), cluster, dyn, (act, weight, out) in itertools.product(
+            ACTIVATION_TILES_MN, ACTIVATION_CLUSTERS, (True, False), ACTIVATION_TYPES
+        )
+    }
+    assert got == want and len(got) == 36
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"arch": 103, "act": "nvfp4", "weight": "nvfp4", "tile": (128, 128, 256)}, "SM100 only"),
+        ({"swap_ab": True}, "swap_ab false"),
+        ({"epilogue": "nosmem"}, "TMA epilogue only"),
+        ({"act": "fp8_e4m3", "weight": "fp8_e4m3", "tile": (128, 128, 128)}, "activation fusion takes"),
+        ({"act": "mxfp8", "weight": "mxfp4"}, "activation fusion takes"),
+        ({"tile": (128, 32, 64)}, "CTA 128x64, 128x128, 128x256"),
+        ({"tile": (64, 64, 64)}, "CTA 128x64, 128x128, 128x256"),
+        ({"fusion": "gelu"}, "is not one of 'none', 'finalize', 'activation'"),
+    ],
+)
+def test_activation_refusals(changes: dict[str, object], reason: str) -> None:
+    fields: dict[str, object] = {"arch": 100, "tile": (128, 128, 64), "fusion": "activation", **changes}
+    with pytest.raises(UnsupportedConfig, match=reason):
+        instantiation(base(**fields))
+
+
+def test_activation_translation_unit() -> None:
+    """ACTIVATION in the instantiation; the case struct gives D's bits (the activation type's)
+    and marks an MXFP8 D, whose scales the harness allocates."""
+    mx = base(arch=100, act="mxfp8", weight="mxfp8", out="fp16", tile=(128, 64, 128), fusion="activation")
+    unit = generate_translation_unit([mx])
+    assert "PtrArrayTmaWarpSpecialized, EpilogueOpDefault, ACTIVATION" in unit
+    assert "EpilogueFusion::ACTIVATION" in unit
+    assert "act_bits = 8, weight_bits = 8, out_bits = 8;" in unit
+    assert "finalize = false, activation = true;" in unit and "d_scaled = true;" in unit
+    assert mx.name == "sm100_mxfp8_mxfp8_fp16_128x64x128_1x1x1_activation"
+    plain = generate_translation_unit([base(arch=100, tile=(128, 64, 64), fusion="activation")])
+    assert "out_bits = 16;" in plain and "d_scaled = false;" in plain
 
 
 def test_dynamic_cga_and_nosmem_in_the_instantiation() -> None:
@@ -520,13 +573,14 @@ def test_dynamic_cga_and_nosmem_in_the_instantiation() -> None:
 
 
 @pytest.mark.parametrize(
-    ("arch", "blocks_built"), [("100", {"Sm100": 1440}), ("103", {"Sm103": 96, "Sm100": 1440})]
+    ("arch", "blocks_built"), [("100", {"Sm100": 1476}), ("103", {"Sm103": 96, "Sm100": 1476})]
 )
 def test_sm10x_generated_files_match(
     generator: ModuleType, tmp_path: Path, arch: str, blocks_built: dict[str, int]
 ) -> None:
-    """Every block in FlashInfer's SM100 / SM103 ``*.generated.cu`` files but the activation
-    fusion's, byte for byte: read back into a configuration, codegen writes the same block."""
+    """Every block in FlashInfer's SM100 / SM103 ``*.generated.cu`` files, the activation
+    fusion's included, byte for byte: read back into a configuration, codegen writes the same
+    block."""
     generator.generate_gemm_operations(str(tmp_path), f"{arch};{arch}-real")
     blocks = [
         block
@@ -538,8 +592,6 @@ def test_sm10x_generated_files_match(
         (tag, act, weight, out, epi, _tag, fusion, m, n, k, cm, cn, ck, mx, dyn, _bias, swap) = (
             a.strip() for a in block.group("args").split(",")
         )
-        if fusion == "ACTIVATION":
-            continue
         fp4 = "mxfp4" if mx == "true" else "nvfp4"
         names = {**CUDA_TYPES, "SafeFP4": fp4, "__nv_fp8_e4m3": "mxfp8" if mx == "true" else "fp8_e4m3"}
         config = KernelConfig(

@@ -82,6 +82,12 @@ def output_dtype(name: str) -> torch.dtype:
     return storage_dtype(dtype(name, "output"))
 
 
+def d_storage(inputs: GroupedInputs) -> torch.dtype:
+    """The torch dtype D is stored in: the output type's, the activation type's with the
+    activation fusion (e4m3 bits for an MXFP8 D)."""
+    return storage_dtype(dtype(inputs.d))
+
+
 def poison_output(rows: int, n: int, out: str) -> torch.Tensor:
     """D as the harness leaves it before the kernel runs (without fusion): every byte
     :data:`.tolerance.POISON_BYTE`, in the output dtype (as :func:`read_output` returns D)."""

@@ -16,7 +16,7 @@ from ...matrix.cases import Case
 from . import mixed
 from .activation import SCALE_BLOCK
 from .blockscale import act_sf_offset, swizzle_block_scales, unswizzle_block_scales, weight_sf_offset
-from .reference import GroupedInputs, output_dtype
+from .reference import GroupedInputs, d_storage, output_dtype
 
 
 def problem_entries(inputs: GroupedInputs) -> dict[str, list[int]]:
@@ -161,7 +161,7 @@ def _d_scale_cols(inputs: GroupedInputs) -> int | None:
 def output_bytes(inputs: GroupedInputs) -> int:
     """d.bin's size: ``out_rows x N`` of D's dtype and, for an MXFP8 D, its scales after it in
     TensorRT-LLM's flat activation-SF layout with K = N (harness/PROTOCOL.md)."""
-    itemsize = torch.empty((), dtype=output_dtype(inputs.d)).element_size()
+    itemsize = torch.empty((), dtype=d_storage(inputs)).element_size()
     d = inputs.out_rows * inputs.n * itemsize
     cols = _d_scale_cols(inputs)
     return d if cols is None else d + act_sf_offset(inputs.experts, inputs.total_rows, inputs.n, SCALE_BLOCK)
@@ -173,7 +173,7 @@ def d_scales(raw: torch.Tensor, inputs: GroupedInputs) -> torch.Tensor | None:
     cols = _d_scale_cols(inputs)
     if cols is None:
         return None
-    itemsize = torch.empty((), dtype=output_dtype(inputs.d)).element_size()
+    itemsize = torch.empty((), dtype=d_storage(inputs)).element_size()
     flat = raw[inputs.out_rows * inputs.n * itemsize :]
     scales = torch.empty(inputs.total_rows, cols, dtype=torch.uint8, device=raw.device)
     for e, rows in inputs.expert_slices():
@@ -201,9 +201,9 @@ def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tenso
     """d.bin's D as an ``out_rows x N`` tensor of D's dtype (``out_rows`` = sum(rows) without
     finalize): its bits as the kernel left them, so unwritten elements are told apart."""
     data = _read_d_file(run_dir, inputs)
-    itemsize = torch.empty((), dtype=output_dtype(inputs.d)).element_size()
+    itemsize = torch.empty((), dtype=d_storage(inputs)).element_size()
     count = inputs.out_rows * inputs.n * itemsize
-    return _from_le_bytes(data[:count], output_dtype(inputs.d), (inputs.out_rows, inputs.n))
+    return _from_le_bytes(data[:count], d_storage(inputs), (inputs.out_rows, inputs.n))
 
 
 def read_output_scales(run_dir: Path, inputs: GroupedInputs) -> torch.Tensor | None:

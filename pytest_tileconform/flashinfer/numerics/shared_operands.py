@@ -25,7 +25,7 @@ import torch
 
 from ...dtypes import dtype
 from .mixed import is_mixed, pre_mma
-from .reference import GroupedInputs, output_dtype
+from .reference import GroupedInputs, d_storage, output_dtype
 from .runfiles import clamp_limit_operand, d_scales, flat_block_scales, mixed_operands, output_bytes
 from .tolerance import POISON_BYTE
 
@@ -146,6 +146,6 @@ class SharedOperands:
         ``d.repeat.bin``), as ``out_rows x N`` of D's dtype, where it is, and an MXFP8 D's
         scales (:func:`.runfiles.d_scales`)."""
         raw = self.outputs[SAVED_BUFFERS[saved]]
-        count = inputs.out_rows * inputs.n * torch.empty((), dtype=output_dtype(inputs.d)).element_size()
-        d = raw[:count].view(output_dtype(inputs.d)).reshape(inputs.out_rows, inputs.n)
+        count = inputs.out_rows * inputs.n * torch.empty((), dtype=d_storage(inputs)).element_size()
+        d = raw[:count].view(d_storage(inputs)).reshape(inputs.out_rows, inputs.n)
         return d, d_scales(raw, inputs)
