@@ -8,7 +8,9 @@ docs/numerics.md derives:
   exactly the value :func:`.reference.expected_output` computes (a kernel that converted with
   another rounding would be off by one unit in the last place and fail, on purpose);
 * with ``finalize`` where a token receives ``m > 1`` rows, the ``m - 1`` adds into D (red.add in
-  the output type) round in an order the kernel does not fix: :func:`finalize_bound`.
+  the output type) round in an order the kernel does not fix: :func:`finalize_bound`;
+* with the activation fusion, ClampedRelu2's approximate tanh: an interval of output values
+  (:mod:`.activation`).
 
 There is no budget of bad elements and no tolerance relative to the output's size: one element
 off by one unit in the last place fails a case whose result is exact. Errors are reported in
@@ -180,9 +182,7 @@ class NumericsReport:
     def summary(self) -> str:
         """One line for failure messages and reports."""
         verdict = "ok" if self.ok else "MISMATCH"
-        rule = (
-            "exact: correctly rounded" if self.exact else f"finalize order: <= {self.max_bound_ulp:.3g} ulp"
-        )
+        rule = "exact: correctly rounded" if self.exact else f"bound: <= {self.max_bound_ulp:.3g} ulp"
         if self.worst_index is not None:
             where = (
                 f"worst at {self.worst_index}: got {self.worst_actual:.9g}, expected "
