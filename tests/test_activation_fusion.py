@@ -236,7 +236,7 @@ def check(tmp_path: Path, case: Case, inputs: GroupedInputs, data: bytes) -> boo
     scales = read_output_scales(tmp_path, inputs)
     if scales is not None:
         expected = activation.with_scales(expected, scales)
-    return compare(read_output(tmp_path, case, inputs), expected).ok
+    return compare(read_output(tmp_path, inputs), expected).ok
 
 
 @pytest.mark.parametrize(("act", "out"), [("bf16", "bf16"), ("mxfp8", "fp16")])

@@ -126,7 +126,7 @@ class _Check:
             where.mkdir(exist_ok=True)
             (where / "d.bin").unlink(missing_ok=True)
             os.link(self.run_dir / name, where / "d.bin")
-        return read_output(where, self.case, inputs), read_output_scales(where, inputs)
+        return read_output(where, inputs), read_output_scales(where, inputs)
 
     def __call__(self, name: str) -> NumericsReport:
         from .numerics.activation import with_scales

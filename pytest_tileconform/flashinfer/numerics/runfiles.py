@@ -12,7 +12,6 @@ import numpy as np
 import torch
 
 from ...dtypes import dtype
-from ...matrix.cases import Case
 from . import mixed
 from .activation import SCALE_BLOCK
 from .blockscale import act_sf_offset, swizzle_block_scales, unswizzle_block_scales, weight_sf_offset
@@ -197,7 +196,7 @@ def _read_d_file(run_dir: Path, inputs: GroupedInputs) -> bytes:
     return data
 
 
-def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tensor:
+def read_output(run_dir: Path, inputs: GroupedInputs) -> torch.Tensor:
     """d.bin's D as an ``out_rows x N`` tensor of D's dtype (``out_rows`` = sum(rows) without
     finalize): its bits as the kernel left them, so unwritten elements are told apart."""
     data = _read_d_file(run_dir, inputs)
