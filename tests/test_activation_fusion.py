@@ -6,6 +6,7 @@ wrong kernels (a rounding, a scale, the scale layout) must fail."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -15,7 +16,17 @@ import pytest
 import torch
 from test_environment_errors import QUIET, STAND_IN_NVCC, make_sources
 
-from pytest_tileconform.flashinfer.configs import FUSIONS
+from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation
+from pytest_tileconform.flashinfer.configs import (
+    ACTIVATION_CLUSTERS,
+    ACTIVATION_TILES_MN,
+    ACTIVATION_TYPES,
+    FUSIONS,
+    KernelConfig,
+    UnsupportedConfig,
+    sm100_tile_k,
+)
+from pytest_tileconform.flashinfer.generator import instantiated_configs
 from pytest_tileconform.flashinfer.numerics import activation
 from pytest_tileconform.flashinfer.numerics.blockscale import act_sf_offset, swizzle_block_scales
 from pytest_tileconform.flashinfer.numerics.reference import (
@@ -31,7 +42,12 @@ from pytest_tileconform.flashinfer.numerics.runfiles import (
     write_inputs,
 )
 from pytest_tileconform.flashinfer.numerics.tolerance import Expected, compare
-from pytest_tileconform.flashinfer.sources import ENV_SOURCES
+from pytest_tileconform.flashinfer.sources import (
+    ENV_SOURCES,
+    FlashInferSources,
+    FlashInferSourcesError,
+    find_sources,
+)
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.schema import Fusion, Problem
 
@@ -125,6 +141,78 @@ def test_a_matrix_asks_for_the_activation_fusion(host: pytest.Pytester) -> None:
 
 def test_the_matrix_fusions_are_the_launchers() -> None:
     assert get_args(Fusion) == FUSIONS
+
+
+# -- codegen: exactly the generator's set --------------------------------------------------
+
+#: FlashInfer's bf16 activation-fusion kernel of CTA 128x64, as KernelConfig fields
+BF16: dict[str, object] = dict(
+    arch=100,
+    act="bf16",
+    weight="bf16",
+    out="bf16",
+    tile=(128, 64, 64),
+    cluster=(1, 1, 1),
+    swap_ab=False,
+    fusion="activation",
+)
+
+
+@pytest.fixture(scope="module")
+def sources() -> FlashInferSources:
+    try:
+        return find_sources()
+    except FlashInferSourcesError as exc:
+        pytest.skip(str(exc))
+
+
+def test_activation_fusion_is_the_generators_set(sources: FlashInferSources) -> None:
+    """The activation-fusion kernels are exactly configs.py's data: ACTIVATION_TILES_MN x
+    ACTIVATION_CLUSTERS x static/dynamic x ACTIVATION_TYPES, TMA epilogue, no swap_ab."""
+    configs, _ = instantiated_configs(sources, "sm100")
+    got = {c for c in configs if c.fusion == "activation"}
+    want = {
+        KernelConfig(
+            100, act, weight, out, (m, n, sm100_tile_k(act, n)), cluster, False, "activation", "tma", dyn
+        )
+        for (m, n), cluster, dyn, (act, weight, out) in itertools.product(
+            ACTIVATION_TILES_MN, ACTIVATION_CLUSTERS, (True, False), ACTIVATION_TYPES
+        )
+    }
+    assert got == want and len(got) == 36
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"arch": 103, "act": "nvfp4", "weight": "nvfp4", "tile": (128, 128, 256)}, "SM100 only"),
+        ({"swap_ab": True}, "swap_ab false"),
+        ({"epilogue": "nosmem"}, "TMA epilogue only"),
+        ({"act": "fp8_e4m3", "weight": "fp8_e4m3", "tile": (128, 128, 128)}, "activation fusion takes"),
+        ({"act": "mxfp8", "weight": "mxfp4"}, "activation fusion takes"),
+        ({"tile": (128, 32, 64)}, "CTA 128x64, 128x128, 128x256"),
+        ({"tile": (64, 64, 64)}, "CTA 128x64, 128x128, 128x256"),
+        ({"fusion": "gelu"}, "is not one of 'none', 'finalize', 'activation'"),
+    ],
+)
+def test_activation_refusals(changes: dict[str, object], reason: str) -> None:
+    fields: dict[str, object] = {**BF16, "tile": (128, 128, 64), **changes}
+    with pytest.raises(UnsupportedConfig, match=reason):
+        instantiation(KernelConfig(**fields))  # type: ignore[arg-type]
+
+
+def test_activation_translation_unit() -> None:
+    """ACTIVATION in the instantiation; the case struct gives D's bits (the activation type's)
+    and marks an MXFP8 D, whose scales the harness allocates."""
+    mx = KernelConfig(100, "mxfp8", "mxfp8", "fp16", (128, 64, 128), (1, 1, 1), False, "activation")
+    unit = generate_translation_unit([mx])
+    assert "PtrArrayTmaWarpSpecialized, EpilogueOpDefault, ACTIVATION" in unit
+    assert "EpilogueFusion::ACTIVATION" in unit
+    assert "act_bits = 8, weight_bits = 8, out_bits = 8;" in unit
+    assert "finalize = false, activation = true;" in unit and "d_scaled = true;" in unit
+    assert mx.name == "sm100_mxfp8_mxfp8_fp16_128x64x128_1x1x1_activation"
+    plain = generate_translation_unit([KernelConfig(**BF16)])  # type: ignore[arg-type]
+    assert "out_bits = 16;" in plain and "d_scaled = false;" in plain
 
 
 # -- ClampedRelu2, by hand ------------------------------------------------------------------

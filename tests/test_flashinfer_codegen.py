@@ -19,9 +19,6 @@ import pytest
 from pytest_tileconform.dtypes import tile_k_elements
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, generate_translation_unit, instantiation
 from pytest_tileconform.flashinfer.configs import (
-    ACTIVATION_CLUSTERS,
-    ACTIVATION_TILES_MN,
-    ACTIVATION_TYPES,
     FUSIONS,
     SM100_INPUTS,
     SM103_INPUTS,
@@ -506,55 +503,6 @@ def test_every_sm10x_operation_matches_flashinfer(
                 continue
             accepted.add(config)
     assert accepted == set(configs)
-
-
-def test_activation_fusion_is_the_generators_set(sources: FlashInferSources) -> None:
-    """The activation-fusion kernels are exactly configs.py's data: ACTIVATION_TILES_MN x
-    ACTIVATION_CLUSTERS x static/dynamic x ACTIVATION_TYPES, TMA epilogue, no swap_ab."""
-    configs, _ = instantiated_configs(sources, "sm100")
-    got = {c for c in configs if c.fusion == "activation"}
-    want = {
-        KernelConfig(
-            100, act, weight, out, (m, n, sm100_tile_k(act, n)), cluster, False, "activation", "tma", dyn
-        )
-        for (m, n), cluster, dyn, (act, weight, out) in itertools.product(
-            ACTIVATION_TILES_MN, ACTIVATION_CLUSTERS, (True, False), ACTIVATION_TYPES
-        )
-    }
-    assert got == want and len(got) == 36
-
-
-@pytest.mark.parametrize(
-    ("changes", "reason"),
-    [
-        ({"arch": 103, "act": "nvfp4", "weight": "nvfp4", "tile": (128, 128, 256)}, "SM100 only"),
-        ({"swap_ab": True}, "swap_ab false"),
-        ({"epilogue": "nosmem"}, "TMA epilogue only"),
-        ({"act": "fp8_e4m3", "weight": "fp8_e4m3", "tile": (128, 128, 128)}, "activation fusion takes"),
-        ({"act": "mxfp8", "weight": "mxfp4"}, "activation fusion takes"),
-        ({"tile": (128, 32, 64)}, "CTA 128x64, 128x128, 128x256"),
-        ({"tile": (64, 64, 64)}, "CTA 128x64, 128x128, 128x256"),
-        ({"fusion": "gelu"}, "is not one of 'none', 'finalize', 'activation'"),
-    ],
-)
-def test_activation_refusals(changes: dict[str, object], reason: str) -> None:
-    fields: dict[str, object] = {"arch": 100, "tile": (128, 128, 64), "fusion": "activation", **changes}
-    with pytest.raises(UnsupportedConfig, match=reason):
-        instantiation(base(**fields))
-
-
-def test_activation_translation_unit() -> None:
-    """ACTIVATION in the instantiation; the case struct gives D's bits (the activation type's)
-    and marks an MXFP8 D, whose scales the harness allocates."""
-    mx = base(arch=100, act="mxfp8", weight="mxfp8", out="fp16", tile=(128, 64, 128), fusion="activation")
-    unit = generate_translation_unit([mx])
-    assert "PtrArrayTmaWarpSpecialized, EpilogueOpDefault, ACTIVATION" in unit
-    assert "EpilogueFusion::ACTIVATION" in unit
-    assert "act_bits = 8, weight_bits = 8, out_bits = 8;" in unit
-    assert "finalize = false, activation = true;" in unit and "d_scaled = true;" in unit
-    assert mx.name == "sm100_mxfp8_mxfp8_fp16_128x64x128_1x1x1_activation"
-    plain = generate_translation_unit([base(arch=100, tile=(128, 64, 64), fusion="activation")])
-    assert "out_bits = 16;" in plain and "d_scaled = false;" in plain
 
 
 def test_dynamic_cga_and_nosmem_in_the_instantiation() -> None:
