@@ -74,14 +74,15 @@ def test_dtype_filter(tmp_path: Path) -> None:
     assert {c[1] for c in coords} == {"fp8_e4m3", "fp32"}
 
 
-def test_sm100_is_the_generators_space_but_the_activation_fusion(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Every SM100 instantiation but the 36 activation-fusion ones; a dynamic-CGA kernel once per
-    runtime cluster the heuristic gives it, a 2SM one only the clusters of even M."""
+def test_sm100_is_the_generators_space(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every SM100 instantiation FlashInfer emits, the 36 activation-fusion ones included (1,476);
+    a dynamic-CGA kernel once per runtime cluster the heuristic gives it, a 2SM one only the
+    clusters of even M."""
     cases = load_matrix(_generate(tmp_path, "--arch", "sm100")).cases
     kernels = {kernel_config(c) for c in cases}
-    assert len(kernels) == 1440
+    assert len(kernels) == 1476
+    assert len({k for k in kernels if k.fusion == "activation"}) == 36
+    assert {c.dtype_label for c in cases if c.fusion == "activation"} == {"bf16", "mxfp8-fp16", "mxfp8-bf16"}
     assert {c.cluster for c in cases} == {(1, 1, 1), (2, 1, 1)}
     assert {c.dtype_label for c in cases} >= {"bf16", "nvfp4-bf16", "mxfp8xmxfp4-fp16", "mxfp8-bf16"}
     assert {c.epilogue for c in cases} == {None, "nosmem"}
@@ -89,9 +90,8 @@ def test_sm100_is_the_generators_space_but_the_activation_fusion(
     assert {c.dynamic_cluster for c in dynamic if c.cluster == (2, 1, 1)} == {(4, 1, 1), (4, 2, 1)}
     assert {c.dynamic_cluster for c in dynamic if c.cluster == (1, 1, 1)} == {(1, 1, 1), (4, 1, 1), (4, 2, 1)}
     assert len(cases) == len(kernels) + len(dynamic) - len({kernel_config(c) for c in dynamic})
-    assert len({c.id for c in cases}) == len(cases)
-    err = capsys.readouterr().err
-    assert "36 generator operation(s) for sm100 are not built" in err and "activation" in err
+    assert len(cases) == 2631 and len({c.id for c in cases}) == len(cases)
+    assert "not built" not in capsys.readouterr().err
 
 
 def test_sm103_builds_its_own_kernels_and_sm100s(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,13 +104,13 @@ def test_sm103_builds_its_own_kernels_and_sm100s(tmp_path: Path, capsys: pytest.
     assert {c.dtype_label for c in own} == {"nvfp4-bf16", "nvfp4-fp16"}
     assert {c.tile for c in own} == {(128, 128, 256), (128, 256, 256)}
     sm100 = [c for c in cases if c.kernel_arch == "sm100"]
-    assert len({kernel_config(c) for c in sm100}) == 1440 and all(
+    assert len({kernel_config(c) for c in sm100}) == 1476 and all(
         c.id.count("-sm100kernel") == 1 for c in sm100
     )
-    assert len({c.id for c in cases}) == len(cases) == 168 + 2568
+    assert len({c.id for c in cases}) == len(cases) == 168 + 2631
     assert {kernel_config(c).tag for c in sm100} == {100} and {c.arch for c in cases} == {"sm103"}
     assert "kernel_arch: sm100" in path.read_text()
-    assert "36 generator operation(s) for sm103" in capsys.readouterr().err
+    assert "1572 configuration(s) of FlashInfer 0.7.4 for sm103" in capsys.readouterr().err
 
 
 def test_stdout_and_messages(capsys: pytest.CaptureFixture[str]) -> None:

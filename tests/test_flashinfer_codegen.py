@@ -19,6 +19,7 @@ import pytest
 from pytest_tileconform.dtypes import tile_k_elements
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, generate_translation_unit, instantiation
 from pytest_tileconform.flashinfer.configs import (
+    FUSIONS,
     SM100_INPUTS,
     SM120_INPUTS,
     SM120_MIXED_TILES,
@@ -464,17 +465,16 @@ def test_sources_override(
 # block-scaled input, both epilogue schedules, static and dynamic clusters, 1SM and 2SM.
 
 
-@pytest.mark.parametrize(("arch", "built", "left_out"), [("sm100", 1440, 36), ("sm103", 1536, 36)])
+@pytest.mark.parametrize(("arch", "built"), [("sm100", 1476), ("sm103", 1572)])
 def test_every_sm10x_operation_matches_flashinfer(
-    sources: FlashInferSources, generator: ModuleType, arch: str, built: int, left_out: int
+    sources: FlashInferSources, generator: ModuleType, arch: str, built: int
 ) -> None:
-    """Each operation but the activation fusion becomes a configuration whose instantiation is
-    FlashInfer's, byte for byte (``to_config`` compares them), SM103's own kernels and the SM100
-    ones its module compiles for sm_103a alike; and codegen accepts exactly those among every
-    candidate."""
+    """Every operation becomes a configuration whose instantiation is FlashInfer's, byte for byte
+    (``to_config`` compares them), the activation fusion's among them, and SM103's own kernels
+    and the SM100 ones its module compiles for sm_103a alike; and codegen accepts exactly those
+    among every candidate."""
     configs, skipped = instantiated_configs(sources, arch)
-    assert (len(configs), len(skipped)) == (built, left_out)
-    assert {s.reason.split(" ")[0] for s in skipped} == {"epilogue"}
+    assert (len(configs), skipped) == (built, [])
     assert {c.kernel_arch for c in configs} == ({0} if arch == "sm100" else {0, 100})
     assert {c.epilogue for c in configs} == ({"tma", "nosmem"})
     assert {c.dynamic_cga for c in configs} == {False, True}
@@ -487,7 +487,7 @@ def test_every_sm10x_operation_matches_flashinfer(
         (8, 16, 32, 48, 64, 128, 192, 256),
         ((1, 1, 1), (2, 1, 1), (1, 2, 1)),
         (False, True),
-        ("none", "finalize"),
+        FUSIONS,
         ("tma", "nosmem"),
         (False, True),
         (0, 100),
@@ -525,13 +525,14 @@ def test_dynamic_cga_and_nosmem_in_the_instantiation() -> None:
 
 
 @pytest.mark.parametrize(
-    ("arch", "blocks_built"), [("100", {"Sm100": 1440}), ("103", {"Sm103": 96, "Sm100": 1440})]
+    ("arch", "blocks_built"), [("100", {"Sm100": 1476}), ("103", {"Sm103": 96, "Sm100": 1476})]
 )
 def test_sm10x_generated_files_match(
     generator: ModuleType, tmp_path: Path, arch: str, blocks_built: dict[str, int]
 ) -> None:
-    """Every block in FlashInfer's SM100 / SM103 ``*.generated.cu`` files but the activation
-    fusion's, byte for byte: read back into a configuration, codegen writes the same block."""
+    """Every block in FlashInfer's SM100 / SM103 ``*.generated.cu`` files, the activation
+    fusion's included, byte for byte: read back into a configuration, codegen writes the same
+    block."""
     generator.generate_gemm_operations(str(tmp_path), f"{arch};{arch}-real")
     blocks = [
         block
@@ -543,8 +544,6 @@ def test_sm10x_generated_files_match(
         (tag, act, weight, out, epi, _tag, fusion, m, n, k, cm, cn, ck, mx, dyn, _bias, swap) = (
             a.strip() for a in block.group("args").split(",")
         )
-        if fusion == "ACTIVATION":
-            continue
         fp4 = "mxfp4" if mx == "true" else "nvfp4"
         names = {**CUDA_TYPES, "SafeFP4": fp4, "__nv_fp8_e4m3": "mxfp8" if mx == "true" else "fp8_e4m3"}
         config = KernelConfig(

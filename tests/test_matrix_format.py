@@ -414,7 +414,7 @@ INVALID = {
     ),
     "bad-fusion": (
         BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    fusion: [none, fused]\n"),
-        ["6:20: suites.0.fusion.1: Input should be 'none' or 'finalize'"],
+        ["6:20: suites.0.fusion.1: Input should be 'none', 'finalize' or 'activation'"],
     ),
     "bad-epilogue": (
         BASIC.replace("    dtype: bf16\n", "    dtype: bf16\n    epilogue: [tma, smem]\n"),

@@ -283,7 +283,7 @@ MUTATIONS: dict[str, Callable[[Setup], torch.Tensor]] = {
 def check(s: Setup, d: torch.Tensor, tmp_path: Path) -> NumericsReport:
     """``d`` through the hardware backend's path: d.bin written, read back, compared."""
     (tmp_path / "d.bin").write_bytes(_le_bytes(d.to(output_dtype(s.case.out))))
-    return compare(read_output(tmp_path, s.case, s.inputs), s.expected)
+    return compare(read_output(tmp_path, s.inputs), s.expected)
 
 
 # ------------------------------------------------------------------------------------------

@@ -468,7 +468,7 @@ def test_read_output_round_trip(tmp_path: Path, out: str, fusion: str) -> None:
     (tmp_path / "d.bin").write_bytes(stored.view(torch.uint8).numpy().tobytes())
     rows = inputs.out_rows
     assert (tmp_path / "d.bin").stat().st_size == rows * 8 * stored.element_size()
-    actual = read_output(tmp_path, case, inputs)
+    actual = read_output(tmp_path, inputs)
     assert actual.dtype == torch_out and actual.shape == (rows, 8)  # the bits as written
     assert torch.equal(actual.view(torch.uint8), stored.view(torch.uint8))
     report = compare(actual, expected_output(inputs, case))
@@ -479,10 +479,10 @@ def test_read_output_size_mismatch(tmp_path: Path) -> None:
     case = make_case("bf16", rows=[2], n=4, k=8)
     inputs = make_inputs(case, 0)
     with pytest.raises(OutputFileError, match="does not exist"):
-        read_output(tmp_path, case, inputs)
+        read_output(tmp_path, inputs)
     (tmp_path / "d.bin").write_bytes(b"\x00" * (2 * 4 * 2 - 1))
     with pytest.raises(OutputFileError, match=r"15 bytes, expected 16"):
-        read_output(tmp_path, case, inputs)
+        read_output(tmp_path, inputs)
 
 
 # ------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from ..files import write_atomic
+from ..flashinfer.configs import FUSIONS
 from ..matrix.cases import Case
 from ..matrix.schema import DEFAULT_PROBLEM, Problem
 from .options import ARCHS, add_arch
@@ -487,7 +488,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--fusion",
         action="append",
         default=None,
-        choices=("none", "finalize"),
+        choices=FUSIONS,
         help="repeatable; default none",
     )
     case.add_argument(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..dtypes import shape_label
 from ..flashinfer import NAME
-from ..flashinfer.configs import KernelConfig, dynamic_clusters
+from ..flashinfer.configs import FUSIONS, KernelConfig, dynamic_clusters
 from ..flashinfer.generator import Skipped
 from ..matrix.load import MatrixInvalid, load_matrix
 from ..matrix.schema import DEFAULT_PROBLEM, MIXED_PROBLEM, SMALL_K_PREFILL_PROBLEM
@@ -98,12 +98,12 @@ def _entries(configs: Sequence[KernelConfig]) -> list[_Entry]:
             groups[pairs].append(cluster)
         for pairs, clusters in groups.items():
             swaps = sorted({s for s, _ in pairs})
-            fusions = sorted({f for _, f in pairs}, key=("none", "finalize").index)
+            fusions = sorted({f for _, f in pairs}, key=FUSIONS.index)
             if len(pairs) == len(swaps) * len(fusions):
                 entries.append(_Entry(tile, tuple(clusters), tuple(swaps), tuple(fusions), *variant))
             else:  # not a product: one entry per swap_ab value
                 for swap in swaps:
-                    fs = sorted({f for s, f in pairs if s == swap}, key=("none", "finalize").index)
+                    fs = sorted({f for s, f in pairs if s == swap}, key=FUSIONS.index)
                     entries.append(_Entry(tile, tuple(clusters), (swap,), tuple(fs), *variant))
     return entries
 

@@ -30,6 +30,7 @@ from .configs import (
     SMALL_K_MAINLOOPS,
     KernelConfig,
     check_config,
+    d_dtype,
     pre_mma_scales,
 )
 from .sources import LAUNCHER_INL, MIXED_LAUNCHER_INL, MIXED_UTILS_CU
@@ -38,7 +39,7 @@ HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 
 
 def _macro_fusion(config: KernelConfig) -> str:
-    return "FINALIZE" if config.fusion == "finalize" else "NONE"
+    return config.fusion.upper()  # EpilogueFusion::NONE / FINALIZE / ACTIVATION
 
 
 # SM90 and SM120 hard-code their epilogue schedule in the launcher; generate_kernels.py passes
@@ -194,7 +195,8 @@ def _mixed_case_struct(config: KernelConfig, index: int) -> str:
   static constexpr int arch = {config.arch};
   static constexpr int act_bits = {act.bits}, weight_bits = {weight.bits}, out_bits = {out.bits};
   static constexpr int block_scale = 0;
-  static constexpr bool swap_ab = true, finalize = false, dynamic_cga = false;
+  static constexpr bool swap_ab = true, finalize = false, activation = false, dynamic_cga = false;
+  static constexpr bool d_scaled = false;
   static constexpr bool mixed = true;
   static constexpr int group = {group}, scale_bytes = {scale_bytes}, interleave = {interleave};
   static constexpr bool pre_mma = {str(pre_mma_scales(config)).lower()}, small_k = {small_k};
@@ -204,8 +206,10 @@ def _mixed_case_struct(config: KernelConfig, index: int) -> str:
 def _case_struct(config: KernelConfig, index: int) -> str:
     if config.mixed:
         return _mixed_case_struct(config, index)
-    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+    d = d_dtype(config.act, config.out, config.fusion)
+    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[d])
     swap_ab, finalize = str(config.swap_ab).lower(), str(config.fusion == "finalize").lower()
+    activation = str(config.fusion == "activation").lower()
     return f"""struct Case{index} {{  // {config.name}
   static constexpr auto* launcher =
       &tensorrt_llm::kernels::cutlass_kernels_oss::tma_warp_specialized_generic_moe_gemm_kernelLauncher<
@@ -213,7 +217,8 @@ def _case_struct(config: KernelConfig, index: int) -> str:
   static constexpr int arch = {config.arch};
   static constexpr int act_bits = {act.bits}, weight_bits = {weight.bits}, out_bits = {out.bits};
   static constexpr int block_scale = {_block_scale_kind(config)};
-  static constexpr bool swap_ab = {swap_ab}, finalize = {finalize};
+  static constexpr bool swap_ab = {swap_ab}, finalize = {finalize}, activation = {activation};
+  static constexpr bool d_scaled = {str(config.fusion == "activation" and out.mx).lower()};
   static constexpr bool dynamic_cga = {str(config.dynamic_cga).lower()};
   static constexpr bool mixed = false;
 }};"""

@@ -20,6 +20,9 @@ from ..dtypes import (
     tile_k_elements,
 )
 
+#: The launcher's epilogue fusions (``EpilogueFusion::NONE``, ``FINALIZE``, ``ACTIVATION``)
+FUSIONS = ("none", "finalize", "activation")
+
 
 class UnsupportedConfig(ValueError):
     """The launcher cannot express this configuration (the message says why)."""
@@ -36,7 +39,7 @@ class KernelConfig:
     tile: tuple[int, int, int]
     cluster: tuple[int, int, int]
     swap_ab: bool
-    fusion: str  # "none" | "finalize"
+    fusion: str  # one of FUSIONS
     #: SM10x epilogue schedule, "tma" or "nosmem" ("" elsewhere: the launcher fixes it); ""
     #: on SM10x is read as "tma", the schedule the launcher takes by default
     epilogue: str = ""
@@ -112,8 +115,10 @@ def _check_shapes(config: KernelConfig) -> None:
         raise UnsupportedConfig(
             f"cluster {config.cluster}: the MoE launcher only has clusters of depth 1 (M x N x 1)"
         )
-    if config.fusion not in ("none", "finalize"):
-        raise UnsupportedConfig(f"fusion {config.fusion!r} is not one of 'none', 'finalize'")
+    if config.fusion not in FUSIONS:
+        raise UnsupportedConfig(
+            f"fusion {config.fusion!r} is not one of {', '.join(repr(f) for f in FUSIONS)}"
+        )
 
 
 #: SM90 mixed-input mainloops: the warp-specialized kernels' two schedules and the two
@@ -159,7 +164,7 @@ def _check_sm90_mixed(config: KernelConfig) -> None:
             "launcher refuses anything else)"
         )
     if config.fusion != "none":
-        raise UnsupportedConfig("SM90's mixed-input launcher has no finalize epilogue")
+        raise UnsupportedConfig(f"SM90's mixed-input launcher has no {config.fusion} epilogue")
     if config.mainloop not in MIXED_MAINLOOPS:
         raise UnsupportedConfig(
             f"SM90 mixed-input kernels need a mainloop, one of {', '.join(MIXED_MAINLOOPS)}; "
@@ -288,6 +293,50 @@ def dynamic_clusters(cluster: tuple[int, int, int]) -> tuple[tuple[int, int, int
     return tuple(d for d in HEURISTIC_DYNAMIC_CLUSTERS if d[0] % cluster[0] == 0)
 
 
+#: FlashInfer's SM100 activation-fusion kernels (``generate_sm100_grouped_gemm_operations``,
+#: "Keep activation fusion separate"): a ClampedRelu2 epilogue that writes D in the activation
+#: type, CTA M x N of ACTIVATION_TILES_MN (K as calc_shape_mnk_sm100_grouped_gemm), 1SM or 2SM,
+#: static and dynamic clusters, the TMA epilogue, no swap_ab; (act, weight, out) of
+#: ACTIVATION_TYPES, ``out`` being the generator's output type (the launcher's OutputType,
+#: which D does not take: :func:`d_dtype`).
+ACTIVATION_TILES_MN: tuple[tuple[int, int], ...] = ((128, 64), (128, 128), (128, 256))
+ACTIVATION_CLUSTERS: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (2, 1, 1))
+ACTIVATION_TYPES: tuple[tuple[str, str, str], ...] = (
+    ("mxfp8", "mxfp8", "fp16"),
+    ("mxfp8", "mxfp8", "bf16"),
+    ("bf16", "bf16", "bf16"),
+)
+
+
+def d_dtype(act: str, out: str, fusion: str) -> str:
+    """The dtype of D: the activation type with the activation fusion (the launcher's
+    ``ElementD = ElementAct``; MXFP8 D comes with ue8m0 scales per 32), else ``out``."""
+    return act if fusion == "activation" else out
+
+
+def _check_activation(config: KernelConfig) -> None:
+    # the generator's activation loop; the launcher static_asserts SM10x and no swap_ab
+    where = f"FlashInfer's activation-fusion kernels are SM100's (arch tag Sm100) only, got Sm{config.tag}"
+    checks = (
+        (config.tag == 100, where),
+        (not config.swap_ab, "the activation fusion needs swap_ab false (the launcher's static_assert)"),
+        (config.epilogue == "tma", "the activation fusion has the TMA epilogue only"),
+        (
+            (config.act, config.weight, config.out) in ACTIVATION_TYPES,
+            f"activation fusion takes {', '.join('x'.join(t[:2]) + '->' + t[2] for t in ACTIVATION_TYPES)} "
+            f"(act x weight -> out), got {config.act}x{config.weight}->{config.out}",
+        ),
+        (
+            config.tile[:2] in ACTIVATION_TILES_MN and config.cluster in ACTIVATION_CLUSTERS,
+            f"tile {config.tile} cluster {config.cluster}: FlashInfer's activation-fusion kernels are "
+            f"CTA {', '.join(f'{m}x{n}' for m, n in ACTIVATION_TILES_MN)} with cluster 1x1x1 or 2x1x1",
+        ),
+    )
+    for ok, reason in checks:
+        if not ok:
+            raise UnsupportedConfig(reason)
+
+
 def _check_outs(config: KernelConfig) -> None:
     act = DTYPES[config.act]
     outs = ("fp16", "bf16") if act.bits <= 8 else (config.act,)
@@ -364,6 +413,8 @@ def check_config(config: KernelConfig) -> None:
             f"SM{config.arch}: the launcher fixes the epilogue schedule and the cluster "
             "(epilogue and dynamic_cluster are SM10x variants)"
         )
+    if config.fusion == "activation":
+        _check_activation(config)
     if config.arch == 90:
         _check_sm90(config)
     elif config.arch in (120, 121):

@@ -172,6 +172,7 @@ def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
         None: "none",
         generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
         generator.TrtLlm_EpilogueFusion.epilogue_fusion_finalize: "finalize",
+        generator.TrtLlm_EpilogueFusion.epilogue_fusion_activation: "activation",
     }
     if op.epi_fusion not in fusions:
         raise UnsupportedConfig(f"epilogue fusion {op.epi_fusion} is not built by the harness")

@@ -113,27 +113,31 @@ class _Check:
         self.case, self.prepared, self.run_dir, self.shared = case, prepared, run_dir, shared
         self.seconds: dict[str, float] = {}
 
-    def _read(self, name: str) -> torch.Tensor:
-        from .numerics.runfiles import read_output
+    def _read(self, name: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """D and, for an MXFP8 D, the scales the kernel wrote beside it."""
+        from .numerics.runfiles import read_output, read_output_scales
 
         inputs = self.prepared.inputs
         if self.shared is not None:
-            return self.shared.output(name, inputs.out, inputs.out_rows, inputs.n)
+            return self.shared.output(name, inputs)
         where = self.run_dir
         if name != "d.bin":  # read_output reads a folder's d.bin: give the saved D one of its own
             where = self.run_dir / name.removesuffix(".bin")
             where.mkdir(exist_ok=True)
             (where / "d.bin").unlink(missing_ok=True)
             os.link(self.run_dir / name, where / "d.bin")
-        return read_output(where, self.case, inputs)
+        return read_output(where, inputs), read_output_scales(where, inputs)
 
     def __call__(self, name: str) -> NumericsReport:
+        from .numerics.activation import with_scales
         from .numerics.tolerance import compare
 
         started = time.perf_counter()
-        actual = self._read(name)
+        actual, scales = self._read(name)
         read_done = time.perf_counter()
         expected = self.prepared.expected()  # shared by the cases of this problem
+        if scales is not None:  # an MXFP8 D: checked given the kernel's scales
+            expected = with_scales(expected, scales)
         reference_done = time.perf_counter()
         report = compare(actual, expected)
         done = time.perf_counter()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..dtypes import DTYPES
 from ..virtual.faults import RunFault, TmaOperand, tma_stride_fault
-from .configs import KernelConfig
+from .configs import KernelConfig, d_dtype
 
 #: The architectures whose kernels :func:`tma_operands` describes.
 MODELLED_ARCHS = (90,)
@@ -40,7 +40,8 @@ def tma_operands(config: KernelConfig, n: int, k: int) -> list[TmaOperand]:
         TmaOperand(f"B ({config.weight} weights, rows of K={k})", k * DTYPES[config.weight].bits),
     ]
     if config.fusion != "finalize":
-        operands.append(TmaOperand(f"D ({config.out} output, rows of N={n})", n * DTYPES[config.out].bits))
+        d = d_dtype(config.act, config.out, config.fusion)
+        operands.append(TmaOperand(f"D ({d} output, rows of N={n})", n * DTYPES[d].bits))
     return operands
 
 

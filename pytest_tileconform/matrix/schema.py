@@ -97,7 +97,8 @@ Name = Annotated[str, Field(strict=True), AfterValidator(_check_name)]
 
 ShapeField = Annotated[Shape, BeforeValidator(_parse_shape)]
 Arch = Annotated[str, BeforeValidator(_check_arch)]
-Fusion = Literal["none", "finalize"]
+#: the launcher's epilogue fusions (flashinfer.configs.FUSIONS, which a test keeps equal)
+Fusion = Literal["none", "finalize", "activation"]
 #: SM10x epilogue schedule (TensorRT-LLM's ``EpilogueScheduleType`` TMA or NO_SMEM)
 Epilogue = Literal["tma", "nosmem"]
 #: SM90 mixed-input mainloop schedule (TensorRT-LLM's ``MainloopScheduleType``): the two

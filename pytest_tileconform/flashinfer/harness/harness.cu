@@ -15,6 +15,10 @@
 //   block_scale                0 none, 1 NVFP4 (e4m3 scale per 16), 2 MXFPX (ue8m0 per 32):
 //                              the launcher's IsBlockScaled operands, read from a_sf.bin/b_sf.bin
 //   finalize                   EpilogueFusion::FINALIZE instantiated
+//   activation                 EpilogueFusion::ACTIVATION instantiated (ClampedRelu2 epilogue;
+//                              D is in the activation type, out_bits its bits; clamp_limit.bin)
+//   d_scaled                   activation fusion with MXFP8 D: the epilogue also writes ue8m0
+//                              scales per 32 along N, kept after D in D's buffer (PROTOCOL.md)
 //   mixed                      SM90's mixed-input launcher (sm90_generic_mixed_moe_*Launcher);
 //                              then also Act, Weight, Out (its types), group and scale_bytes
 //                              (B's scales: elements per scale along K, bytes per scale),
@@ -194,6 +198,12 @@ Operands load_operands(const std::string& run_dir, const OperandTable& table, Pr
   if (p.bias && !C::finalize) {
     bad_input("bias: FlashInfer hands a bias to the GEMM only with the finalize epilogue");
   }
+  if constexpr (C::d_scaled) {
+    if (p.n % BlockScale<2>::vec != 0) {
+      bad_input("problem.txt: n must be a multiple of the output scale block " +
+                std::to_string(BlockScale<2>::vec));
+    }
+  }
   const size_t sf_a = C::block_scale != 0 ? static_cast<size_t>(act_sf_offset<BS>(p.experts, total, p.k)) : 0;
   const size_t sf_b = C::block_scale != 0 ? static_cast<size_t>(weight_sf_offset<BS>(p.experts, p.n, p.k)) : 0;
   // mixed input: one scale per `group` along K for every weight row (folded by the Python side,
@@ -221,6 +231,7 @@ Operands load_operands(const std::string& run_dir, const OperandTable& table, Pr
       {"dest_row", sizeof(int32_t) * total, C::finalize, &Operands::dest_row},
       {"b_scale", group_scales, C::mixed, &Operands::b_scale},
       {"token_scales", sizeof(float) * total, has_token_scales, &Operands::token_scales},
+      {"clamp_limit", sizeof(float), C::activation, &Operands::clamp_limit},
   };
   Operands ops;
   std::vector<char> dest;  // dest_row on the host, to check it
@@ -244,7 +255,7 @@ Operands load_operands(const std::string& run_dir, const OperandTable& table, Pr
     std::memcpy(rows.data(), dest.data(), sizeof(int32_t) * total);
     check_dest_rows(rows.data(), total, p);
   }
-  ops.d = DeviceBuffer(storage_bytes((C::finalize ? p.out_rows : p.total_rows()) * p.n, C::out_bits));
+  ops.d = DeviceBuffer(d_bytes<C>(p));
   if constexpr (C::mixed) ops.b_packed = interleave_weights<C>(ops.b, p);
   return ops;
 }

@@ -302,7 +302,23 @@ T* keep(GemmSetup& setup, const PerExpert<T>& array) {
 struct Operands {
   DeviceBuffer a, b, d, alpha, router_scales, dest_row, a_sf, b_sf, bias;
   DeviceBuffer b_scale, token_scales, b_packed;
+  DeviceBuffer clamp_limit;  // activation fusion: ClampedRelu2's limit, one float
 };
+
+// D's buffer: out_rows x N of D's type and, for an MXFP8 D (activation fusion), its ue8m0 scales
+// right after, laid out as TensorRT-LLM's flat activation SF buffer with K = N (GEMM2 reads them
+// as its activation scales): expert e's at act_sf_offset(e, rows before e, N), where the runner
+// points fused_activation_epilogue.ptr_block_scaling_factors[e]. One buffer, so that every
+// stage that resets, saves or compares D does the same to the scales.
+template <class C>
+size_t d_elements_bytes(const ProblemInfo& p) {
+  return storage_bytes((C::finalize ? p.out_rows : p.total_rows()) * p.n, C::out_bits);
+}
+template <class C>
+size_t d_bytes(const ProblemInfo& p) {
+  const size_t sf = C::d_scaled ? static_cast<size_t>(act_sf_offset<BlockScale<2>>(p.experts, p.total_rows(), p.n)) : 0;
+  return d_elements_bytes<C>(p) + sf;
+}
 
 // Host equivalent of TensorRT-LLM's computeStridesTmaWarpSpecializedKernel +
 // computeTmaWarpSpecializedInputStrides/Pointers + setupFP4BlockScalingFactors +
@@ -320,7 +336,9 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const Operands& ops) {
   GemmSetup setup;
   GemmInput& in = setup.input;
   in.swap_ab = kSwapAB;
-  in.fusion = kFinalize ? GemmInput::EpilogueFusion::FINALIZE : GemmInput::EpilogueFusion::NONE;
+  in.fusion = kFinalize       ? GemmInput::EpilogueFusion::FINALIZE
+              : C::activation ? GemmInput::EpilogueFusion::ACTIVATION
+                              : GemmInput::EpilogueFusion::NONE;
   in.fpX_block_scaling_type = BS::type;
   in.enable_pdl = p.enable_pdl;
 
@@ -337,6 +355,8 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const Operands& ops) {
   PerExpert<const int*> ptr_index(E, p.poison);
   PerExpert<LayoutSF> layout_sf_act(E, p.poison), layout_sf_weight(E, p.poison);
   PerExpert<const GemmInput::ElementSF*> ptr_sf_act(E, p.poison), ptr_sf_weight(E, p.poison);
+  PerExpert<GemmInput::ElementSF*> ptr_sf_d(E, p.poison);  // MXFP8 D's scales (activation)
+  auto* d_sf = reinterpret_cast<GemmInput::ElementSF*>(ops.d.as<char>() + d_elements_bytes<C>(p));
 
   int64_t offset = 0;  // rows of all previous experts
   for (int e = 0; e < E; ++e) {
@@ -379,6 +399,7 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const Operands& ops) {
     } else {
       ptr_d.set(e, ops.d.as<char>() + storage_bytes(offset * p.n, C::out_bits));
     }
+    if (C::d_scaled) ptr_sf_d.set(e, d_sf + act_sf_offset<BlockScale<2>>(e, offset, p.n));
     offset += p.rows[e];
   }
 
@@ -421,6 +442,16 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const Operands& ops) {
     fin.ptr_router_scales = keep(setup, ptr_router);
     fin.ptr_source_token_index = keep(setup, ptr_index);
   } else {
+    if (C::activation) {
+      // computeStridesTmaWarpSpecializedKernel + the runner's fused_activation_epilogue: the
+      // model-wide limit, and for MXFP8 D the per-expert SF pointers and norm_constant 1
+      auto& act = in.fused_activation_epilogue;
+      act.clamp_limit = ops.clamp_limit.as<float>();
+      if (C::d_scaled) {
+        act.ptr_block_scaling_factors = keep(setup, ptr_sf_d);
+        act.norm_constant = keep(setup, std::vector<float>{1.0f});
+      }
+    }
     in.ptr_d = keep(setup, ptr_d);
     in.stride_d = kSwapAB ? static_cast<void*>(keep(setup, stride_d_t))
                           : static_cast<void*>(keep(setup, stride_d));

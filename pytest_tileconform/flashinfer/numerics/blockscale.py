@@ -82,6 +82,17 @@ def swizzle_block_scales(linear: torch.Tensor) -> torch.Tensor:
     return t.permute(0, 3, 2, 1, 4).reshape(-1).contiguous()
 
 
+def unswizzle_block_scales(flat: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """Inverse of :func:`swizzle_block_scales`: the ``rows x cols`` linear scales of the first
+    ``pad(rows, 128) * pad(cols, 4)`` bytes of ``flat`` (a kernel's output scales)."""
+    r_pad, c_pad = pad_to(rows, SF_ATOM_ROWS), pad_to(cols, SF_ATOM_COLS)
+    if flat.dtype != torch.uint8 or flat.numel() < r_pad * c_pad:
+        raise ValueError(f"need {r_pad * c_pad} uint8 scale bytes for {rows} x {cols}, got {flat.numel()}")
+    r_tiles, c_tiles = r_pad // SF_ATOM_ROWS, c_pad // SF_ATOM_COLS
+    t = flat[: r_pad * c_pad].reshape(r_tiles, c_tiles, 32, 4, SF_ATOM_COLS)
+    return t.permute(0, 3, 2, 1, 4).reshape(r_pad, c_pad)[:rows, :cols].contiguous()
+
+
 def act_sf_offset(expert: int, rows_before: int, k: int, block: int) -> int:
     """Byte offset of expert ``expert``'s activation scales in the flat buffer: TensorRT-LLM's
     ``getOffsetActivationSF`` (every expert starts on a 128-row boundary)."""

@@ -35,7 +35,8 @@ import torch
 
 from ...dtypes import BLOCK_SCALED_PAIRS, MIXED_INPUT_PAIRS, UNSCALED_DTYPES, DType, dtype
 from ...matrix.cases import Case
-from . import mixed
+from ..configs import FUSIONS, d_dtype
+from . import activation, mixed
 from .blockscale import (
     dequantize_int4,
     dequantize_mxfp4,
@@ -81,6 +82,12 @@ def output_dtype(name: str) -> torch.dtype:
     return storage_dtype(dtype(name, "output"))
 
 
+def d_storage(inputs: GroupedInputs) -> torch.dtype:
+    """The torch dtype D is stored in: the output type's, the activation type's with the
+    activation fusion (e4m3 bits for an MXFP8 D)."""
+    return storage_dtype(dtype(inputs.d))
+
+
 def poison_output(rows: int, n: int, out: str) -> torch.Tensor:
     """D as the harness leaves it before the kernel runs (without fusion): every byte
     :data:`.tolerance.POISON_BYTE`, in the output dtype (as :func:`read_output` returns D)."""
@@ -118,7 +125,7 @@ class GroupedInputs:
     act: str  #: activation dtype name
     weight: str  #: weight dtype name
     out: str  #: output dtype name
-    fusion: str  #: "none" or "finalize"
+    fusion: str  #: one of configs.FUSIONS
     rows_per_expert: tuple[int, ...]
     n: int
     k: int
@@ -138,6 +145,13 @@ class GroupedInputs:
     #: True where every partial sum of A @ B_e^T is exact in fp32 (:func:`make_inputs`' grid);
     #: otherwise the reference accumulates in fp64 and checks that the kernel's fp32 could too
     fp32_exact: bool = False
+    #: activation fusion only: ClampedRelu2's limit (FlashInfer's model-wide ``swiglu_limit``)
+    clamp_limit: float | None = None
+
+    @property
+    def d(self) -> str:
+        """D's dtype name (the activation type with the activation fusion)."""
+        return d_dtype(self.act, self.out, self.fusion)
 
     @property
     def experts(self) -> int:
@@ -205,8 +219,11 @@ def _check_generatable(case: Case) -> None:
             f" and the block-scaled pairs {GENERATED_BLOCK_SCALED})"
         )
     output_dtype(case.out)
-    if case.fusion not in ("none", "finalize"):
+    if case.fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {case.fusion!r}")
+    block = dtype(d_dtype(case.act, case.out, case.fusion)).block_size
+    if case.fusion == "activation" and block is not None and case.problem.n % block:
+        raise ValueError(f"N={case.problem.n} is not a multiple of the output scale block {block}")
     limit = exact_k_limit(case.act, case.weight)
     if case.problem.k > limit:
         raise ValueError(
@@ -335,6 +352,7 @@ def make_inputs(case: Case, seed: int, device: torch.device | str | None = None)
         b_sf=b_sf,
         bias=bias,
         fp32_exact=True,
+        clamp_limit=activation.clamp_limit(k) if case.fusion == "activation" else None,
     ).to(where)
 
 
@@ -451,13 +469,20 @@ def expected_output(inputs: GroupedInputs, case: Case) -> Expected:
 
     Without fusion: ``alpha * acc`` rounded to fp32 (the epilogue's multiply) and then to the
     output type, exactly. With finalize: the sum of each token's rounded contributions and
-    how far the order of their adds can move D (:func:`.tolerance.finalize_bound`).
+    how far the order of their adds can move D (:func:`.tolerance.finalize_bound`). With the
+    activation fusion: :func:`.activation.expected_activation`.
     """
     if (case.act, case.weight, case.fusion) != (inputs.act, inputs.weight, inputs.fusion):
         raise ValueError(f"inputs were made for another case than {case.id}")
     out_dtype = output_dtype(inputs.out)
     shape = (inputs.out_rows, inputs.n)
     value = torch.zeros(shape, dtype=torch.float64, device=inputs.device)
+    if inputs.fusion == "activation":
+        if inputs.clamp_limit is None:
+            raise ValueError("the activation fusion needs clamp_limit")
+        for _, rows, c in _expert_rows(inputs):
+            value[rows] = c
+        return activation.expected_activation(value, inputs.clamp_limit, inputs.d)
     if inputs.fusion != "finalize":
         for _, rows, c in _expert_rows(inputs):
             value[rows] = c.to(torch.float32).to(out_dtype).to(torch.float64)

@@ -12,10 +12,10 @@ import numpy as np
 import torch
 
 from ...dtypes import dtype
-from ...matrix.cases import Case
 from . import mixed
-from .blockscale import act_sf_offset, swizzle_block_scales, weight_sf_offset
-from .reference import GroupedInputs, output_dtype
+from .activation import SCALE_BLOCK
+from .blockscale import act_sf_offset, swizzle_block_scales, unswizzle_block_scales, weight_sf_offset
+from .reference import GroupedInputs, d_storage, output_dtype
 
 
 def problem_entries(inputs: GroupedInputs) -> dict[str, list[int]]:
@@ -73,8 +73,8 @@ def write_inputs(
     extra_problem: Mapping[str, int | Sequence[int]] | None = None,
 ) -> None:
     """Write problem.txt, a.bin, b.bin and, where they apply, alpha.bin, router_scales.bin,
-    dest_row.bin, bias.bin (E x N of the output type), a_sf.bin and b_sf.bin into ``run_dir``
-    (which must exist).
+    dest_row.bin, bias.bin (E x N of the output type), clamp_limit.bin, a_sf.bin and b_sf.bin
+    into ``run_dir`` (which must exist).
 
     ``a_sf.bin`` is TensorRT-LLM's flat activation scale buffer: expert ``e``'s scales,
     swizzled (:func:`swizzle_block_scales`), at :func:`act_sf_offset`, zeros elsewhere;
@@ -94,6 +94,8 @@ def write_inputs(
         (run_dir / "dest_row.bin").write_bytes(_le_bytes(inputs.dest_row.to(torch.int32)))
     if inputs.bias is not None:
         (run_dir / "bias.bin").write_bytes(_le_bytes(inputs.bias.to(output_dtype(inputs.out))))
+    if inputs.fusion == "activation":
+        (run_dir / "clamp_limit.bin").write_bytes(_le_bytes(clamp_limit_operand(inputs)))
     if mixed.is_mixed(inputs.act, inputs.weight):
         for name, t in mixed_operands(inputs).items():
             (run_dir / f"{name}.bin").write_bytes(_le_bytes(t))
@@ -101,6 +103,13 @@ def write_inputs(
         a_sf, b_sf = flat_block_scales(inputs)
         (run_dir / "a_sf.bin").write_bytes(_le_bytes(a_sf))
         (run_dir / "b_sf.bin").write_bytes(_le_bytes(b_sf))
+
+
+def clamp_limit_operand(inputs: GroupedInputs) -> torch.Tensor:
+    """``clamp_limit.bin``'s one float32: the activation fusion's ClampedRelu2 limit."""
+    if inputs.clamp_limit is None:
+        raise ValueError("activation inputs need clamp_limit")
+    return torch.tensor([inputs.clamp_limit], dtype=torch.float32)
 
 
 def mixed_operands(inputs: GroupedInputs) -> dict[str, torch.Tensor]:
@@ -142,20 +151,62 @@ class OutputFileError(ValueError):
     """d.bin is missing or does not have the size the problem implies."""
 
 
-def read_output(run_dir: Path, case: Case, inputs: GroupedInputs) -> torch.Tensor:
-    """d.bin as an ``out_rows x N`` tensor of the output dtype (``out_rows`` = sum(rows)
-    without fusion): its bits as the kernel left them, so unwritten elements are told apart."""
+def _d_scale_cols(inputs: GroupedInputs) -> int | None:
+    """Scales per row of an MXFP8 D (activation fusion), None for a D without scales."""
+    block = dtype(inputs.d).block_size
+    return None if block is None or inputs.fusion != "activation" else inputs.n // block
+
+
+def output_bytes(inputs: GroupedInputs) -> int:
+    """d.bin's size: ``out_rows x N`` of D's dtype and, for an MXFP8 D, its scales after it in
+    TensorRT-LLM's flat activation-SF layout with K = N (harness/PROTOCOL.md)."""
+    itemsize = torch.empty((), dtype=d_storage(inputs)).element_size()
+    d = inputs.out_rows * inputs.n * itemsize
+    cols = _d_scale_cols(inputs)
+    return d if cols is None else d + act_sf_offset(inputs.experts, inputs.total_rows, inputs.n, SCALE_BLOCK)
+
+
+def d_scales(raw: torch.Tensor, inputs: GroupedInputs) -> torch.Tensor | None:
+    """An MXFP8 D's scales (``sum(rows) x N/32`` uint8, linear) from d.bin's bytes (uint8,
+    where they are); None for a D without scales."""
+    cols = _d_scale_cols(inputs)
+    if cols is None:
+        return None
+    itemsize = torch.empty((), dtype=d_storage(inputs)).element_size()
+    flat = raw[inputs.out_rows * inputs.n * itemsize :]
+    scales = torch.empty(inputs.total_rows, cols, dtype=torch.uint8, device=raw.device)
+    for e, rows in inputs.expert_slices():
+        start = act_sf_offset(e, rows.start, inputs.n, SCALE_BLOCK)
+        scales[rows] = unswizzle_block_scales(flat[start:], rows.stop - rows.start, cols)
+    return scales
+
+
+def _read_d_file(run_dir: Path, inputs: GroupedInputs) -> bytes:
     path = Path(run_dir) / "d.bin"
-    stored = output_dtype(case.out)
-    rows, n = inputs.out_rows, inputs.n
-    itemsize = torch.empty((), dtype=stored).element_size()
-    expected = rows * n * itemsize
+    expected = output_bytes(inputs)
     if not path.is_file():
         raise OutputFileError(f"{path} does not exist: the harness wrote no output")
     data = path.read_bytes()
     if len(data) != expected:
         raise OutputFileError(
             f"{path} has {len(data)} bytes, expected {expected} "
-            f"({rows} rows x {n} cols x {itemsize} bytes of {case.out})"
+            f"({inputs.out_rows} rows x {inputs.n} cols of {inputs.d}"
+            f"{' and its scales' if _d_scale_cols(inputs) else ''})"
         )
-    return _from_le_bytes(data, stored, (rows, n))
+    return data
+
+
+def read_output(run_dir: Path, inputs: GroupedInputs) -> torch.Tensor:
+    """d.bin's D as an ``out_rows x N`` tensor of D's dtype (``out_rows`` = sum(rows) without
+    finalize): its bits as the kernel left them, so unwritten elements are told apart."""
+    data = _read_d_file(run_dir, inputs)
+    itemsize = torch.empty((), dtype=d_storage(inputs)).element_size()
+    count = inputs.out_rows * inputs.n * itemsize
+    return _from_le_bytes(data[:count], d_storage(inputs), (inputs.out_rows, inputs.n))
+
+
+def read_output_scales(run_dir: Path, inputs: GroupedInputs) -> torch.Tensor | None:
+    """d.bin's scales of an MXFP8 D (:func:`d_scales`), None for a D without them."""
+    if _d_scale_cols(inputs) is None:
+        return None
+    return d_scales(torch.frombuffer(bytearray(_read_d_file(run_dir, inputs)), dtype=torch.uint8), inputs)

@@ -25,8 +25,8 @@ import torch
 
 from ...dtypes import dtype
 from .mixed import is_mixed, pre_mma
-from .reference import GroupedInputs, output_dtype
-from .runfiles import flat_block_scales, mixed_operands
+from .reference import GroupedInputs, d_storage, output_dtype
+from .runfiles import clamp_limit_operand, d_scales, flat_block_scales, mixed_operands, output_bytes
 from .tolerance import POISON_BYTE
 
 #: what the runner reads (harness/PROTOCOL.md)
@@ -104,9 +104,10 @@ class SharedOperands:
         elif dtype(inputs.act).block_scaled or dtype(inputs.weight).block_scaled:
             a_sf, b_sf = flat_block_scales(inputs)
             tensors["a_sf"], tensors["b_sf"] = a_sf.to(inputs.device), b_sf.to(inputs.device)
+        if inputs.fusion == "activation":
+            tensors["clamp_limit"] = clamp_limit_operand(inputs).to(inputs.device)
         operands = {name: t.contiguous() for name, t in tensors.items() if t is not None}
-        itemsize = torch.empty((), dtype=output_dtype(inputs.out)).element_size()
-        d_bytes = inputs.out_rows * inputs.n * itemsize
+        d_bytes = output_bytes(inputs)
         outputs = {
             name: torch.empty(d_bytes, dtype=torch.uint8, device=inputs.device)
             for name in SAVED_BUFFERS.values()
@@ -140,7 +141,11 @@ class SharedOperands:
             self._lines[name] = f"{name} {handle} {offset} {_nbytes(t)}"
         return self._lines[name]
 
-    def output(self, saved: str, out: str, rows: int, n: int) -> torch.Tensor:
+    def output(self, saved: str, inputs: GroupedInputs) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The D the harness copied into the buffer for ``saved`` (``d.bin``, ``d.graph.bin``,
-        ``d.repeat.bin``), as ``rows x n`` of the output dtype, where it is."""
-        return self.outputs[SAVED_BUFFERS[saved]].view(output_dtype(out)).reshape(rows, n)
+        ``d.repeat.bin``), as ``out_rows x N`` of D's dtype, where it is, and an MXFP8 D's
+        scales (:func:`.runfiles.d_scales`)."""
+        raw = self.outputs[SAVED_BUFFERS[saved]]
+        count = inputs.out_rows * inputs.n * torch.empty((), dtype=d_storage(inputs)).element_size()
+        d = raw[:count].view(d_storage(inputs)).reshape(inputs.out_rows, inputs.n)
+        return d, d_scales(raw, inputs)

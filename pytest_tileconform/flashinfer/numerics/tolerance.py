@@ -8,7 +8,9 @@ docs/numerics.md derives:
   exactly the value :func:`.reference.expected_output` computes (a kernel that converted with
   another rounding would be off by one unit in the last place and fail, on purpose);
 * with ``finalize`` where a token receives ``m > 1`` rows, the ``m - 1`` adds into D (red.add in
-  the output type) round in an order the kernel does not fix: :func:`finalize_bound`.
+  the output type) round in an order the kernel does not fix: :func:`finalize_bound`;
+* with the activation fusion, ClampedRelu2's approximate tanh: an interval of output values
+  (:mod:`.activation`).
 
 There is no budget of bad elements and no tolerance relative to the output's size: one element
 off by one unit in the last place fails a case whose result is exact. Errors are reported in
@@ -43,6 +45,9 @@ class Expected:
     #: the scale its adds round at (a token whose rows cancel has a tiny D but not tiny
     #: rounding); None: the value itself
     magnitude: torch.Tensor | None = None
+    #: an MXFP8 activation D before the kernel's scales are known: :attr:`value` is the exact
+    #: activation, not D (:func:`.activation.with_scales` makes D's check of it)
+    scaled: bool = False
 
     # What every check of the cases of one problem needs (they share their expected D): made at
     # the first check and kept (functools.cached_property stores into the instance's __dict__).
@@ -177,9 +182,7 @@ class NumericsReport:
     def summary(self) -> str:
         """One line for failure messages and reports."""
         verdict = "ok" if self.ok else "MISMATCH"
-        rule = (
-            "exact: correctly rounded" if self.exact else f"finalize order: <= {self.max_bound_ulp:.3g} ulp"
-        )
+        rule = "exact: correctly rounded" if self.exact else f"bound: <= {self.max_bound_ulp:.3g} ulp"
         if self.worst_index is not None:
             where = (
                 f"worst at {self.worst_index}: got {self.worst_actual:.9g}, expected "
@@ -218,6 +221,8 @@ def compare(actual: torch.Tensor, expected: Expected) -> NumericsReport:
         raise ValueError(
             f"shape mismatch: actual {tuple(actual.shape)}, expected {tuple(expected.value.shape)}"
         )
+    if expected.scaled:
+        raise ValueError("an MXFP8 D is checked against the kernel's scales: activation.with_scales first")
     if actual.dtype != expected.out_dtype:
         raise TypeError(f"D is {actual.dtype}, the output type is {expected.out_dtype}: compare D as read")
     out = str(expected.out_dtype).removeprefix("torch.")
