@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fake_backend import TileRun
 
+from pytest_tileconform.flashinfer.generator import load_generator
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.sources import FlashInferSources, FlashInferSourcesError, find_sources
 
@@ -40,6 +41,23 @@ def tc(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> TileRun:
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     return TileRun(pytester)
+
+
+@pytest.fixture(scope="session")
+def sources() -> FlashInferSources:
+    """The installed FlashInfer's sources (skips without them)."""
+    try:
+        return find_sources()
+    except FlashInferSourcesError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def generator(sources: FlashInferSources) -> ModuleType:
+    """flashinfer/jit/gemm/cutlass/generate_kernels.py, loaded as a private package."""
+    if sources.generate_kernels_py is None:
+        pytest.skip("FlashInfer sources come without jit/gemm/cutlass/generate_kernels.py")
+    return load_generator(sources)
 
 
 @pytest.fixture(scope="session")

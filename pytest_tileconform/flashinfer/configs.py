@@ -88,7 +88,12 @@ class KernelConfig:
         return self.arch == 90 and (self.act, self.weight) in MIXED_INPUT_PAIRS
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "tile": list(self.tile), "cluster": list(self.cluster)}
+        """The fields, ``kernel_arch`` only where set: the text a harness embeds (and so the
+        build cache's key) stays what it was for every kernel of its arch's own set."""
+        found = {**asdict(self), "tile": list(self.tile), "cluster": list(self.cluster)}
+        if not self.kernel_arch:
+            del found["kernel_arch"]
+        return found
 
 
 def _dtype(name: str, role: str) -> DType:
