@@ -45,8 +45,6 @@ from pytest_tileconform.flashinfer.numerics.tolerance import Expected, compare
 from pytest_tileconform.flashinfer.sources import (
     ENV_SOURCES,
     FlashInferSources,
-    FlashInferSourcesError,
-    find_sources,
 )
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.schema import Fusion, Problem
@@ -156,14 +154,6 @@ BF16: dict[str, object] = dict(
     swap_ab=False,
     fusion="activation",
 )
-
-
-@pytest.fixture(scope="module")
-def sources() -> FlashInferSources:
-    try:
-        return find_sources()
-    except FlashInferSourcesError as exc:
-        pytest.skip(str(exc))
 
 
 def test_activation_fusion_is_the_generators_set(sources: FlashInferSources) -> None:
