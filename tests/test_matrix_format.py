@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 from fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors, output
 
+from pytest_tileconform.matrix.load import load_matrix
+
 PROBLEM = "problems: {experts: 2, rows: 64, n: 256, k: 128}"
 ALREADY = (
     "already gives it; a case id is arch-dtypes-tile-cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP]"
-    "[-swapab]"
-    "[-pdl|-nopdl][-problem name], so remove one of the two or make them differ in one of these "
-    "(e.g. give their problems different names)"
+    "[-sm100kernel][-swapab][-pdl|-nopdl][-problem name], so remove one of the two or make them "
+    "differ in one of these (e.g. give their problems different names)"
 )
 
 
@@ -587,3 +589,14 @@ def test_a_matrix_error_is_printed_once_under_xdist(tc: TileRun) -> None:
     result = tc.run_subprocess("-n", "2")
     assert len(matrix_errors(result, path)) == 1
     assert output(result).count("have no name") == 1
+
+
+def test_the_readmes_example_matrix_loads() -> None:
+    """The example a newcomer copies from README.md is a valid matrix, and its expectation names
+    one of its cases (a stale id there is refused like any other)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    example = readme.split("## The matrix format (version 1)")[1].split("```yaml\n")[1].split("```")[0]
+    loaded = load_matrix(Path("README-example.yaml"), {"flashinfer-cutlass-moe"}, text=example)
+    expected = [c for c in loaded.cases if c.expectation is not None]
+    assert [c.id for c in expected] == ["sm90-fp8_e4m3xint4-bf16-128x128x512-c1x1x1-none-cooperative-swapab"]
+    assert {c.arch for c in loaded.cases} == {"sm90", "sm100", "sm103"}

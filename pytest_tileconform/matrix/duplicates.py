@@ -142,7 +142,7 @@ def across_entries(ids: Sequence[str], first: tuple[int, int]) -> str:
     more = f" and {len(ids) - 1} more" if len(ids) > 1 else ""
     return (
         f"duplicate case {ids[0]!r}{more}: the tile entry at line {first[0]} already gives it; a "
-        "case id is arch-dtypes-tile-cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP][-swapab]"
-        "[-pdl|-nopdl][-problem name], so remove one of the two or make them differ in one of these "
-        "(e.g. give their problems different names)"
+        "case id is arch-dtypes-tile-cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP][-sm100kernel]"
+        "[-swapab][-pdl|-nopdl][-problem name], so remove one of the two or make them differ in one "
+        "of these (e.g. give their problems different names)"
     )
