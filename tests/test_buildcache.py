@@ -28,6 +28,8 @@ with counter.open("a") as f:
     f.write(src.read_text().splitlines()[0] + "\\n")
 text = src.read_text()
 time.sleep(0.2)
+if "SLOW" in text:
+    time.sleep(60)
 if "FAIL" in text:
     print("harness.cu(12): error: static assertion failed with \\"tile too big\\"")
     sys.exit(1)
@@ -162,6 +164,28 @@ def test_a_killed_compile_is_not_cached(tmp_path: Path, compiler: tuple[Path, Pa
     assert result[spec("ok\n", compiler).key].ok
     cache.build([killed], jobs=1)
     assert invocations(compiler).count("KILL") == 2
+
+
+def test_an_interrupted_build_keeps_the_units_it_finished(
+    tmp_path: Path, compiler: tuple[Path, Path]
+) -> None:
+    """Ctrl-C (or a CI job's timeout) during a long build: what was done is cached, what was
+    still compiling is not, and the compiles still running are stopped."""
+
+    def interrupt_after_one(message: str) -> None:
+        if message.startswith("[1/2]"):
+            raise KeyboardInterrupt
+
+    done, slow = spec("done\n", compiler), spec("SLOW\n", compiler)
+    cache = BuildCache(tmp_path / "cache", interrupt_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        cache.build([done, slow], jobs=2)
+    assert cache.lookup(done) is not None and cache.lookup(done).ok  # type: ignore[union-attr]
+    assert cache.lookup(slow) is None
+    assert not list((tmp_path / "cache").glob(".build-*"))  # the work folder is gone
+    messages: list[str] = []
+    BuildCache(tmp_path / "cache", messages.append).build([done], jobs=1)
+    assert invocations(compiler).count("done") == 1 and not messages  # no compile the second time
 
 
 @pytest.mark.parametrize(

@@ -402,7 +402,7 @@ class BuildCache:
                 # the exit status goes to the log: a compile killed by a signal is not a verdict
                 "  command = $cmd > $log 2>&1 || "
                 f"{{ status=$$?; echo {EXIT_MARK}$$status >> $log; exit $$status; }}",
-                "  description = $label",
+                "  description = $key",
                 "",
             ]
             for spec in specs:
@@ -417,19 +417,39 @@ class BuildCache:
                     f"build {out}: nvcc {src}",
                     f"  cmd = {cmd.replace('$', '$$')}",
                     f"  log = {case_dir / 'build.log'}",
-                    f"  label = {spec.label}",
+                    f"  key = {spec.key}",
                     "",
                 ]
             (workdir / "build.ninja").write_text("\n".join(rules))
-            self._run_ninja(workdir, specs, jobs, cores or available_cores())
+            finished: list[str] = []
+            try:
+                self._run_ninja(workdir, specs, jobs, cores or available_cores(), finished)
+            except BaseException:
+                # an interrupt (Ctrl-C, a CI job's timeout) keeps the units that were done, so the
+                # next run starts from them instead of from nothing
+                self._keep_finished(specs, workdir, finished)
+                raise
             seconds = _ninja_durations(workdir)
             return {
                 spec.key: self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
                 for spec in specs
             }
 
-    def _run_ninja(self, workdir: Path, specs: Sequence[BuildSpec], jobs: int, cores: float) -> None:
-        """Run the build, telling ``progress`` each unit done and, between, a heartbeat."""
+    def _keep_finished(self, specs: Sequence[BuildSpec], workdir: Path, finished: list[str]) -> None:
+        seconds = _ninja_durations(workdir)
+        kept = [spec for spec in specs if spec.key in finished]
+        for spec in kept:
+            self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
+        self.progress(
+            f"interrupted: {len(kept)} finished translation unit(s) cached, {len(specs) - len(kept)} not"
+        )
+
+    def _run_ninja(
+        self, workdir: Path, specs: Sequence[BuildSpec], jobs: int, cores: float, finished: list[str]
+    ) -> None:
+        """Run the build, telling ``progress`` each unit done and, between, a heartbeat;
+        ``finished`` gets the key of each unit ninja has ended."""
+        labels = {spec.key: spec.label for spec in specs}
         units = [UnitEstimate(spec.label, spec.path_s, spec.cpu_s) for spec in specs]
         heartbeat_s = self.heartbeat_s or progress_module.HEARTBEAT_S
         tracker = BuildProgress(units, jobs, cores, self.clock(), heartbeat_s)
@@ -451,17 +471,22 @@ class BuildCache:
 
         threading.Thread(target=read, args=(proc.stdout,), daemon=True).start()
         step = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
-        while True:
-            try:
-                line = lines.get(timeout=max(0.01, tracker.next_heartbeat() - self.clock()))
-            except queue.Empty:
-                self.progress(tracker.heartbeat(self.clock()))
-                continue
-            if line is None:
-                break
-            if match := step.match(line.strip()):
-                self.progress(tracker.finished(match.group(3), self.clock()))
-        proc.wait()
+        try:
+            while True:
+                try:
+                    line = lines.get(timeout=max(0.01, tracker.next_heartbeat() - self.clock()))
+                except queue.Empty:
+                    self.progress(tracker.heartbeat(self.clock()))
+                    continue
+                if line is None:
+                    break
+                if (match := step.match(line.strip())) and (key := match.group(3)) in labels:
+                    finished.append(key)
+                    self.progress(tracker.finished(labels[key], self.clock()))
+        finally:
+            if proc.poll() is None:  # interrupted: ninja stops its compiles and writes its log
+                proc.terminate()
+            proc.wait()
         # ninja's exit status only says whether some compile failed; each entry says which
 
     def _publish(self, spec: BuildSpec, case_dir: Path, seconds: float) -> BuildResult:
