@@ -14,7 +14,7 @@ from typing import get_args
 
 import pytest
 import torch
-from test_environment_errors import QUIET, STAND_IN_NVCC, make_sources
+from test_environment_errors import QUIET, STAND_IN_CONFTEST, STAND_IN_NVCC, make_sources
 
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation
 from pytest_tileconform.flashinfer.configs import (
@@ -66,44 +66,6 @@ suites:
     tile: [128x64x64]
 """
 
-# Builds go through codegen (so a configuration it refuses is refused as in a real run) and a
-# stand-in compiler that copies the unit.
-CONFTEST = """
-import sys
-from pathlib import Path
-
-import pytest
-
-from pytest_tileconform.compile.cache import BuildSpec
-from pytest_tileconform.flashinfer.backend import FlashInferBackend
-from pytest_tileconform.flashinfer.buildscript import kernel_config
-from pytest_tileconform.flashinfer.codegen import generate_translation_unit
-
-HERE = Path(__file__).parent
-_patch = pytest.MonkeyPatch()
-
-
-def _spec(self, cases):
-    return BuildSpec(
-        source=generate_translation_unit([kernel_config(c) for c in cases]),
-        command=(sys.executable, str(HERE / "stand_in_nvcc.py"), "{src}", "{out}"),
-        salt="stand-in",
-        ram_bytes=1,
-        label=cases[0].id,
-    )
-
-
-def pytest_configure(config):
-    _patch.setattr(FlashInferBackend, "_spec", _spec)
-    _patch.setattr(FlashInferBackend, "_build_runtime", lambda self: None)
-    _patch.setattr(FlashInferBackend, "_incompatibility", None)
-    _patch.setattr(FlashInferBackend, "check_environment", lambda self, cases: None)
-
-
-def pytest_unconfigure(config):
-    _patch.undo()
-"""
-
 
 @pytest.fixture
 def host(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
@@ -112,8 +74,10 @@ def host(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.P
     monkeypatch.setenv(ENV_SOURCES, str(make_sources(pytester.path / "fi-data")))
     monkeypatch.setenv("TILECONFORM_CACHE_DIR", str(pytester.path / "cache"))
     (pytester.path / "m.yaml").write_text(MATRIX)
+    monkeypatch.setenv("STAND_IN_CODEGEN", "1")  # builds go through codegen
+    monkeypatch.setenv("STAND_IN_HOST", "1")
     (pytester.path / "stand_in_nvcc.py").write_text(STAND_IN_NVCC)
-    pytester.makeconftest(CONFTEST)
+    pytester.makeconftest(STAND_IN_CONFTEST)
     return pytester
 
 

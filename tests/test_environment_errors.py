@@ -41,7 +41,9 @@ MIXED = (
 
 # The FlashInfer backend builds with a stand-in compiler (a unit lists its cases): it copies the
 # source, or, when the source says KILL, is killed by SIGKILL as the out-of-memory killer kills
-# nvcc. Patched for the session only (undone at unconfigure: in-process runs share the class).
+# nvcc. With STAND_IN_CODEGEN the unit is codegen's real text instead (a configuration codegen
+# refuses is refused as in a real run). Patched for the session only (undone at unconfigure:
+# in-process runs share the class).
 STAND_IN_CONFTEST = """
 import os, sys
 from pathlib import Path
@@ -50,14 +52,22 @@ import pytest
 
 from pytest_tileconform.compile.cache import BuildSpec
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
+from pytest_tileconform.flashinfer.buildscript import kernel_config
+from pytest_tileconform.flashinfer.codegen import generate_translation_unit
 
 HERE = Path(__file__).parent
 _patch = pytest.MonkeyPatch()
 
 
+def _source(cases):
+    if os.environ.get("STAND_IN_CODEGEN"):
+        return generate_translation_unit([kernel_config(c) for c in cases])
+    return os.environ.get("STAND_IN_SOURCE", "") + "".join(f"{c.id}\\n" for c in cases)
+
+
 def _spec(self, cases):
     return BuildSpec(
-        source=os.environ.get("STAND_IN_SOURCE", "") + "".join(f"{c.id}\\n" for c in cases),
+        source=_source(cases),
         command=(sys.executable, str(HERE / "stand_in_nvcc.py"), "{src}", "{out}"),
         salt="stand-in",
         ram_bytes=1,
