@@ -234,16 +234,21 @@ def test_sm90_mixed_input_tactics_are_the_generators_kernels(flashinfer_074) -> 
 
 def test_sm100_kernels_judged_by_the_recorded_slices(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
     """The recorded SM100 slices judge every offered kernel but the bf16 / fp16 / fp32 TMA ones
-    not in them; a kernel the dispatch refuses is flagged as refused, never as unjudged."""
+    not in them and the activation-fusion kernels (offered by GEMM 1 tactics under ClampedRelu2);
+    a kernel the dispatch refuses is flagged as refused, never as unjudged."""
     tactics = [t for t in parse(SM90_SM100.read_text().splitlines()) if t.sm == 100]
     results = [read_results(path) for path in SM10X_RESULTS]
     drift = compare("sm100", tactics, generated_ops(flashinfer_074, "sm100"), results)
     never = [r for r in drift.rows if FLAG_NEVER_JUDGED in r.flags]
     assert never and all(FLAG_REJECTED not in r.flags for r in never)
-    assert {r.key.dtypes for r in never} <= {"bf16", "fp16", "fp32"}
+    fused = [r for r in never if r.key.fusion == "activation"]
+    assert {r.key.dtypes for r in fused} == {"bf16", "mxfp8-bf16", "mxfp8-fp16"} and len(fused) == 63
+    assert all(r.offered and {g for g, _ in r.offered} == {1} for r in fused)
+    assert {r.key.dtypes for r in never if r not in fused} <= {"bf16", "fp16", "fp32"}
     assert all(r.key.variant.startswith("tma") for r in never)
     # with the slices judged on the CPU machine, every offered kernel the dispatch takes is judged
     cpu = sorted((REPO / "results" / "cpu-2026-12-01-sm100").glob("sm100-*-tma-virtual.json.gz"))
+    cpu += sorted((REPO / "results" / "cpu-2026-12-01-sm100-activation").glob("*-virtual.json.gz"))
     every = compare(
         "sm100", tactics, generated_ops(flashinfer_074, "sm100"), results + [read_results(p) for p in cpu]
     )

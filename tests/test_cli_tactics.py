@@ -460,3 +460,51 @@ def test_a_tactic_the_dispatch_refuses_is_named_a_failure(capsys: pytest.Capture
     assert {r["expected"] for r in refused} == {REJECTED}
     assert all(r["expected"].startswith("pass [sm100-flashinfer") for r in taken)
     assert {r["tile"] for r in taken} == {"128x64x128", "128x128x128", "128x256x128"}
+
+
+def test_clamped_relu2_runs_the_activation_fusion_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    """Under ClampedRelu2 a bf16 or MXFP8 GEMM 1 tactic of SM100 runs its tile's ACTIVATION
+    kernel (FlashInfer's isActivationFusionProfileSupported: TMA epilogue, no swap_ab, CTA
+    128 x 64|128|256 x 128 bytes, cluster 1x1x1 or 2x1x1), and each is one the shipped matrix
+    builds and the recorded virtual run judged; the binding refuses the others. GEMM 2 and
+    the fp8 runner select what they select without it."""
+    activation = REPO / "results" / "cpu-2026-12-01-sm100-activation" / "sm100-activation-virtual.json.gz"
+    base = ["--arch", "sm100", "--tactics", str(SM90_SM100), "--matrix", "sm100-flashinfer"]
+    for runner in ("bf16", "mxfp8-bf16", "mxfp8-fp16"):
+        argv = [*base, "--dtype", runner, "--gemm", "1"]
+        plain = _json(capsys, *argv)
+        fused = _json(capsys, *argv, "--clamped-relu2", str(activation))
+        assert [r["tactic"] for r in fused] == [r["tactic"] for r in plain]
+        picked = [r for r in fused if r["dispatch"] == "accepted"]
+        assert len(picked) == 21 and all(r["fusion"] == "activation" for r in picked)
+        for r in picked:
+            m, n, k = map(int, r["tile_bytes"].split("x"))
+            assert (m, k, n in (64, 128, 256)) == (128, 128, True)
+            assert r["cluster"] in ("1x1x1", "2x1x1") and r["epilogue_schedule"] == "tma"
+            assert not r["swap_ab"]
+            assert r["expected"] == "pass [sm100-flashinfer]"
+            assert r["observed"] == "unrun (through launch) [virtual sm100]"
+        refused = [r for r in fused if r["tma_ws"] and r["dispatch"] != "accepted"]
+        assert refused
+        assert all(r["expected"].startswith("fails: FlashInfer's binding refuses") for r in refused)
+        assert len(picked) + len(refused) == len([r for r in plain if r["tma_ws"]])
+        gemm2 = [*base, "--dtype", runner, "--gemm", "2"]
+        assert _json(capsys, *gemm2, "--clamped-relu2") == _json(capsys, *gemm2)
+    fp8 = [*base, "--dtype", "fp8_e4m3-bf16", "--gemm", "1"]
+    assert _json(capsys, *fp8, "--clamped-relu2") == _json(capsys, *fp8)
+
+
+def test_clamped_relu2_default_is_the_first_tactic_with_an_activation_kernel() -> None:
+    """-1 under ClampedRelu2 is FlashInfer's defaultActivationFusionProfile: GEMM 1's first
+    tactic that has an activation-fusion kernel, not necessarily tactic 0."""
+    from dataclasses import replace
+
+    from pytest_tileconform.commands.tactics import resolve
+    from pytest_tileconform.flashinfer.tactics.offered import runner_tactics, with_fused_activation
+
+    listed = runner_tactics(parse(SM90_SM100.read_text().splitlines()), 100, "bf16")
+    swapped = [replace(listed[0], swap_ab=True), *listed[1:]]  # tactic 0 now has none
+    (said,) = mentions('"trtllm::fused_moe::gemm1::MoERunner": [-1]')
+    ((_, plain),) = resolve(said, swapped)[0]
+    ((_, fused),) = resolve(said, with_fused_activation(swapped))[0]
+    assert plain.tactic == 0 and fused.tactic > 0 and fused.fusion == "activation"

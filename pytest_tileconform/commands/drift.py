@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from ..flashinfer.configs import dynamic_clusters
 from ..flashinfer.generator import GeneratedOp
 from ..flashinfer.tactics.offered import ConfigKey as ConfigKey  # export-blocklist imports it from here
-from ..flashinfer.tactics.offered import Shape, Tactic, case_key, format_ids
+from ..flashinfer.tactics.offered import Shape, Tactic, case_key, format_ids, with_fused_activation
 from ..flashinfer.tactics.offered import tactic_key as tactic_key  # likewise
 from ..results.model import CaseRecord, ResultsDocument
 
@@ -114,8 +114,12 @@ def compare(
     generated: Iterable[GeneratedOp],
     results: Sequence[ResultsDocument] = (),
 ) -> Drift:
-    """Join the four lists. ``results`` are --tile-report documents (``results.store``)."""
+    """Join the four lists. ``results`` are --tile-report documents (``results.store``). A
+    GEMM 1 tactic also offers its tile's activation-fusion kernel, which a ClampedRelu2 MoE runs
+    (:func:`~..flashinfer.tactics.offered.with_fused_activation`)."""
     rows: dict[ConfigKey, Row] = {}
+    tactics = list(tactics)
+    fused = [t for t in with_fused_activation(tactics) if t.fusion == "activation"]
 
     def row(key: ConfigKey) -> Row:
         return rows.setdefault(key, Row(key, results_given=bool(results)))
@@ -124,7 +128,7 @@ def compare(
     for t in tactics:
         if not t.tma_ws:
             non_tma[t.runner] += 1
-            continue
+    for t in [t for t in tactics if t.tma_ws] + fused:
         r = row(tactic_key(t))
         r.offered.append((t.gemm, t.tactic))
         r.dispatch.add(f"rejected: {t.error}" if t.dispatch == "rejected" else t.dispatch)

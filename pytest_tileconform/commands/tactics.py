@@ -33,11 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..dtypes import label_dtypes, shape_label
 from ..flashinfer.tactics.offered import (
+    NO_ACTIVATION_KERNEL,
     ConfigKey,
     Tactic,
     case_key,
+    fuses_activation,
     runner_tactics,
     tactic_key,
+    with_fused_activation,
     without_fused_finalize,
 )
 from .drift import record_key
@@ -52,6 +55,8 @@ NOT_JUDGED = "not judged"
 NOT_TMA = "not judged (SM80-style grouped GEMM, another launcher: not built by this harness)"
 #: A tactic FlashInfer's own dispatch refuses (the probe ran it): no kernel, for any problem
 REJECTED = "fails: FlashInfer's dispatch selects no kernel for it (tactics probe)"
+#: A GEMM 1 tactic a ClampedRelu2 MoE cannot run (the binding checks before any dispatch)
+REFUSED_ACTIVATION = "fails: FlashInfer's binding refuses it under ClampedRelu2 (its autotuner skips it)"
 Verdicts = dict[ConfigKey, Counter[str]]
 
 
@@ -201,7 +206,8 @@ def rows_of(tactics: Sequence[Tactic], expected: Verdicts, observed: Verdicts | 
             continue
         key = tactic_key(t)
         if t.dispatch != "accepted":
-            rows.append(Row(t, key, REJECTED, None if observed is None else REJECTED))
+            why = REFUSED_ACTIVATION if t.error == NO_ACTIVATION_KERNEL else REJECTED
+            rows.append(Row(t, key, why, None if observed is None else why))
             continue
         seen = None if observed is None else _counted(observed.get(key))
         rows.append(Row(t, key, _counted(expected.get(key)), seen))
@@ -288,13 +294,16 @@ def _ranges(tactics: Sequence[Tactic]) -> str:
 
 def resolve(mention: Mention, tactics: Sequence[Tactic]) -> tuple[list[tuple[int, Tactic]], list[str]]:
     """The tactics of one runner (id order) that ``mention``'s ids name, and why any does not.
-    ``-1`` is FlashInfer's default: the first tactic of the GEMM (setRunnerProfiles)."""
+    ``-1`` is FlashInfer's default: the first tactic of the GEMM (setRunnerProfiles), under a
+    fused ClampedRelu2 GEMM 1's first with an activation-fusion kernel
+    (``defaultActivationFusionProfile``)."""
     found, problems = [], []
     for wanted in mention.ids:
         if wanted == -1:
             gemms = [mention.gemm] if mention.gemm else [1, 2]
             for gemm in gemms:
-                first = next((t for t in tactics if t.gemm == gemm), None)
+                mine = [t for t in tactics if t.gemm == gemm]
+                first = next((t for t in mine if t.fusion == "activation"), mine[0] if mine else None)
                 if first is not None:
                     found.append((wanted, first))
             continue
@@ -399,6 +408,14 @@ def main(args: argparse.Namespace) -> int:
             raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
         if not args.fused_finalize:
             listed = without_fused_finalize(listed)
+        if args.clamped_relu2:
+            if fuses_activation(int(arch[2:]), runner):
+                listed = with_fused_activation(listed)
+            else:
+                message(
+                    f"note: {arch} {runner} does not fuse ClampedRelu2 into GEMM 1 (FlashInfer fuses it "
+                    "for bf16 and MXFP8 on SM100-SM109): its ids select what they select without it"
+                )
         rows = rows_of(listed, expected, observed)
         if said is not None:
             title, chosen, wrong = _explained(said, listed, rows)
@@ -419,6 +436,8 @@ def main(args: argparse.Namespace) -> int:
         finalize = "use_fused_finalize=False"
         if args.fused_finalize:
             finalize = "use_fused_finalize=True, FlashInfer's default"
+        if args.clamped_relu2:
+            finalize += "; activation_type=ClampedRelu2: GEMM 1 runs the activation-fusion kernels"
         header = [
             f"# FlashInfer's MoERunner tactics for {arch} ({origin})",
             "",
@@ -484,6 +503,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_false",
         help="number GEMM 2's ids as a cutlass_fused_moe call with use_fused_finalize=False does "
         "(GEMM 2 then offers GEMM 1's list, without the finalize epilogue)",
+    )
+    parser.add_argument(
+        "--clamped-relu2",
+        action="store_true",
+        help="select GEMM 1's kernels as a ClampedRelu2 MoE (activation_type=ClampedRelu2, with "
+        "a clamp limit) does on SM100-SM109 for bf16 and MXFP8: each id runs its tile's "
+        "activation-fusion kernel, or is refused without one; -1 is the first that has one",
     )
     add_results(parser, required=False)
     parser.add_argument("--json", action="store_true", help="write JSON rows instead of Markdown")

@@ -429,6 +429,49 @@ def without_fused_finalize(tactics: Sequence[Tactic]) -> list[Tactic]:
     return first + [replace(t, gemm=2, tactic=len(first) + t.tactic) for t in first]
 
 
+#: The runners whose GEMM 1 fuses a ClampedRelu2 activation into its epilogue on SM100-SM109
+#: (the binding's ``requiresActivationFusionProfile``: bf16 x bf16, MXFP8 x MXFP8).
+ACTIVATION_FUSION_INPUTS = (("bf16", "bf16"), ("mxfp8", "mxfp8"))
+#: What the binding says of a GEMM 1 tactic without an activation-fusion kernel
+NO_ACTIVATION_KERNEL = "ClampedRelu2: no generated activation-fusion epilogue kernel for this tactic"
+
+
+def fuses_activation(sm: int, runner: str) -> bool:
+    """Whether a ClampedRelu2 MoE of ``runner`` on SM ``sm`` runs GEMM 1 with the activation fused."""
+    return 100 <= sm < 110 and label_dtypes(runner)[:2] in ACTIVATION_FUSION_INPUTS
+
+
+def supports_activation_fusion(t: Tactic) -> bool:
+    """The binding's ``isActivationFusionProfileSupported``: a TMA WS tactic of SM100-SM109 with
+    the TMA epilogue, no swap_ab, CTA 128 x (64 | 128 | 256) x 128 bytes and cluster 1x1x1 or 2x1x1."""
+    if not (100 <= t.sm < 110 and t.tma_ws and t.epilogue == "tma" and not t.swap_ab):
+        return False
+    if t.tile_bytes is None:
+        return False
+    m, n, k = t.tile_bytes
+    return m == 128 and k == 128 and n in (64, 128, 256) and t.cluster in ((1, 1, 1), (2, 1, 1))
+
+
+def with_fused_activation(tactics: Sequence[Tactic]) -> list[Tactic]:
+    """One runner's tactics as a ClampedRelu2 MoE runs them (``fc1_activation_type``
+    ClampedRelu2 with a clamp limit, no GEMM 1 bias, no LoRA): where the runner fuses it
+    (:func:`fuses_activation`), each GEMM 1 tactic selects its tile's ACTIVATION-epilogue kernel,
+    or, without one, the binding refuses it (its autotuner skips such ids). Ids do not change;
+    GEMM 2 and other runners are as without the activation."""
+    out = []
+    for t in tactics:
+        if t.gemm != 1 or not fuses_activation(t.sm, t.runner) or not t.tma_ws:
+            out.append(t)
+        elif not supports_activation_fusion(t):
+            out.append(replace(t, dispatch="rejected", error=NO_ACTIVATION_KERNEL))
+        elif t.dispatch != "accepted":  # the tile the dispatch has no kernel for, fused or not
+            out.append(t)
+        else:
+            inst = None if t.instantiation is None else {**t.instantiation, "fusion": "activation"}
+            out.append(replace(t, fusion="activation", instantiation=inst))
+    return out
+
+
 def numbering_digest(sources: FlashInferSources) -> str:
     """SHA-256 over the probe's source and every :data:`NUMBERING_SOURCES` file ``sources`` has:
     what a saved probe output is current for."""
