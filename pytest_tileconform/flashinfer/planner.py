@@ -75,10 +75,12 @@ PATH_SECONDS_DEFAULT = 92.0
 #: precomputed scheduler) compile far slower, and share less in a unit. On the 16-core H200
 #: host: single kernels side by side 74-116 s each; 29 kernels in units of 2 built in 192 s and
 #: 39 in 263 s; 116 in units of 9-10 ran past 595 s, the units' paths 320-560 s and more. So
-#: one path of 95 s, growing by 0.39 of it per further kernel; the CPU per path is SM90's.
+#: one path of 95 s, growing by 0.39 of it per further kernel. A unit keeps about one core busy:
+#: 16 units of 5 side by side on the 16 cores built in 216-231 s and 32 units of 3 (two rounds)
+#: in about 300 s, where SM90's 1.64 cores per path predicted 355 s and 511 s.
 #: RAM is not measured apart: SM90's line is used.
 MIXED_PATH_SECONDS = 95.0
-MIXED_UNIT_COST = UnitCost(path_per_extra=0.39, cpu_per_extra=0.32, cpu_per_path=1.64)
+MIXED_UNIT_COST = UnitCost(path_per_extra=0.39, cpu_per_extra=0.32, cpu_per_path=1.0)
 
 
 def compile_ram(sm: int, instantiations: int) -> int:
