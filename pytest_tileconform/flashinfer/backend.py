@@ -324,9 +324,13 @@ class FlashInferBackend:
             start = self.settings.worker_index * len(pending) // max(1, self.settings.worker_count)
             pending = pending[start:] + pending[:start]
             unit_specs = [spec for _, spec in pending]
-            built = self.cache.build(
-                unit_specs, self._jobs(unit_specs)[1], self._claim(unit_specs), self._cores()
-            )
+            try:
+                built = self.cache.build(
+                    unit_specs, self._jobs(unit_specs)[1], self._claim(unit_specs), self._cores()
+                )
+            except KeyboardInterrupt:  # the units that were done are cached: find them by case too
+                self._link_finished(pending, specs)
+                raise
             failed: list[list[Case]] = []
             for group, spec in pending:
                 unit = built[spec.key]
@@ -336,6 +340,15 @@ class FlashInferBackend:
                 elif not unit.killed and len(group) >= 4:
                     failed.append(group)
             pending = [unit for group in failed for unit in self._plan_units(group, len(group) // 2)]
+
+    def _link_finished(self, units: list[tuple[list[Case], BuildSpec]], specs: dict[Case, BuildSpec]) -> None:
+        """Point each case of a unit that was built at it, so that a later run finds the case
+        whatever units it plans."""
+        for group, spec in units:
+            unit = self.cache.lookup(spec)
+            if unit is not None and unit.ok:
+                for case in group:
+                    self.cache.link(specs[case], unit)
 
     def _plan_units(self, cases: list[Case], most: int) -> list[tuple[list[Case], BuildSpec]]:
         """``cases`` in units of at most ``most`` (:func:`.planner.plan_units`, for this host's
