@@ -170,18 +170,19 @@ def test_an_interrupted_build_keeps_the_units_it_finished(
     tmp_path: Path, compiler: tuple[Path, Path]
 ) -> None:
     """Ctrl-C (or a CI job's timeout) during a long build: what was done is cached, what was
-    still compiling is not, and the compiles still running are stopped."""
+    still compiling is not, nor a failure (it may be the interrupt's), and the compiles still
+    running are stopped."""
 
-    def interrupt_after_one(message: str) -> None:
-        if message.startswith("[1/2]"):
+    def interrupt_after_two(message: str) -> None:
+        if message.startswith("[2/3]"):
             raise KeyboardInterrupt
 
-    done, slow = spec("done\n", compiler), spec("SLOW\n", compiler)
-    cache = BuildCache(tmp_path / "cache", interrupt_after_one)
+    done, failed, slow = spec("done\n", compiler), spec("FAIL\n", compiler), spec("SLOW\n", compiler)
+    cache = BuildCache(tmp_path / "cache", interrupt_after_two)
     with pytest.raises(KeyboardInterrupt):
-        cache.build([done, slow], jobs=2)
+        cache.build([done, failed, slow], jobs=3)
     assert cache.lookup(done) is not None and cache.lookup(done).ok  # type: ignore[union-attr]
-    assert cache.lookup(slow) is None
+    assert cache.lookup(failed) is None and cache.lookup(slow) is None
     assert not list((tmp_path / "cache").glob(".build-*"))  # the work folder is gone
     messages: list[str] = []
     BuildCache(tmp_path / "cache", messages.append).build([done], jobs=1)

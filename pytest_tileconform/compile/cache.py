@@ -436,8 +436,10 @@ class BuildCache:
             }
 
     def _keep_finished(self, specs: Sequence[BuildSpec], workdir: Path, finished: list[str]) -> None:
+        # only those ninja's log records, the compiles that succeeded: a failure seen during an
+        # interrupt may be the interrupt's (a compiler killed before its exit status was written)
         seconds = _ninja_durations(workdir)
-        kept = [spec for spec in specs if spec.key in finished]
+        kept = [spec for spec in specs if spec.key in finished and spec.key in seconds]
         for spec in kept:
             self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
         self.progress(
