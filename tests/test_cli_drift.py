@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -151,7 +152,6 @@ def test_the_probe_build_is_announced(
     [
         (["--arch", "sm120", "--tactics", "/nonexistent.jsonl"], "cannot read /nonexistent.jsonl", 2),
         (["--arch", "sm120", "/nonexistent.json"], "/nonexistent.json: cannot read", 2),
-        (["--arch", "sm103", "--cache-dir", "/nonexistent"], "the tactics probe answers for sm90, sm100", 2),
     ],
 )
 def test_bad_input(
@@ -253,3 +253,32 @@ def test_sm100_kernels_judged_by_the_recorded_slices(flashinfer_074) -> None:  #
         "sm100", tactics, generated_ops(flashinfer_074, "sm100"), results + [read_results(p) for p in cpu]
     )
     assert not any(FLAG_NEVER_JUDGED in r.flags for r in every.rows)
+
+
+SM103 = DATA / "tactics-sm103-flashinfer-0.7.4.jsonl"
+
+
+def test_sm103_tactics_are_its_two_kernel_sets(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
+    """On sm103 the dispatch sends NVFP4 tactics of CTA 128x128 and 128x256 to SM103's own
+    kernels and every other tactic to SM100's kernel set, which FlashInfer's sm103 module also
+    compiles: each accepted tactic is one of the generator's sm103 kernels (the dispatch refuses
+    and lacks the same ones as on sm100); every kernel of SM103's own set is judged by the
+    shipped reports, and what is unjudged is of SM100's set."""
+    tactics = [t for t in parse(SM103.read_text().splitlines()) if t.sm == 103]
+    sm100 = [t for t in parse(SM90_SM100.read_text().splitlines()) if t.sm == 100]
+    generated = generated_ops(flashinfer_074, "sm103")
+    drift = compare("sm103", tactics, generated)
+    accepted = [r for r in drift.rows if r.dispatch == {"accepted"}]
+    assert accepted and all(r.generated for r in accepted)
+    own = {r.key for r in accepted if not r.key.variant.endswith("+sm100kernel")}
+    assert own and {k.dtypes for k in own} == {"nvfp4-bf16", "nvfp4-fp16"}
+    assert {k.tile[:2] for k in own} == {(128, 128), (128, 256)}
+    on_sm100 = compare("sm100", sm100, generated_ops(flashinfer_074, "sm100"))
+    flags = Counter(f for r in drift.rows for f in r.flags)
+    assert flags == Counter(f for r in on_sm100.rows for f in r.flags) and flags[FLAG_REJECTED] == 480
+    reports = sorted((REPO / "results" / "cpu-2026-12-01-sm103").glob("*-virtual.json.gz"))
+    reports.append(REPO / "results" / "h200-2026-12-01-sm10x" / "sm103-virtual.json.gz")
+    judged = compare("sm103", tactics, generated, [read_results(p) for p in reports])
+    never = [r for r in judged.rows if FLAG_NEVER_JUDGED in r.flags]
+    assert all(r.key.variant.endswith("+sm100kernel") for r in never)
+    assert not any(FLAG_NEVER_JUDGED in r.flags for r in judged.rows if r.key in own)

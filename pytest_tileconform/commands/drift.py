@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..flashinfer.configs import dynamic_clusters
-from ..flashinfer.generator import GeneratedOp
+from ..flashinfer.generator import GeneratedOp, is_dynamic
 from ..flashinfer.tactics.offered import ConfigKey as ConfigKey  # export-blocklist imports it from here
 from ..flashinfer.tactics.offered import Shape, Tactic, case_key, format_ids, with_fused_activation
 from ..flashinfer.tactics.offered import tactic_key as tactic_key  # likewise
@@ -103,7 +103,7 @@ def generated_keys(op: GeneratedOp) -> list[ConfigKey]:
     """The configurations a generator operation can be picked as: a dynamic-CGA kernel once per
     runtime cluster FlashInfer's heuristic pairs it with."""
     base = ConfigKey(op.dtypes, op.tile, op.cluster, op.swap_ab, op.fusion, op.variant)
-    if not op.variant.endswith("+dynamic"):
+    if not is_dynamic(op.variant):
         return [base]
     return [replace(base, dynamic=d) for d in dynamic_clusters(op.cluster)]
 
@@ -140,7 +140,12 @@ def compare(
             if entry.case is None or entry.case.arch != arch:
                 continue
             row(record_key(entry.case, arch)).verdicts[verdict.outcome] += 1
-    return Drift(arch, sorted(rows.values(), key=lambda r: r.key), non_tma)
+    return Drift(arch, sorted(rows.values(), key=lambda r: _order(r.key)), non_tma)
+
+
+def _order(key: ConfigKey) -> tuple[str, Shape, Shape, bool, str, str, Shape]:
+    """Rows in key order; a fixed cluster (no runtime one) before the dynamic ones."""
+    return (key.dtypes, key.tile, key.cluster, key.swap_ab, key.fusion, key.variant, key.dynamic or (0, 0, 0))
 
 
 def _shape(shape: Shape) -> str:

@@ -192,6 +192,7 @@ class Row:
             "fusion": t.fusion if t.tma_ws else None,
             "swap_ab": t.swap_ab if t.tma_ws else None,
             "dispatch": t.dispatch,
+            "kernel_arch": f"sm{t.kernel_arch}" if t.kernel_arch else None,
             "dispatch_error": t.error or None,
             "expected": self.expected,
             "observed": self.observed,
@@ -243,6 +244,8 @@ def _cells(row: Row, with_observed: bool) -> list[str]:
         if t.dynamic_cluster:
             dynamic = f"{_shape(t.dynamic_cluster)} (fallback {_shape(t.fallback_cluster)})"
         dispatch = f"rejected: {t.error}" if t.dispatch == "rejected" else t.dispatch
+        if t.kernel_arch:
+            dispatch += f" (SM{t.kernel_arch}'s kernel)"
         cells = [
             f"{_shape(t.tile_elements())} ({_shape(t.tile_bytes)}B)",
             _shape(t.cluster),

@@ -259,6 +259,11 @@ def schedule_variant(schedule: str | None, dynamic_cga: bool) -> str:
     return base + ("+dynamic" if dynamic_cga else "")
 
 
+def is_dynamic(variant: str) -> bool:
+    """Whether a variant (:func:`schedule_variant`, :func:`kernel_arch_variant`) is dynamic CGA."""
+    return "dynamic" in variant.split("+")
+
+
 def generated_ops(sources: FlashInferSources, arch: str) -> list[GeneratedOp]:
     """Every MoE grouped-GEMM operation FlashInfer's generator emits for ``arch`` (the uniform
     launcher's and SM90's mixed-input launcher's), named as tactics select them."""

@@ -32,6 +32,7 @@ from typing import Any
 from ...compile.cache import BuildCache, BuildSpec, CacheUnusable
 from ...compile.signing import SigningError
 from ...dtypes import dtype, label_dtypes, tile_k_elements
+from ..configs import KERNEL_ARCHES
 from ..generator import kernel_arch_variant, schedule_variant
 from ..nvcc_flags import COMMON_NVCC_FLAGS
 from ..sources import FlashInferSources, build_salt, find_cublas_include, find_cuda_home
@@ -43,7 +44,7 @@ HEURISTIC_CPP = "tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp"
 PROBE_RAM = 2_500_000_000
 #: architectures the probe is asked about (SM103 is left out: its dispatch branch depends on a
 #: macro of FlashInfer's separate SM103 module)
-PROBE_SMS = {"sm90": 90, "sm100": 100, "sm120": 120, "sm121": 121}
+PROBE_SMS = {"sm90": 90, "sm100": 100, "sm103": 103, "sm120": 120, "sm121": 121}
 #: EpilogueScheduleType and MainloopScheduleType (cutlass_extensions/gemm_configs.h) in enum
 #: order: the probe prints their numbers (:func:`numbering_digest` covers that header)
 EPILOGUE_SCHEDULES = ("auto", "no_smem", "tma")
@@ -114,6 +115,12 @@ class Tactic:
         """An SM90 runner of two input types: its TMA configs go to the mixed-input launcher."""
         act, weight, _ = label_dtypes(self.runner)
         return self.sm == 90 and act != weight
+
+    @property
+    def kernel_arch(self) -> int:
+        """The arch of another kernel set the dispatch selected from (SM100's on sm103), else 0."""
+        arch = int(self.instantiation.get("arch", 0)) if self.instantiation is not None else 0
+        return arch if arch in KERNEL_ARCHES.get(self.sm, ()) else 0
 
     def tile_elements(self) -> tuple[int, int, int] | None:
         """The CTA tile in elements (what the dispatch's SHAPE_CASE computes: K bytes of the
@@ -252,6 +259,7 @@ def probe_spec(sources: FlashInferSources, cuda_home: Path, salt: str) -> BuildS
         # no kernel is compiled: the probe holds no device code
         "-DCOMPILE_HOPPER_TMA_GROUPED_GEMMS",
         "-DCOMPILE_BLACKWELL_TMA_GROUPED_GEMMS",
+        "-DCOMPILE_BLACKWELL_SM103_TMA_GROUPED_GEMMS",
         "-DCOMPILE_BLACKWELL_SM120_TMA_GROUPED_GEMMS",
         "-gencode=arch=compute_90a,code=sm_90a",
         "{src}",
@@ -342,18 +350,22 @@ class ConfigKey:
 
 def tactic_key(t: Tactic) -> ConfigKey:
     """The configuration a TMA WS tactic stands for: the instantiation the dispatch selected or,
-    when it rejected the tactic, the tactic's own tile (bytes -> elements) and cluster."""
+    when it rejected the tactic, the tactic's own tile (bytes -> elements) and cluster. An
+    instantiation of another arch's kernel set (SM100's on sm103) gets that set's variant."""
     if t.instantiation is not None:
         inst: dict[str, Any] = t.instantiation
+        # a mixed-input kernel by its mainloop, an SM10x one by its epilogue schedule
+        variant = str(inst.get("mainloop") or "") or schedule_variant(
+            str(inst.get("epilogue_schedule", "void")), bool(inst.get("dynamic_cga"))
+        )
+        variant += kernel_arch_variant(t.kernel_arch)
         return ConfigKey(
             dtypes=t.runner,
             tile=tuple(inst["tile"]),
             cluster=tuple(inst["cluster"]),
             swap_ab=bool(inst["swap_ab"]),
             fusion=str(inst["fusion"]),
-            # a mixed-input kernel by its mainloop, an SM10x one by its epilogue schedule
-            variant=str(inst.get("mainloop") or "")
-            or schedule_variant(str(inst.get("epilogue_schedule", "void")), bool(inst.get("dynamic_cga"))),
+            variant=variant,
             dynamic=t.dynamic_cluster if inst.get("dynamic_cga") else None,
         )
     tile = t.tile_elements()
