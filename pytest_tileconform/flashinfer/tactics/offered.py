@@ -455,7 +455,9 @@ def fuses_activation(sm: int, runner: str) -> bool:
 
 def supports_activation_fusion(t: Tactic) -> bool:
     """The binding's ``isActivationFusionProfileSupported``: a TMA WS tactic of SM100-SM109 with
-    the TMA epilogue, no swap_ab, CTA 128 x (64 | 128 | 256) x 128 bytes and cluster 1x1x1 or 2x1x1."""
+    the TMA epilogue, no swap_ab, CTA 128 x (64 | 128 | 256) x 128 bytes and cluster 1x1x1 or 2x1x1.
+    The binding's own rule, kept apart from the generator's set (``configs.ACTIVATION_*``) on
+    purpose: drift compares the two, so a release where they part shows as drift."""
     if not (100 <= t.sm < 110 and t.tma_ws and t.epilogue == "tma" and not t.swap_ab):
         return False
     if t.tile_bytes is None:
