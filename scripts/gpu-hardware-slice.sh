@@ -3,10 +3,12 @@
 # pytest process (one worker: one planner for all the slice's compiles). For matrices too large
 # for one call (SM90's mixed-input kernels: about 7 s of the 16-core host each), a slice per call.
 #
-#   [GROUP=G] [WORKERS=1] [LIMIT=S] scripts/gpu-hardware-slice.sh MATRIX K-EXPRESSION|@FILE NAME
+#   [GROUP=G] [WORKERS=1] [BUILD_LIMIT=B] [LIMIT=S] scripts/gpu-hardware-slice.sh MATRIX K-EXPRESSION|@FILE NAME
 #
-# GROUP: --tile-build-group (most instantiations per unit). LIMIT: interrupt pytest after S
-# seconds (SIGINT): the session still ends, so the verdicts it has are written to the report and
+# GROUP: --tile-build-group (most instantiations per unit). BUILD_LIMIT: --tile-build-limit, stop
+# compiling after B seconds and judge the cases built by then (the others are skipped; what was
+# compiled stays cached). LIMIT: interrupt pytest after S seconds (SIGINT), a backstop for the
+# call's own limit: the session still ends, so the verdicts it has are written to the report and
 # the matrix, and the units already compiled stay in the cache for the next call of the same
 # slice. @FILE: the -k expression is FILE's text (lists of case ids pass the device's 2,000-character
 # command limit this way). Into $OUT: NAME-hardware.json.gz, NAME-hardware.log, NAME-times.txt
@@ -22,6 +24,7 @@ mkdir -p "$out"
 start=$(date +%s)
 "${limit[@]}" python3 -m pytest "${plugins[@]}" -q -n "$workers" --tile-matrix "$matrix" -k "$select" \
   --tile-device hardware --tile-build-jobs "$(nproc)" ${GROUP:+--tile-build-group "$GROUP"} \
+  ${BUILD_LIMIT:+--tile-build-limit "$BUILD_LIMIT"} \
   --tile-update --tile-report "$out/$name-hardware.json" > "$out/$name-hardware.log" 2>&1
 echo "hardware cold: exit $? in $(( $(date +%s) - start )) s" | tee "$out/$name-times.txt"
 cp "$matrix" "$out/$name-matrix.yaml"

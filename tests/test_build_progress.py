@@ -239,3 +239,45 @@ def test_an_interrupted_run_keeps_the_units_it_compiled(
     result = pytester.runpytest(*args, "--tile-build-group", "1")
     assert result.parseoutcomes() == {"unrun": 3}, result.stdout.str()
     assert compiles.read_text().splitlines()[2:] == ["1"]  # the interrupted case alone
+
+
+def test_a_build_time_limit_judges_what_was_built(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--tile-build-limit: the unit still compiling when it passes is stopped and its case
+    skipped, saying why; the cases of the unit that was done are judged; the rerun compiles
+    only the skipped case."""
+    monkeypatch.setenv(ENV_SOURCES, str(make_sources(pytester.path / "fi-data")))
+    monkeypatch.setenv("TILECONFORM_CACHE_DIR", str(pytester.path / "cache"))
+    monkeypatch.setenv("STAND_IN_HOST", "1")
+    (pytester.path / "m.yaml").write_text(MATRIX)
+    (pytester.path / "stand_in_nvcc.py").write_text(STAND_IN_NVCC)
+    pytester.makeconftest(STAND_IN_CONFTEST)
+    args = ["--tile-matrix", "m.yaml", "--tile-device", "compile", "--tile-build-jobs", "2"]
+    args += ["-p", "no:xdist", *QUIET]
+    compiles = pytester.path / "cache" / "compiles.log"
+    monkeypatch.setenv("STAND_IN_SLOW", "256x128x64")
+    limited = pytester.runpytest_subprocess(
+        *args, "--tile-build-group", "2", "--tile-build-limit", "15", "-rs"
+    )
+    assert limited.parseoutcomes() == {"unrun": 2, "skipped": 1}, limited.stdout.str()
+    why = "not built: the build time limit (--tile-build-limit 15 s) passed before its translation unit"
+    limited.stdout.fnmatch_lines(
+        ["arch  dtypes  128x64x64  128x128x64  256x128x64", "sm90  bf16    1u *1u *1s*"]
+    )
+    limited.stdout.fnmatch_lines([f"SKIPPED*{why}*"])
+    assert (
+        "the build's time limit passed: 1 finished translation unit(s) cached, 1 not" in limited.stdout.str()
+    )
+    assert not list((pytester.path / "cache").glob(".build-*"))
+    monkeypatch.delenv("STAND_IN_SLOW")
+    rerun = pytester.runpytest(*args, "--tile-build-group", "1")
+    assert rerun.parseoutcomes() == {"unrun": 3}, rerun.stdout.str()
+    assert compiles.read_text().splitlines()[2:] == ["1"]  # the skipped case alone
+
+
+def test_a_build_time_limit_must_be_positive(pytester: pytest.Pytester) -> None:
+    (pytester.path / "m.yaml").write_text(MATRIX)
+    result = pytester.runpytest("--tile-matrix", "m.yaml", "--tile-build-limit", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--tile-build-limit 0.0: must be a finite number of seconds above 0*"])

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,20 @@ def test_entry_records_its_key(tmp_path: Path, compiler: tuple[Path, Path]) -> N
     s = spec("keyed\n", compiler)
     built = BuildCache(tmp_path / "cache").build([s], jobs=1)[s.key]
     assert json.loads((built.path / "build.json").read_text())["key"] == s.key == built.path.name
+
+
+def test_a_time_limit_returns_what_was_built_by_then(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    """Past the deadline the compiles still running are stopped; what ended before it, a
+    failure included (it ended by itself), is cached and returned, and nothing more starts."""
+    done, failed, slow = spec("done\n", compiler), spec("FAIL\n", compiler), spec("SLOW\n", compiler)
+    messages: list[str] = []
+    cache = BuildCache(tmp_path / "cache", messages.append)
+    built = cache.build([done, failed, slow], jobs=3, deadline=time.monotonic() + 5)
+    assert built.keys() == {done.key, failed.key}
+    assert built[done.key].ok and not built[failed.key].ok and not built[failed.key].killed
+    assert cache.lookup(failed) is not None and cache.lookup(slow) is None
+    assert not list((tmp_path / "cache").glob(".build-*"))
+    assert "the build's time limit passed: 2 finished translation unit(s) cached, 1 not" in messages
+    later = spec("started after the limit\n", compiler)
+    assert cache.build([later, done], jobs=1, deadline=time.monotonic() - 1) == {done.key: built[done.key]}
+    assert "started after the limit" not in invocations(compiler)

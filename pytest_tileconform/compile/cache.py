@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import queue
 import re
@@ -190,6 +191,10 @@ def first_error_line(log: str) -> str:
     return tail[-1].strip()[:500] if tail else "compiler failed without output"
 
 
+class _TimeUp(Exception):
+    """The build's time limit passed while ninja still ran (:meth:`BuildCache.build`)."""
+
+
 class BuildCache:
     def __init__(
         self,
@@ -325,6 +330,7 @@ class BuildCache:
         jobs: int,
         claim: int | None = None,
         cores: float | None = None,
+        deadline: float | None = None,
     ) -> dict[str, BuildResult]:
         """Make sure every spec has an entry; return them by key.
 
@@ -334,6 +340,10 @@ class BuildCache:
         process that builds alone claims them all: ninja then starts each compile as soon as a
         job is free, instead of waiting for a round's slowest compile. ``cores`` is this
         process's share of the cores (default: all it may use), for the progress estimate.
+
+        ``deadline`` (a time of ``clock``) bounds the build: once it has passed nothing more is
+        started or waited for, compiles still running are stopped, and the units they had
+        finished are cached; the specs not built by then are left out of the result.
         """
         results: dict[str, BuildResult] = {}
         pending = list({s.key: s for s in specs}.values())
@@ -347,6 +357,8 @@ class BuildCache:
             for spec in pending:
                 if found := looked[spec.key]:
                     results[spec.key] = found
+                elif deadline is not None and self._left(deadline) == 0:
+                    continue  # the time is up: built or not, nothing more is started
                 elif len(claimed) < claim and (lock := self._try_lock(spec)) is not None:
                     if found := self.lookup(spec):  # published while we were looking
                         lock.release()
@@ -356,23 +368,30 @@ class BuildCache:
                 else:
                     theirs.append(spec)
             if not claimed:
+                pending = theirs
                 break
             try:
-                results.update(self._compile([s for s, _ in claimed], jobs, cores))
+                results.update(self._compile([s for s, _ in claimed], jobs, cores, deadline))
             finally:
                 for _, lock in claimed:
                     lock.release()
             pending = theirs
-        pending = [spec for spec in pending if spec.key not in results]
         if pending:  # without this the wait looks like a hang
             self.progress(f"waiting for {len(pending)} translation unit(s) another process is compiling")
         for spec in pending:
-            with self._lock(spec):
-                found = self.lookup(spec)
+            try:
+                with self._lock(spec).acquire(timeout=-1 if deadline is None else self._left(deadline)):
+                    found = self.lookup(spec)
+            except Timeout:
+                continue
             if found is None:  # the other process died before publishing: build it here
-                found = self.build([spec], jobs, cores=cores)[spec.key]
-            results[spec.key] = found
+                found = self.build([spec], jobs, cores=cores, deadline=deadline).get(spec.key)
+            if found is not None:
+                results[spec.key] = found
         return results
+
+    def _left(self, deadline: float) -> float:
+        return max(0.0, deadline - self.clock())
 
     def _try_lock(self, spec: BuildSpec) -> FileLock | None:
         lock = self._lock(spec)
@@ -388,7 +407,7 @@ class BuildCache:
         return FileLock(str(path) + ".lock", mode=lock_mode(self.root))
 
     def _compile(
-        self, specs: Sequence[BuildSpec], jobs: int, cores: float | None = None
+        self, specs: Sequence[BuildSpec], jobs: int, cores: float | None = None, deadline: float | None = None
     ) -> dict[str, BuildResult]:
         # the longest first: ninja starts them in this order, and the last to start is then
         # a short one (the estimate assumes this order too)
@@ -423,11 +442,13 @@ class BuildCache:
             (workdir / "build.ninja").write_text("\n".join(rules))
             finished: list[str] = []
             try:
-                self._run_ninja(workdir, specs, jobs, cores or available_cores(), finished)
+                self._run_ninja(workdir, specs, jobs, cores or available_cores(), finished, deadline)
+            except _TimeUp:
+                return self._keep_finished(specs, workdir, finished, "the build's time limit passed", True)
             except BaseException:
                 # an interrupt (Ctrl-C, a CI job's timeout) keeps the units that were done, so the
                 # next run starts from them instead of from nothing
-                self._keep_finished(specs, workdir, finished)
+                self._keep_finished(specs, workdir, finished, "interrupted")
                 raise
             seconds = _ninja_durations(workdir)
             return {
@@ -435,22 +456,34 @@ class BuildCache:
                 for spec in specs
             }
 
-    def _keep_finished(self, specs: Sequence[BuildSpec], workdir: Path, finished: list[str]) -> None:
-        # only those ninja's log records, the compiles that succeeded: a failure seen during an
-        # interrupt may be the interrupt's (a compiler killed before its exit status was written)
+    def _keep_finished(
+        self, specs: Sequence[BuildSpec], workdir: Path, finished: list[str], why: str, failures: bool = False
+    ) -> dict[str, BuildResult]:
+        """Cache the units ninja has ended. Its log holds those that succeeded, which is all an
+        interrupt keeps: a failure seen then may be the interrupt's (a compiler killed before
+        its exit status was written). With ``failures`` (a time limit, which stops ninja only
+        once it has passed) a unit that failed before is kept too: it ended by itself."""
         seconds = _ninja_durations(workdir)
-        kept = [spec for spec in specs if spec.key in finished and spec.key in seconds]
-        for spec in kept:
-            self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
-        self.progress(
-            f"interrupted: {len(kept)} finished translation unit(s) cached, {len(specs) - len(kept)} not"
-        )
+        kept = {
+            spec.key: self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
+            for spec in specs
+            if spec.key in finished and (failures or spec.key in seconds)
+        }
+        self.progress(f"{why}: {len(kept)} finished translation unit(s) cached, {len(specs) - len(kept)} not")
+        return kept
 
     def _run_ninja(
-        self, workdir: Path, specs: Sequence[BuildSpec], jobs: int, cores: float, finished: list[str]
+        self,
+        workdir: Path,
+        specs: Sequence[BuildSpec],
+        jobs: int,
+        cores: float,
+        finished: list[str],
+        deadline: float | None,
     ) -> None:
         """Run the build, telling ``progress`` each unit done and, between, a heartbeat;
-        ``finished`` gets the key of each unit ninja has ended."""
+        ``finished`` gets the key of each unit ninja has ended. Past ``deadline`` it stops ninja
+        and raises :class:`_TimeUp`."""
         labels = {spec.key: spec.label for spec in specs}
         units = [UnitEstimate(spec.label, spec.path_s, spec.cpu_s) for spec in specs]
         heartbeat_s = self.heartbeat_s or progress_module.HEARTBEAT_S
@@ -475,9 +508,12 @@ class BuildCache:
         step = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
         try:
             while True:
+                wake = min(tracker.next_heartbeat(), math.inf if deadline is None else deadline)
                 try:
-                    line = lines.get(timeout=max(0.01, tracker.next_heartbeat() - self.clock()))
+                    line = lines.get(timeout=max(0.01, wake - self.clock()))
                 except queue.Empty:
+                    if deadline is not None and self.clock() >= deadline:
+                        raise _TimeUp from None
                     self.progress(tracker.heartbeat(self.clock()))
                     continue
                 if line is None:

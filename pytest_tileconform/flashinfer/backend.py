@@ -91,7 +91,7 @@ class FlashInferBackend:
         self.cache = BuildCache(settings.cache_dir, progress)
         self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)
-        self._builds: dict[Case, BuildResult | Verdict] = {}
+        self._builds: dict[Case, BuildResult | Verdict | NotJudgeable] = {}
         self._inputs: dict[str, InputCache] = {}  # per device, made at its first case: it needs torch
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
@@ -257,6 +257,8 @@ class FlashInferBackend:
 
         Cases without a cache entry are compiled in shared units (:mod:`.planner`); each
         case's own entry then points at its unit, so later runs find it whatever the grouping.
+        With ``--tile-build-limit`` the compiles stop when it has passed: the cases built by then
+        are judged, the others skipped (what was finished is cached, so a rerun goes on).
         """
         specs: dict[Case, BuildSpec] = {}
         for case in cases:
@@ -277,18 +279,25 @@ class FlashInferBackend:
         missing = [case for case in builds if self.cache.lookup(specs[case]) is None]
         if missing:
             self._build_runtime()
+        limit = self.settings.build_limit
+        deadline = None if limit is None else self.cache.clock() + limit
         most = self.settings.group or DEFAULT_GROUP
         if len(missing) > 1 and most > 1:
-            self._build_shared(missing, specs, most)
+            self._build_shared(missing, specs, most, deadline)
         ordered = [specs[case] for case in builds]
         # xdist workers share one build queue through the cache's locks; starting at
         # different places lets each claim its own part first
         start = self.settings.worker_index * len(ordered) // workers
         host_jobs, jobs = self._jobs(ordered)
-        built = self.cache.build(ordered[start:] + ordered[:start], jobs, self._claim(ordered), self._cores())
+        built = self.cache.build(
+            ordered[start:] + ordered[:start], jobs, self._claim(ordered), self._cores(), deadline
+        )
         for case, spec in specs.items():
-            self._builds[case] = built[spec.key]
-        killed = {spec.key: built[spec.key] for spec in ordered if built[spec.key].killed}
+            self._builds[case] = built.get(spec.key) or NotJudgeable(
+                f"not built: the build time limit (--tile-build-limit {limit:g} s) passed before its "
+                "translation unit was compiled; the units finished are cached, so a rerun goes on from them"
+            )
+        killed = {key: unit for key, unit in built.items() if unit.killed}
         if killed:  # the host's doing, and the same run would be killed again: stop here
             signal = next(iter(killed.values())).signal
             ram = max(spec.ram_bytes for spec in ordered)
@@ -310,7 +319,9 @@ class FlashInferBackend:
         workers build side by side and each keeps its jobs busy without waiting for rounds."""
         return max(1, -(-len(specs) // max(1, self.settings.worker_count)))
 
-    def _build_shared(self, missing: list[Case], specs: dict[Case, BuildSpec], most: int) -> None:
+    def _build_shared(
+        self, missing: list[Case], specs: dict[Case, BuildSpec], most: int, deadline: float | None
+    ) -> None:
         """Compile ``missing`` in shared units and point each case's entry at its unit.
 
         A unit that fails to compile is planned again, its cases in units of at most half its
@@ -318,7 +329,8 @@ class FlashInferBackend:
         built one by one, where a failure is the case's verdict. One bad case among 36 then
         costs a few rounds of smaller units, not 36 compiles of one case each (a unit of 36
         costs 3.3x the CPU of one case alone, :data:`.planner.UNIT_COST`). A killed compile is
-        not planned again: its cases are built alone, which needs the least memory."""
+        not planned again: its cases are built alone, which needs the least memory. Past
+        ``deadline`` nothing more is compiled."""
         pending = self._plan_units(missing, most)
         while pending:
             start = self.settings.worker_index * len(pending) // max(1, self.settings.worker_count)
@@ -326,14 +338,15 @@ class FlashInferBackend:
             unit_specs = [spec for _, spec in pending]
             try:
                 built = self.cache.build(
-                    unit_specs, self._jobs(unit_specs)[1], self._claim(unit_specs), self._cores()
+                    unit_specs, self._jobs(unit_specs)[1], self._claim(unit_specs), self._cores(), deadline
                 )
             except KeyboardInterrupt:  # the units that were done are cached: find them by case too
                 self._link_finished(pending, specs)
                 raise
             failed: list[list[Case]] = []
             for group, spec in pending:
-                unit = built[spec.key]
+                if (unit := built.get(spec.key)) is None:  # not built before the deadline
+                    continue
                 if unit.ok:
                     for case in group:
                         self.cache.link(specs[case], unit)
@@ -368,7 +381,7 @@ class FlashInferBackend:
             device=Device("build", "codegen"),
         )
 
-    def _build(self, case: Case) -> BuildResult | Verdict:
+    def _build(self, case: Case) -> BuildResult | Verdict | NotJudgeable:
         if case not in self._builds:
             try:
                 spec = self._spec([case])
@@ -394,6 +407,8 @@ class FlashInferBackend:
     def _judge(self, case: Case) -> Verdict:
         mode = self._mode(case)
         build = self._build(case)
+        if isinstance(build, NotJudgeable):
+            raise NotJudgeable(*build.args)
         if isinstance(build, Verdict):
             return build
         base = {"flashinfer": self.sources.version, "build": str(build.path)}

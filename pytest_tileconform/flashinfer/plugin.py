@@ -82,6 +82,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "chosen from the cores and the RAM each size needs",
     )
     group.addoption(
+        "--tile-build-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop compiling after SECONDS: the cases built by then are judged, the others skipped "
+        "(the units finished are cached, so a rerun goes on from them; default: no limit)",
+    )
+    group.addoption(
         "--tile-timeout",
         type=float,
         default=None,  # 120, unless the ini key tile_timeout says otherwise (core.inikeys)
@@ -152,6 +160,9 @@ def _check_options(config: pytest.Config) -> None:
     jobs = config.getoption("tile_build_jobs")
     if jobs is not None and jobs < 1:
         raise bad("tile_build_jobs", jobs, "must be at least 1")
+    limit = config.getoption("tile_build_limit")
+    if limit is not None and not (math.isfinite(limit) and limit > 0):
+        raise pytest.UsageError(f"--tile-build-limit {limit}: must be a finite number of seconds above 0")
     group = config.getoption("tile_build_group")
     if group is not None and group < 1:
         raise pytest.UsageError(f"--tile-build-group {group}: must be at least 1")
@@ -274,6 +285,7 @@ def pytest_tileconform_register_backends(config: pytest.Config) -> list[FlashInf
         graph_replays=config.getoption("tile_graph_replays"),
         repeats=config.getoption("tile_repeats"),
         sanitize=config.getoption("tile_sanitize"),
+        build_limit=config.getoption("tile_build_limit"),
     )
     worker = workerinput["workerid"] if workerinput else ""
 

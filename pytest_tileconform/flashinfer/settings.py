@@ -34,3 +34,6 @@ class Settings:
     repeats: int = 3
     #: Hardware only: the compute-sanitizer tool the ``sanitize`` stage runs (None: no stage).
     sanitize: str | None = None
+    #: Seconds a worker may spend compiling before its first case runs (None: no limit); the
+    #: cases whose units are not built by then are skipped, not failed.
+    build_limit: float | None = None
