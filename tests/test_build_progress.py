@@ -209,12 +209,10 @@ def test_a_cached_build_says_nothing_and_a_wait_says_so(tmp_path: Path) -> None:
     assert messages[0] == "waiting for 1 translation unit(s) another process is compiling"
 
 
-def test_an_interrupted_run_keeps_the_units_it_compiled(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Ctrl-C (a CI job's timeout) while one unit still compiles: the next run compiles only
-    its case; the cases of the unit that was done come from the cache, though the next run
-    plans other units (one case each)."""
+def slow_third_case(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Path]:
+    """A project of three cases built by the stand-in compiler, whose third (256x128x64) keeps
+    compiling for two minutes; the arguments of a compile-only run, and the file the stand-in
+    counts its compiles in (one line per compile: how many cases its unit holds)."""
     monkeypatch.setenv(ENV_SOURCES, str(make_sources(pytester.path / "fi-data")))
     monkeypatch.setenv("TILECONFORM_CACHE_DIR", str(pytester.path / "cache"))
     monkeypatch.setenv("STAND_IN_HOST", "1")
@@ -223,8 +221,17 @@ def test_an_interrupted_run_keeps_the_units_it_compiled(
     pytester.makeconftest(STAND_IN_CONFTEST)
     args = ["--tile-matrix", "m.yaml", "--tile-device", "compile", "--tile-build-jobs", "2"]
     args += ["-p", "no:xdist", *QUIET]
-    compiles = pytester.path / "cache" / "compiles.log"
     monkeypatch.setenv("STAND_IN_SLOW", "256x128x64")
+    return args, pytester.path / "cache" / "compiles.log"
+
+
+def test_an_interrupted_run_keeps_the_units_it_compiled(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (a CI job's timeout) while one unit still compiles: the next run compiles only
+    its case; the cases of the unit that was done come from the cache, though the next run
+    plans other units (one case each)."""
+    args, compiles = slow_third_case(pytester, monkeypatch)
     first = [sys.executable, "-m", "pytest", *args, "--tile-build-group", "2"]  # units [1, 2], [3]
     run = pytester.popen(first, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -247,16 +254,7 @@ def test_a_build_time_limit_judges_what_was_built(
     """--tile-build-limit: the unit still compiling when it passes is stopped and its case
     skipped, saying why; the cases of the unit that was done are judged; the rerun compiles
     only the skipped case."""
-    monkeypatch.setenv(ENV_SOURCES, str(make_sources(pytester.path / "fi-data")))
-    monkeypatch.setenv("TILECONFORM_CACHE_DIR", str(pytester.path / "cache"))
-    monkeypatch.setenv("STAND_IN_HOST", "1")
-    (pytester.path / "m.yaml").write_text(MATRIX)
-    (pytester.path / "stand_in_nvcc.py").write_text(STAND_IN_NVCC)
-    pytester.makeconftest(STAND_IN_CONFTEST)
-    args = ["--tile-matrix", "m.yaml", "--tile-device", "compile", "--tile-build-jobs", "2"]
-    args += ["-p", "no:xdist", *QUIET]
-    compiles = pytester.path / "cache" / "compiles.log"
-    monkeypatch.setenv("STAND_IN_SLOW", "256x128x64")
+    args, compiles = slow_third_case(pytester, monkeypatch)
     limited = pytester.runpytest_subprocess(
         *args, "--tile-build-group", "2", "--tile-build-limit", "15", "-rs"
     )

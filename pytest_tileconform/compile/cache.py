@@ -17,34 +17,29 @@ A cache the user cannot write serves what it holds without taking locks; a build
 stops the session with :class:`CacheUnusable` rather than going elsewhere, so every verdict
 comes from the cache the user named.
 
-Builds run through ninja, in parallel, bounded by cores and by memory.
+Builds run through ninja (:mod:`.ninja`), in parallel, bounded by cores and by memory.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import queue
 import re
-import shlex
 import shutil
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from filelock import FileLock, Timeout
 
 from ..backend import UnusableEnvironment
+from . import ninja
 from . import progress as progress_module
-from .progress import BuildProgress, UnitEstimate
+from .ninja import EXIT_MARK
+from .progress import UnitEstimate
 from .trust import (
     ENTRY_FILE,
     KEY_NAME,
@@ -166,9 +161,6 @@ def parallel_jobs(
     return max(1, min(cores, int(memory * 0.85) // per_job) // max(1, share))
 
 
-EXIT_MARK = "tileconform: build exit status "
-
-
 def killed_by(log: str) -> int | None:
     """The signal that ended a failed build, from the exit status its log ends with (a shell
     reports death by signal N as 128 + N; nvcc as "died due to signal N"), or None."""
@@ -189,10 +181,6 @@ def first_error_line(log: str) -> str:
             return line.strip()[:500]
     tail = [line for line in log.splitlines() if line.strip()]
     return tail[-1].strip()[:500] if tail else "compiler failed without output"
-
-
-class _TimeUp(Exception):
-    """The build's time limit passed while ninja still ran (:meth:`BuildCache.build`)."""
 
 
 class BuildCache:
@@ -415,15 +403,7 @@ class BuildCache:
         self.root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.root, prefix=".build-") as tmp:
             workdir = Path(tmp)
-            rules = [
-                "ninja_required_version = 1.3",
-                "rule nvcc",
-                # the exit status goes to the log: a compile killed by a signal is not a verdict
-                "  command = $cmd > $log 2>&1 || "
-                f"{{ status=$$?; echo {EXIT_MARK}$$status >> $log; exit $$status; }}",
-                "  description = $key",
-                "",
-            ]
+            compiles = []
             for spec in specs:
                 case_dir = workdir / spec.key
                 case_dir.mkdir()
@@ -431,26 +411,31 @@ class BuildCache:
                 src.write_text(spec.source)
                 out = case_dir / ARTIFACT
                 roots = dict(spec.roots)
-                cmd = " ".join(shlex.quote(part.format(src=src, out=out, **roots)) for part in spec.command)
-                rules += [
-                    f"build {out}: nvcc {src}",
-                    f"  cmd = {cmd.replace('$', '$$')}",
-                    f"  log = {case_dir / 'build.log'}",
-                    f"  key = {spec.key}",
-                    "",
-                ]
-            (workdir / "build.ninja").write_text("\n".join(rules))
+                command = [part.format(src=src, out=out, **roots) for part in spec.command]
+                estimate = UnitEstimate(spec.label, spec.path_s, spec.cpu_s)
+                compiles.append(ninja.Compile(spec.key, command, out, src, case_dir / "build.log", estimate))
+            ninja.write_build_file(workdir, compiles)
             finished: list[str] = []
             try:
-                self._run_ninja(workdir, specs, jobs, cores or available_cores(), finished, deadline)
-            except _TimeUp:
+                ninja.run(
+                    workdir,
+                    compiles,
+                    jobs,
+                    cores or available_cores(),
+                    progress=self.progress,
+                    clock=self.clock,
+                    heartbeat_s=self.heartbeat_s or progress_module.HEARTBEAT_S,
+                    finished=finished,
+                    deadline=deadline,
+                )
+            except ninja.TimeUp:
                 return self._keep_finished(specs, workdir, finished, "the build's time limit passed", True)
             except BaseException:
                 # an interrupt (Ctrl-C, a CI job's timeout) keeps the units that were done, so the
                 # next run starts from them instead of from nothing
                 self._keep_finished(specs, workdir, finished, "interrupted")
                 raise
-            seconds = _ninja_durations(workdir)
+            seconds = ninja.durations(workdir)
             return {
                 spec.key: self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
                 for spec in specs
@@ -463,7 +448,7 @@ class BuildCache:
         interrupt keeps: a failure seen then may be the interrupt's (a compiler killed before
         its exit status was written). With ``failures`` (a time limit, which stops ninja only
         once it has passed) a unit that failed before is kept too: it ended by itself."""
-        seconds = _ninja_durations(workdir)
+        seconds = ninja.durations(workdir)
         kept = {
             spec.key: self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
             for spec in specs
@@ -471,61 +456,6 @@ class BuildCache:
         }
         self.progress(f"{why}: {len(kept)} finished translation unit(s) cached, {len(specs) - len(kept)} not")
         return kept
-
-    def _run_ninja(
-        self,
-        workdir: Path,
-        specs: Sequence[BuildSpec],
-        jobs: int,
-        cores: float,
-        finished: list[str],
-        deadline: float | None,
-    ) -> None:
-        """Run the build, telling ``progress`` each unit done and, between, a heartbeat;
-        ``finished`` gets the key of each unit ninja has ended. Past ``deadline`` it stops ninja
-        and raises :class:`_TimeUp`."""
-        labels = {spec.key: spec.label for spec in specs}
-        units = [UnitEstimate(spec.label, spec.path_s, spec.cpu_s) for spec in specs]
-        heartbeat_s = self.heartbeat_s or progress_module.HEARTBEAT_S
-        tracker = BuildProgress(units, jobs, cores, self.clock(), heartbeat_s)
-        self.progress(tracker.start_message())
-        proc = subprocess.Popen(
-            [_ninja(), "-C", str(workdir), "-k", "0", "-j", str(jobs)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, "NINJA_STATUS": "[%f/%t] "},  # printed as each unit ends
-        )
-        assert proc.stdout is not None
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def read(stream: IO[str]) -> None:
-            for line in stream:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=read, args=(proc.stdout,), daemon=True).start()
-        step = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
-        try:
-            while True:
-                wake = min(tracker.next_heartbeat(), math.inf if deadline is None else deadline)
-                try:
-                    line = lines.get(timeout=max(0.01, wake - self.clock()))
-                except queue.Empty:
-                    if deadline is not None and self.clock() >= deadline:
-                        raise _TimeUp from None
-                    self.progress(tracker.heartbeat(self.clock()))
-                    continue
-                if line is None:
-                    break
-                if (match := step.match(line.strip())) and (key := match.group(3)) in labels:
-                    finished.append(key)
-                    self.progress(tracker.finished(labels[key], self.clock()))
-        finally:
-            if proc.poll() is None:  # interrupted: ninja stops its compiles and writes its log
-                proc.terminate()
-            proc.wait()
-        # ninja's exit status only says whether some compile failed; each entry says which
 
     def _publish(self, spec: BuildSpec, case_dir: Path, seconds: float) -> BuildResult:
         log_path = case_dir / "build.log"
@@ -569,27 +499,3 @@ def _clear(final: Path) -> None:
         final.unlink()
     elif final.exists():
         shutil.rmtree(final)
-
-
-def _ninja_durations(workdir: Path) -> dict[str, float]:
-    """Seconds each successful compile took, by entry key, from ninja's own log."""
-    durations = {}
-    try:
-        lines = (workdir / ".ninja_log").read_text().splitlines()
-    except OSError:
-        return {}
-    for line in lines[1:]:
-        fields = line.split("\t")
-        if len(fields) >= 4:
-            durations[Path(fields[3]).parent.name] = (int(fields[1]) - int(fields[0])) / 1000
-    return durations
-
-
-def _ninja() -> str:
-    found = shutil.which("ninja")
-    if found:
-        return found
-    candidate = Path(sys.executable).parent / "ninja"
-    if candidate.exists():
-        return str(candidate)
-    raise FileNotFoundError("ninja is not installed (pip install ninja)")
