@@ -276,11 +276,11 @@ class FlashInferBackend:
         # one case for each instantiation: the cases of one configuration (its problems, PDL on
         # and off) share one build, and units are planned in instantiations, not cases
         builds = one_per_build(specs)
+        limit = self.settings.build_limit  # the runtime's build counts, though it is not stopped
+        deadline = None if limit is None else self.cache.clock() + limit
         missing = [case for case in builds if self.cache.lookup(specs[case]) is None]
         if missing:
             self._build_runtime()
-        limit = self.settings.build_limit
-        deadline = None if limit is None else self.cache.clock() + limit
         most = self.settings.group or DEFAULT_GROUP
         if len(missing) > 1 and most > 1:
             self._build_shared(missing, specs, most, deadline)
