@@ -211,7 +211,7 @@ def test_a_cached_build_says_nothing_and_a_wait_says_so(tmp_path: Path) -> None:
 
 def slow_third_case(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Path]:
     """A project of three cases built by the stand-in compiler, whose third (256x128x64) keeps
-    compiling for two minutes; the arguments of a compile-only run, and the file the stand-in
+    compiling for ten minutes; the arguments of a compile-only run, and the file the stand-in
     counts its compiles in (one line per compile: how many cases its unit holds)."""
     monkeypatch.setenv(ENV_SOURCES, str(make_sources(pytester.path / "fi-data")))
     monkeypatch.setenv("TILECONFORM_CACHE_DIR", str(pytester.path / "cache"))
@@ -238,9 +238,12 @@ def test_an_interrupted_run_keeps_the_units_it_compiled(
     while not (compiles.exists() and len(compiles.read_text().splitlines()) == 2):
         assert time.monotonic() < deadline and run.poll() is None, "the two compiles did not start"
         time.sleep(0.1)
-    time.sleep(2)  # the quick one ends
+    while not list((pytester.path / "cache").glob(".build-*/*/harness")):  # the quick unit's output
+        assert time.monotonic() < deadline and run.poll() is None, "the quick unit did not end"
+        time.sleep(0.1)
+    time.sleep(1)  # ninja sees it end
     run.send_signal(signal.SIGINT)
-    assert run.wait(timeout=60) != 0
+    assert run.wait(timeout=240) != 0  # well before the slow compile would end (600 s)
     assert not list((pytester.path / "cache").glob(".build-*"))  # the work folder is gone
     monkeypatch.delenv("STAND_IN_SLOW")
     result = pytester.runpytest(*args, "--tile-build-group", "1")
@@ -256,10 +259,10 @@ def test_a_build_time_limit_judges_what_was_built(
     only the skipped case."""
     args, compiles = slow_third_case(pytester, monkeypatch)
     limited = pytester.runpytest_subprocess(
-        *args, "--tile-build-group", "2", "--tile-build-limit", "15", "-rs"
+        *args, "--tile-build-group", "2", "--tile-build-limit", "30", "-rs"
     )
     assert limited.parseoutcomes() == {"unrun": 2, "skipped": 1}, limited.stdout.str()
-    why = "not built: the build time limit (--tile-build-limit 15 s) passed before its translation unit"
+    why = "not built: the build time limit (--tile-build-limit 30 s) passed before its translation unit"
     limited.stdout.fnmatch_lines(
         ["arch  dtypes  128x64x64  128x128x64  256x128x64", "sm90  bf16    1u *1u *1s*"]
     )

@@ -94,8 +94,8 @@ with open(src.parent.parent.parent / "compiles.log", "a") as log:
     log.write(f"{len(text.splitlines())}\\n")
 if "KILL" in text:
     os.kill(os.getpid(), signal.SIGKILL)
-if (slow := os.environ.get("STAND_IN_SLOW")) and slow in text:  # still compiling when interrupted
-    time.sleep(120)
+if (slow := os.environ.get("STAND_IN_SLOW")) and slow in text:  # still compiling when stopped
+    time.sleep(600)
 time.sleep(float(os.environ.get("STAND_IN_SECONDS", "0")))
 out.write_text(text)
 """
