@@ -52,6 +52,9 @@ def test_virtual_job_and_merged_summary(workflow: Any) -> None:
     virtual = workflow["jobs"]["virtual"]
     assert "self-hosted" not in str(virtual["runs-on"])
     assert "--tile-device virtual" in _runs(virtual)
+    # the build stops before the job's limit, so a cold run still judges and saves its cache
+    limit = float(_runs(virtual).split("--tile-build-limit ")[1].split()[0])
+    assert limit < virtual["timeout-minutes"] * 60 - 600
     assert "tileconform drift" in _runs(virtual)
     table = workflow["jobs"]["table"]
     assert table["needs"] == ["gpu", "virtual"]
