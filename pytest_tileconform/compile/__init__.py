@@ -1,1 +1,2 @@
-"""Compiling harnesses: the content-addressed cache, nvcc's passes side by side, host tools."""
+"""Compiling harnesses: the content-addressed cache, the ninja build that fills it, nvcc's passes
+side by side, host tools."""
