@@ -209,6 +209,10 @@ def test_a_cached_build_says_nothing_and_a_wait_says_so(tmp_path: Path) -> None:
     assert messages[0] == "waiting for 1 translation unit(s) another process is compiling"
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def slow_third_case(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Path]:
     """A project of three cases built by the stand-in compiler, whose third (256x128x64) keeps
     compiling for ten minutes; the arguments of a compile-only run, and the file the stand-in
@@ -233,7 +237,9 @@ def test_an_interrupted_run_keeps_the_units_it_compiled(
     plans other units (one case each)."""
     args, compiles = slow_third_case(pytester, monkeypatch)
     first = [sys.executable, "-m", "pytest", *args, "--tile-build-group", "2"]  # units [1, 2], [3]
-    run = pytester.popen(first, stdin=subprocess.DEVNULL)
+    # SIGINT as a terminal delivers it, even where this test runs with it ignored (a shell's
+    # background job): Python keeps an ignored SIGINT ignored, and the run would never stop
+    run = pytester.popen(first, stdin=subprocess.DEVNULL, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     while not (compiles.exists() and len(compiles.read_text().splitlines()) == 2):
         assert time.monotonic() < deadline and run.poll() is None, "the two compiles did not start"
