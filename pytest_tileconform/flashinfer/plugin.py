@@ -154,15 +154,13 @@ def _check_options(config: pytest.Config) -> None:
     def bad(name: str, value: Any, why: str) -> pytest.UsageError:
         return pytest.UsageError(f"{spelled(config, name, value)}: {why}")
 
-    timeout = config.getoption("tile_timeout")
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise bad("tile_timeout", timeout, "must be a finite number of seconds above 0")
+    for seconds_option in ("tile_timeout", "tile_build_limit"):
+        seconds = config.getoption(seconds_option)
+        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+            raise bad(seconds_option, seconds, "must be a finite number of seconds above 0")
     jobs = config.getoption("tile_build_jobs")
     if jobs is not None and jobs < 1:
         raise bad("tile_build_jobs", jobs, "must be at least 1")
-    limit = config.getoption("tile_build_limit")
-    if limit is not None and not (math.isfinite(limit) and limit > 0):
-        raise pytest.UsageError(f"--tile-build-limit {limit}: must be a finite number of seconds above 0")
     group = config.getoption("tile_build_group")
     if group is not None and group < 1:
         raise pytest.UsageError(f"--tile-build-group {group}: must be at least 1")
