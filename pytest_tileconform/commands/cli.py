@@ -95,6 +95,7 @@ def _report_schema(args: argparse.Namespace) -> int:
 
 
 def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from . import apply
     from .options import add_output
 
     report = subparsers.add_parser(
@@ -169,6 +170,7 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     add_output(schema, "the schema")
     schema.set_defaults(handler=_report_schema)
+    apply.add_parser(actions)
 
 
 # -- gen-matrix --------------------------------------------------------------------------------

@@ -117,14 +117,7 @@ class Recorder:
                 lines.append(f"{path}: {len(changes)} expectation(s) NOT written:")
                 lines.extend(f"  {c.describe()}" for c in changes.values())
                 continue
-            lines.append(f"{path}: {len(outcome.written)} expectation(s) updated")
-            lines.extend(f"  {c.describe()}" for c in outcome.written.values())
-            if outcome.already:
-                lines.append(f"{path}: {len(outcome.already)} already as observed (edited meanwhile)")
-                lines.extend(f"  {c.describe()}" for c in outcome.already.values())
-            if outcome.refused:
-                lines.append(f"{path}: {len(outcome.refused)} expectation(s) NOT updated (conflict):")
-                lines.extend(f"  {c.describe()}: {why}" for c, why in outcome.refused.values())
+            lines.extend(outcome.lines(path))
         return lines
 
 

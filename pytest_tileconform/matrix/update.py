@@ -153,6 +153,19 @@ class UpdateOutcome:
     already: dict[str, Change] = field(default_factory=dict)
     refused: dict[str, tuple[Change, str]] = field(default_factory=dict)
 
+    def lines(self, path: Path) -> list[str]:
+        """What the update of ``path`` did, change by change: the summary ``--tile-update`` and
+        ``tileconform report apply`` print."""
+        lines = [f"{path}: {len(self.written)} expectation(s) updated"]
+        lines.extend(f"  {c.describe()}" for c in self.written.values())
+        if self.already:
+            lines.append(f"{path}: {len(self.already)} already as observed (edited meanwhile)")
+            lines.extend(f"  {c.describe()}" for c in self.already.values())
+        if self.refused:
+            lines.append(f"{path}: {len(self.refused)} expectation(s) NOT updated (conflict):")
+            lines.extend(f"  {c.describe()}: {why}" for c, why in self.refused.values())
+        return lines
+
 
 def lock_path(path: Path) -> Path:
     """The lock file of the matrix at ``path``: beside it, since the atomic replace needs that
