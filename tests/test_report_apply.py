@@ -84,6 +84,7 @@ def test_a_file_that_judged_other_coordinates_is_refused(
     err = capsys.readouterr().err
     assert f"{path}: nothing written" in err
     assert f"{report}: sm90-bf16-128x64x64-c1x1x1-none: judged other coordinates" in err
+    assert "(cluster '2x1x1' there, '1x1x1' here)" in err
 
 
 def test_files_that_disagree_are_refused(tc: TileRun, capsys: pytest.CaptureFixture[str]) -> None:

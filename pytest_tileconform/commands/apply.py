@@ -52,8 +52,16 @@ def observed(matrix: LoadedMatrix, paths: list[Path]) -> tuple[dict[str, Verdict
             if entry.id not in cases:
                 others += 1
                 continue
-            if entry.case != records[entry.id]:
-                problems.append(f"{path}: {entry.id}: judged other coordinates than the matrix's case")
+            record = records[entry.id]
+            if entry.case != record:
+                differ = ", ".join(
+                    f"{name} {getattr(entry.case, name)!r} there, {getattr(record, name)!r} here"
+                    for name in CaseRecord.model_fields
+                    if getattr(entry.case, name) != getattr(record, name)
+                )
+                problems.append(
+                    f"{path}: {entry.id}: judged other coordinates than the matrix's case ({differ})"
+                )
                 continue
             verdict = entry.verdict.to_verdict()
             before = verdicts.get(entry.id)
