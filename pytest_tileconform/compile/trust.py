@@ -34,7 +34,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..backend import UnusableEnvironment
 from . import signing
@@ -48,6 +48,14 @@ VERIFY_KEY_ENV = "TILECONFORM_CACHE_VERIFY_KEY"
 KEY_NAME = re.compile(r"^[0-9a-f]{32}$")
 #: a file named in ``build.json``: one plain name inside the entry
 FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+#: The most bytes of ``build.json`` or its signature (a key, sums, a command, one error line:
+#: kilobytes) and of any other file of an entry (a unit's two programs: tens of megabytes). A
+#: larger file is refused from its size alone, before a byte of it is read: a planted sparse
+#: file of many gigabytes would otherwise be read, or hashed, whole.
+MAX_META_BYTES = 1 << 22
+MAX_FILE_BYTES = 1 << 30
+#: how much of an entry's file is hashed at a time (memory stays this small whatever its size)
+_CHUNK = 1 << 20
 
 
 class Untrusted(Exception):
@@ -125,21 +133,52 @@ def _private_group(gid: int) -> bool:
     return gid == os.getegid() and group.gr_name == user and set(group.gr_mem) <= {user}
 
 
-def read_nofollow(path: Path, policy: TrustPolicy) -> bytes:
-    """The bytes of ``path``, a regular file reached without following a link and written by
-    no one ``policy`` distrusts."""
+def _open_nofollow(path: Path, policy: TrustPolicy, most: int) -> BinaryIO:
+    """``path`` open for reading: a regular file reached without following a link, written by
+    no one ``policy`` distrusts and of at most ``most`` bytes (checked before anything is read)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if os.path.islink(path):
             raise Untrusted(f"{path} is a symbolic link") from None
         raise Untrusted(f"{path} cannot be read: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
+    f = os.fdopen(fd, "rb")
+    try:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise Untrusted(f"{path} is not a regular file")
         policy.check_writers(info, path)
-        return f.read()
+        if info.st_size > most:
+            raise Untrusted(f"{path} is {info.st_size:,} bytes, more than the {most:,} a cache file may have")
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def read_nofollow(path: Path, policy: TrustPolicy, most: int = MAX_META_BYTES) -> bytes:
+    """The bytes of ``path`` (:func:`_open_nofollow`), read to at most ``most``: a file that
+    grows while it is read is refused too."""
+    with _open_nofollow(path, policy, most) as f:
+        data = f.read(most + 1)
+    if len(data) > most:
+        raise Untrusted(f"{path} grew past the {most:,} bytes a cache file may have while it was read")
+    return data
+
+
+def digest_nofollow(path: Path, policy: TrustPolicy, most: int = MAX_FILE_BYTES) -> str:
+    """The SHA-256 of ``path`` (:func:`_open_nofollow`), read a chunk at a time."""
+    digest = hashlib.sha256()
+    read = 0
+    with _open_nofollow(path, policy, most) as f:
+        while chunk := f.read(_CHUNK):
+            read += len(chunk)
+            if read > most:
+                raise Untrusted(
+                    f"{path} grew past the {most:,} bytes a cache file may have while it was read"
+                )
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def check_folder(path: Path, policy: TrustPolicy, follow: bool = False) -> None:
@@ -189,7 +228,7 @@ def file_digests(directory: Path, policy: TrustPolicy) -> dict[str, str]:
         if item.is_symlink():
             raise Untrusted(f"{directory / item.name} is a symbolic link")
         if item.is_file(follow_symlinks=False):
-            found[item.name] = hashlib.sha256(read_nofollow(directory / item.name, policy)).hexdigest()
+            found[item.name] = digest_nofollow(directory / item.name, policy)
     return found
 
 

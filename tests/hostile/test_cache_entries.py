@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -376,3 +377,50 @@ def test_trust_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setenv("TILECONFORM_CACHE_VERIFY_KEY", str(tmp_path / "pub.pem"))
     policy = BuildCache(tmp_path).trust
     assert (policy.mode, policy.gid, policy.verify_key) == ("group", OTHER_GID, tmp_path / "pub.pem")
+
+
+# -- sizes ------------------------------------------------------------------------------
+
+# Reads an entry in a process of its own and prints what came of it and the process's peak
+# memory: a file read (or hashed) whole would show in the peak.
+LOOKUP_IN_A_PROCESS = """
+import json, resource, sys
+from pathlib import Path
+from pytest_tileconform.compile.cache import BuildCache, BuildSpec
+from pytest_tileconform.compile.trust import TrustPolicy
+spec = BuildSpec(**json.loads(sys.argv[2]))
+messages = []
+found = BuildCache(Path(sys.argv[1]), messages.append, trust=TrustPolicy()).lookup(spec)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"found": found is not None, "messages": messages, "peak": peak}))
+"""
+
+
+@pytest.mark.parametrize("planted", ["harness", "build.json"])
+def test_a_huge_sparse_file_is_refused_by_its_size(
+    tmp_path: Path, compiler: tuple[Path, Path], planted: str
+) -> None:
+    """A 6 GB sparse file (no disk used) in place of the program or of ``build.json``: refused
+    from its size before a byte is read, in a process that stays small."""
+    case = make_spec("huge\n", compiler)
+    entry = built(tmp_path / "cache", case).path
+    with (entry / planted).open("r+b") as f:
+        f.truncate(6_000_000_000)
+    fields = {
+        "source": case.source,
+        "command": list(case.command),
+        "salt": case.salt,
+        "ram_bytes": 1,
+        "label": "x",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", LOOKUP_IN_A_PROCESS, str(tmp_path / "cache"), json.dumps(fields)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    outcome = json.loads(proc.stdout)
+    assert not outcome["found"]
+    assert f"{entry / planted} is 6,000,000,000 bytes, more than the " in refused(outcome["messages"])
+    assert outcome["peak"] < 1 << 30
