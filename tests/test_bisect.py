@@ -17,10 +17,12 @@ from pytest_tileconform.commands.bisect import (
     build_cases,
     configure_parser,
     main,
+    outcome_of,
     select_releases,
     wheels_in,
 )
 from pytest_tileconform.matrix.cases import Case
+from pytest_tileconform.verdict import Stage, Verdict
 
 RELEASES = [f"0.6.{i}" for i in range(20)]
 
@@ -219,6 +221,28 @@ def test_main_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.Ca
     assert data["changes"] == [["0.6.12", "0.6.13"]]
     assert data["judged"]["0.6.13"][0]["stage"] == "pass"
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_a_pass_whose_kernel_did_not_run_is_unrun_in_the_table_and_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A virtual device's pass (judged through launch) is ``unrun`` wherever bisect shows it; a
+    GPU's pass (judged through numerics) is ``pass``."""
+    virtual = Verdict(None, Stage.LAUNCH, "virtual (sm120 profile)", smem_requested=98304, smem_limit=101376)
+    gpu = Verdict(None, Stage.NUMERICS, "hardware (NVIDIA RTX PRO 6000, CC 12.0)", smem_requested=98304)
+    assert (outcome_of(virtual, True, "0.6.13").stage, outcome_of(gpu, True, "0.6.13").stage) == (
+        "unrun",
+        "pass",
+    )
+    judge = FakeJudge({FINALIZE: [(0, FAIL), (13, outcome_of(virtual, True, ""))]})
+    out = tmp_path / "bisect.json"
+    args = parse(*CASE_ARGS, "--fusion", "finalize", "--releases", ",".join(RELEASES), "--json", str(out))
+    assert main(args, judge) == 0
+    printed = capsys.readouterr().out
+    assert "| 0.6.13 | unrun, smem 98,304 |" in printed and "| pass" not in printed
+    assert f"  {FINALIZE}: initialize: Error Internal, smem 102,400 -> unrun, smem 98,304" in printed
+    assert "unrun: passed every stage the device judges; the kernel did not run (not a pass)" in printed
+    assert json.loads(out.read_text())["judged"]["0.6.13"][0]["stage"] == "unrun"
 
 
 def test_main_reports_bad_input_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,7 +73,22 @@ def test_fixture_disagreements_are_flagged(flashinfer_074) -> None:  # type: ign
     assert rows[dropped].info == [INFO_NOT_OFFERED] and not rows[dropped].flags
     ok = rows[ConfigKey("nvfp4-bf16", (128, 128, 128), (1, 1, 1), False, "none")]
     assert ok.offered == [(1, 1), (2, 18)] and ok.dispatch == {"accepted"} and ok.generated
-    assert ok.verdicts == {"pass": 1} and not ok.flags
+    # a virtual verdict: every host-side stage passed, the kernel did not run
+    assert ok.verdicts == {"unrun": 1} and not ok.flags
+
+
+def test_a_virtual_pass_is_unrun_in_the_table(flashinfer_074, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """The sm120 report was judged on the virtual device: its passes read ``unrun`` in column
+    (d), never ``pass``; the H200's sm90 reports ran their kernels and read ``pass``."""
+    assert main(["drift", "--arch", "sm120", "--tactics", str(RECORDED), str(SM120_RESULTS)]) == 0
+    out = capsys.readouterr().out
+    start = "| nvfp4-bf16 | 128x128x128 | 1x1x1 | false | none |"
+    row = next(line for line in out.splitlines() if line.startswith(start))
+    assert "| unrun x1 |" in row
+    assert not [line for line in out.splitlines() if "| pass x" in line]
+    assert main(["drift", "--arch", "sm90", "--tactics", str(SM90_SM100), *map(str, SM90_MIXED_RESULTS)]) == 0
+    table = capsys.readouterr().out
+    assert "| pass x1 |" in table and "unrun x" not in table
 
 
 def test_a_passing_verdict_clears_always_failing(flashinfer_074) -> None:  # type: ignore[no-untyped-def]

@@ -185,6 +185,23 @@ def test_virtual_verdict_does_not_drop_a_run_expectation(tc: TileRun) -> None:
     result.stdout.fnmatch_lines(["no expectation changed: *"])
 
 
+def test_a_virtual_pass_is_unrun_in_the_summary(tc: TileRun) -> None:
+    """A virtual device passes a case expected to fail at initialize: the entry goes (the stage it
+    names was judged), and the summary says the case is unrun, never that it passed."""
+    text = BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: initialize}\n"
+    path = tc.matrix(text)
+    tc.verdicts({BASIC_IDS[0]: {"stage": "pass", "judged_through": "launch"}})
+    result = tc.run("--tile-update")
+    assert path.read_text() == BASIC + "expectations:\n"
+    result.stdout.fnmatch_lines(
+        [
+            f"{path}: 1 expectation(s) updated",
+            f"  {BASIC_IDS[0]}: initialize -> unrun (entry removed: expect a pass; the kernel did not run)",
+        ]
+    )
+    assert "-> pass" not in result.stdout.str()
+
+
 def test_flow_style_expectations_are_not_rewritten(tc: TileRun) -> None:
     text = BASIC + "expectations: {sm90-bf16-128x64x64-c1x1x1-none: {stage: run}}\n"
     path = tc.matrix(text)

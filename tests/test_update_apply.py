@@ -70,9 +70,11 @@ def test_pass_removes_the_entry() -> None:
 def test_pass_short_of_the_expected_stage_changes_nothing() -> None:
     assert expectation_change(A, "run", verdict(None, through="launch")) is None
     assert expectation_change(A, "numerics", verdict(None, through="run")) is None
+    # judged through the stage it expected, without the kernel running: removed, and named unrun
     assert expectation_change(A, "launch", verdict(None, through="launch")) == Change(
-        A, "launch", "pass", None
+        A, "launch", "unrun (entry removed: expect a pass; the kernel did not run)", None
     )
+    assert expectation_change(A, "launch", verdict(None, through="numerics")) == remove(A, "launch")
 
 
 def test_entry_line_fields_in_order() -> None:

@@ -39,6 +39,7 @@ from ..files import write_atomic
 from ..flashinfer.configs import FUSIONS
 from ..matrix.cases import Case
 from ..matrix.schema import DEFAULT_PROBLEM, Problem
+from ..verdict import UNRUN, NotJudgeable, Verdict
 from .options import ARCHS, add_arch
 
 
@@ -50,6 +51,8 @@ def problem_option(problem: Problem) -> str:
 #: ``--problem``'s default: the matrix format's default problem.
 DEFAULT_PROBLEM_OPTION = problem_option(DEFAULT_PROBLEM)
 NOT_JUDGEABLE = "not judgeable"
+#: the stages of a case that got through every stage judged (with or without its kernel run)
+PASSES = ("pass", UNRUN)
 
 
 class BisectError(Exception):
@@ -60,7 +63,7 @@ class BisectError(Exception):
 class Outcome:
     """What one release did with one case, reduced to what bisection compares."""
 
-    stage: str  # "pass", a Stage value, or NOT_JUDGEABLE
+    stage: str  # "pass", UNRUN (a pass whose kernel did not run), a Stage value, or NOT_JUDGEABLE
     status: str = ""
     smem: int | None = None
     limit: int | None = None
@@ -80,7 +83,7 @@ class Outcome:
     def cell(self) -> str:
         if self.stage == NOT_JUDGEABLE:
             return "not judgeable"
-        text = self.stage if not self.status or self.stage == "pass" else f"{self.stage}: {self.status}"
+        text = self.stage if not self.status or self.stage in PASSES else f"{self.stage}: {self.status}"
         if self.smem is not None:
             text += f", smem {self.smem:,}"
         if self.offered is False:
@@ -316,7 +319,6 @@ def flashinfer_judge(
     from ..flashinfer.compat import generator_offers, incompatibility
     from ..flashinfer.configs import UnsupportedConfig
     from ..flashinfer.releases import ReleaseError, resolve_release
-    from ..verdict import NotJudgeable
 
     def judge(release_spec: str, cases: Sequence[Case]) -> list[Outcome]:
         spec = str(wheels[release_spec]) if wheels and release_spec in wheels else release_spec
@@ -355,21 +357,25 @@ def flashinfer_judge(
                     Outcome(NOT_JUDGEABLE, detail=str(exc), offered=offered, release=release.ident)
                 )
                 continue
-            outcomes.append(
-                Outcome(
-                    verdict.outcome,
-                    verdict.status if verdict.outcome != "pass" else "",
-                    verdict.smem_requested,
-                    verdict.smem_limit,
-                    verdict.detail[:300],
-                    verdict.source,
-                    offered,
-                    release.ident,
-                )
-            )
+            outcomes.append(outcome_of(verdict, offered, release.ident))
         return outcomes
 
     return judge
+
+
+def outcome_of(verdict: Verdict, offered: bool | None, release: str) -> Outcome:
+    """A verdict as bisection compares and shows it: a pass whose kernel did not run (the virtual
+    device's) is :data:`~..verdict.UNRUN`, in the table and the JSON alike, never ``pass``."""
+    return Outcome(
+        verdict.reported,
+        "" if verdict.passed else verdict.status,
+        verdict.smem_requested,
+        verdict.smem_limit,
+        verdict.detail[:300],
+        verdict.source,
+        offered,
+        release,
+    )
 
 
 # -- output --------------------------------------------------------------------------------------
@@ -405,6 +411,8 @@ def render(result: BisectResult, everything: bool) -> str:
         for case, old, new in zip(result.cases, result.judged[before], result.judged[after], strict=True):
             if old.key != new.key:
                 lines.append(f"  {case_label(case)}: {old.cell()} -> {new.cell()}")
+    if any(o.stage == UNRUN for outcomes in result.judged.values() for o in outcomes):
+        lines.append(f"{UNRUN}: passed every stage the device judges; the kernel did not run (not a pass)")
     reasons = {o.detail for outcomes in result.judged.values() for o in outcomes if o.stage == NOT_JUDGEABLE}
     for reason in sorted(reasons):
         releases = [

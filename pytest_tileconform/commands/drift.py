@@ -9,8 +9,9 @@ the epilogue schedule variant with a dynamic cluster's runtime shape) one row sa
 (b) dispatch  whether ``dispatchMoeGemmSelectTileShapeTmaWarpSpecialized`` selects a launcher for
               it (``accepted``) or throws (``rejected: <message>``), also from the probe;
 (c) generated whether ``generate_kernels.py`` instantiates it;
-(d) verdict   what the plugin observed in the ``--results`` files (``pass`` or the failing stage,
-              with counts), ``not run`` if no results file has it.
+(d) verdict   what the plugin observed in the ``--results`` files (``pass``, ``unrun`` for a pass
+              whose kernel did not run, as on a virtual device, or the failing stage, with
+              counts), ``not judged`` if no results file has it.
 
 Flagged: offered but not instantiated, offered but rejected by the dispatch, offered and every
 observed verdict failing, and, when results files are given, offered and instantiated but judged
@@ -30,6 +31,7 @@ from ..flashinfer.tactics.offered import ConfigKey as ConfigKey  # export-blockl
 from ..flashinfer.tactics.offered import Shape, Tactic, case_key, format_ids, with_fused_activation
 from ..flashinfer.tactics.offered import tactic_key as tactic_key  # likewise
 from ..results.model import CaseRecord, ResultsDocument
+from ..verdict import UNRUN
 
 FLAG_NOT_INSTANTIATED = "offered, not instantiated"
 FLAG_REJECTED = "offered, dispatch rejects"
@@ -57,7 +59,7 @@ class Row:
             rejected = any(d.startswith("rejected") for d in self.dispatch)
             if rejected:
                 flags.append(FLAG_REJECTED)
-            if self.verdicts and not (self.verdicts["pass"] or self.verdicts["unrun"]):
+            if self.verdicts and not (self.verdicts["pass"] or self.verdicts[UNRUN]):
                 flags.append(FLAG_ALWAYS_FAILS)
             if self.results_given and self.generated and not rejected and not self.verdicts:
                 flags.append(FLAG_NEVER_JUDGED)
@@ -139,7 +141,7 @@ def compare(
         for entry, verdict in document.judged():
             if entry.case is None or entry.case.arch != arch:
                 continue
-            row(record_key(entry.case, arch)).verdicts[verdict.outcome] += 1
+            row(record_key(entry.case, arch)).verdicts[verdict.reported] += 1
     return Drift(arch, sorted(rows.values(), key=lambda r: _order(r.key)), non_tma)
 
 
@@ -158,8 +160,8 @@ def _offered(row: Row) -> str:
 
 def _verdicts(row: Row) -> str:
     if not row.verdicts:
-        return "not run"
-    order = sorted(row.verdicts, key=lambda o: (o != "pass", o))
+        return "not judged"
+    order = sorted(row.verdicts, key=lambda o: (o != "pass", o != UNRUN, o))
     return ", ".join(f"{o} x{row.verdicts[o]}" for o in order)
 
 

@@ -26,7 +26,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from ..files import write_atomic
 from ..reasons import shorten, stable_reason
-from ..verdict import Stage, Verdict
+from ..verdict import UNRUN, Stage, Verdict
 from .load import MatrixError, MatrixInvalid, load_matrix, parse_document
 from .schema import Expectation
 
@@ -49,7 +49,8 @@ def expectation_change(case_id: str, expected: str, verdict: Verdict) -> Change 
     """The edit that makes ``expected`` agree with ``verdict``, or None if it already does.
 
     A verdict that could not judge the expected stage (a virtual device and an expected
-    ``run`` failure) changes nothing.
+    ``run`` failure) changes nothing. A pass whose kernel did not run removes the entry as a
+    pass does, and is shown as what it is (:data:`~..verdict.UNRUN`), never as ``pass``.
     """
     observed = verdict.outcome
     if observed == expected:
@@ -57,7 +58,8 @@ def expectation_change(case_id: str, expected: str, verdict: Verdict) -> Change 
     if observed == "pass":
         if Stage(expected).order > verdict.judged_through.order:
             return None
-        return Change(case_id, expected, "pass", None)
+        shown = f"{UNRUN} (entry removed: expect a pass; the kernel did not run)" if verdict.unrun else "pass"
+        return Change(case_id, expected, shown, None)
     return Change(case_id, expected, observed, entry_line(case_id, verdict))
 
 
