@@ -3,15 +3,25 @@
 Imported only when a signing or verify key is configured, so a cache without signatures needs
 no extra package. Keys are PEM files as ``openssl genpkey -algorithm ed25519`` writes them
 (private: PKCS#8, unencrypted; public: SubjectPublicKeyInfo, ``openssl pkey -pubout``).
+
+A key is only as good as who can change it: whoever can replace the verify key (or the signing
+key) decides which entries are accepted. Before a key is read, it and its folder are checked as
+ssh checks its key files (:mod:`.writers`: owner, mode, ACLs): a key someone else can write is
+refused whatever the cache's trust setting says (the signature exists to not trust the cache's
+other writers); a signing key others can read is warned about (they can sign too).
 """
 
 from __future__ import annotations
 
+import os
+import stat
+import warnings
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from ..backend import UnusableEnvironment
+from .writers import foreign, writers
 
 
 class SigningError(UnusableEnvironment):
@@ -34,8 +44,43 @@ def _backend() -> Any:
     return serialization, ed25519
 
 
+class KeyExposed(UserWarning):
+    """Users other than the owner can read the signing key."""
+
+
+def check_key_file(path: Path, what: str, secret: bool) -> None:
+    """Refuse the key file ``path`` (:class:`SigningError`) when anyone but the user and root
+    can write it or replace it in its folder (a sticky folder such as /tmp keeps others from
+    replacing it); warn (:class:`KeyExposed`) when others can read a ``secret`` key."""
+    uid = os.geteuid()
+    try:
+        info = os.stat(path)
+        folder = os.stat(path.parent)
+    except OSError as exc:
+        raise SigningError(f"{what} {path}: {exc.strerror}") from None
+    if info.st_uid not in (0, uid):
+        raise SigningError(f"{what} {path} belongs to uid {info.st_uid}, not to you or root: refused")
+    if found := [w for w in writers(info, str(path), follow=True) if foreign(w, uid)]:
+        raise SigningError(f"{what} {path} is writable by {found[0].describe()}: refused (chmod go-w)")
+    if not folder.st_mode & stat.S_ISVTX:
+        if folder.st_uid not in (0, uid):
+            raise SigningError(f"{what} {path}: its folder belongs to uid {folder.st_uid}: refused")
+        if found := [w for w in writers(folder, str(path.parent), follow=True) if foreign(w, uid)]:
+            raise SigningError(
+                f"{what} {path}: its folder is writable by {found[0].describe()}, who can replace it: refused"
+            )
+    if secret and (found := [w for w in writers(info, str(path), follow=True, read=True) if foreign(w, uid)]):
+        warnings.warn(
+            f"{what} {path} is readable by {found[0].describe()}, who can then sign cache entries "
+            "(chmod go-r)",
+            KeyExposed,
+            stacklevel=2,
+        )
+
+
 @cache
 def _private_key(path: Path) -> Any:
+    check_key_file(path, "cache signing key", secret=True)
     serialization, ed25519 = _backend()
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
@@ -48,6 +93,7 @@ def _private_key(path: Path) -> Any:
 
 @cache
 def _public_key(path: Path) -> Any:
+    check_key_file(path, "cache verify key", secret=False)
     serialization, ed25519 = _backend()
     try:
         key = serialization.load_pem_public_key(path.read_bytes())
@@ -63,9 +109,10 @@ def sign(key: Path, data: bytes) -> bytes:
     return bytes(_private_key(key).sign(data))
 
 
-def verify(key: Path, data: bytes, signature: bytes) -> bool:
-    """Whether ``signature`` is the public key ``key``'s signature of ``data``."""
-    public = _public_key(key)
+def verify(key: Path, data: bytes, signature: bytes, own: bool = False) -> bool:
+    """Whether ``signature`` is the public key ``key``'s signature of ``data`` (with ``own``:
+    ``key`` is a private key, and its own public key is meant)."""
+    public = _private_key(key).public_key() if own else _public_key(key)
     from cryptography.exceptions import (  # type: ignore[import-not-found,unused-ignore]
         InvalidSignature,
     )
@@ -75,3 +122,9 @@ def verify(key: Path, data: bytes, signature: bytes) -> bool:
     except InvalidSignature:
         return False
     return True
+
+
+def ready(key: Path, own: bool = False) -> None:
+    """Load ``key`` (checked, :func:`check_key_file`) now: a key that cannot be used stops the
+    session, whether or not an entry has a signature to check."""
+    _private_key(key) if own else _public_key(key)

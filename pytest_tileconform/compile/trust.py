@@ -12,12 +12,15 @@ evidence at once. Three layers guard it, each against something else:
   a stale half-written entry): whoever can write the file can write the sum too.
 * **Who could write it** (as ssh treats its key files) and, optionally, **signatures**. An
   entry, its files and the folders above it must not be writable by anyone but the user and
-  root, unless the user trusts a group (``TILECONFORM_CACHE_TRUST=group:NAME``: members of
-  NAME share the cache) or everyone (``any``). A cache shared across machines can be signed:
-  writers hold an Ed25519 private key (``TILECONFORM_CACHE_SIGNING_KEY``), readers configure
-  the public key (``TILECONFORM_CACHE_VERIFY_KEY``) and then accept only entries whose
-  ``build.json`` (its key, its files' sums) carries a valid signature; a planted file or a
-  forged ``build.json`` fails it whoever wrote it.
+  root (by owner, mode or POSIX ACL; a group counts as the user's only when the account
+  database says it is private: :mod:`.writers`), unless the user trusts a group
+  (``TILECONFORM_CACHE_TRUST=group:NAME``: members of NAME share the cache) or everyone
+  (``any``). A cache shared across machines can be signed: writers hold an Ed25519 private key
+  (``TILECONFORM_CACHE_SIGNING_KEY``), readers configure the public key
+  (``TILECONFORM_CACHE_VERIFY_KEY``) and then accept only entries whose ``build.json`` (its
+  key, its files' sums) carries a valid signature; a planted file or a forged ``build.json``
+  fails it whoever wrote it. A writer checks what it reads with its own key's public half, so
+  it never uses (and vouches for) an entry it did not sign.
 
 Checks happen when an entry is first used in a process; someone who can replace the file
 between the check and its use can also write the cache, which the ownership rule forbids.
@@ -29,7 +32,6 @@ import grp
 import hashlib
 import json
 import os
-import pwd
 import re
 import stat
 from dataclasses import dataclass
@@ -38,6 +40,7 @@ from typing import Any, BinaryIO
 
 from ..backend import UnusableEnvironment
 from . import signing
+from .writers import foreign, writers
 
 ENTRY_FILE = "build.json"
 SIGNATURE_FILE = "build.json.sig"
@@ -100,37 +103,44 @@ class TrustPolicy:
             Path(verify_key) if verify_key else None,
         )
 
+    @property
+    def verifier(self) -> tuple[Path, bool] | None:
+        """The key entries are checked with, and whether it is a private key (whose public half
+        is meant): the verify key, else the signing key. A signer accepts only what it could
+        have signed itself: it vouches for what it reads, so an entry another writer of the
+        cache planted is built again rather than used and signed over."""
+        if self.verify_key is not None:
+            return self.verify_key, False
+        if self.signing_key is not None:
+            return self.signing_key, True
+        return None
+
     @classmethod
     def from_env(cls) -> TrustPolicy:
         return cls.parse(
             os.environ.get(TRUST_ENV), os.environ.get(SIGNING_KEY_ENV), os.environ.get(VERIFY_KEY_ENV)
         )
 
-    def check_writers(self, info: os.stat_result, path: Path) -> None:
-        """Refuse ``path`` (stat ``info``) when someone this policy does not trust can write it."""
+    def check_writers(
+        self, info: os.stat_result, path: Path, target: int | str | None = None, follow: bool = False
+    ) -> None:
+        """Refuse ``path`` (stat ``info``; ``target``: an open descriptor of it, else its path)
+        when someone this policy does not trust can write it: by its owner, its mode or its
+        ACLs (:mod:`.writers`)."""
         if stat.S_ISLNK(info.st_mode):
             raise Untrusted(f"{path} is a symbolic link")
         if self.mode == "any":
             return
-        if info.st_mode & stat.S_IWOTH:
-            raise Untrusted(f"{path} is writable by every user")
-        if self.mode == "group" and info.st_gid == self.gid:
-            return
-        if info.st_uid not in (0, os.geteuid()):
+        uid = os.geteuid()
+        trusted = self.gid if self.mode == "group" else None
+        if info.st_uid not in (0, uid) and not (self.mode == "group" and info.st_gid == self.gid):
             raise Untrusted(f"{path} belongs to uid {info.st_uid}, not to you ({TRUST_ENV} trusts others)")
-        if info.st_mode & stat.S_IWGRP and not _private_group(info.st_gid):
-            raise Untrusted(f"{path} is writable by group {info.st_gid} ({TRUST_ENV}=group:NAME trusts it)")
-
-
-def _private_group(gid: int) -> bool:
-    """Whether ``gid`` is the user's own group (a user private group, what a umask of 002 is
-    meant for): named as the user, no other members."""
-    try:
-        group = grp.getgrgid(gid)
-        user = pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return False
-    return gid == os.getegid() and group.gr_name == user and set(group.gr_mem) <= {user}
+        for writer in writers(info, str(path) if target is None else target, follow):
+            if writer.kind == "other" and writer.how == "mode":
+                raise Untrusted(f"{path} is writable by every user")
+            if foreign(writer, uid, trusted):
+                hint = f" ({TRUST_ENV}=group:NAME trusts it)" if writer.kind == "group" else ""
+                raise Untrusted(f"{path} is writable by {writer.describe()}{hint}")
 
 
 def _open_nofollow(path: Path, policy: TrustPolicy, most: int) -> BinaryIO:
@@ -147,7 +157,7 @@ def _open_nofollow(path: Path, policy: TrustPolicy, most: int) -> BinaryIO:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise Untrusted(f"{path} is not a regular file")
-        policy.check_writers(info, path)
+        policy.check_writers(info, path, f.fileno())
         if info.st_size > most:
             raise Untrusted(f"{path} is {info.st_size:,} bytes, more than the {most:,} a cache file may have")
     except BaseException:
@@ -188,33 +198,37 @@ def check_folder(path: Path, policy: TrustPolicy, follow: bool = False) -> None:
         info = os.stat(path) if follow else os.lstat(path)
     except OSError as exc:
         raise Untrusted(f"{path} cannot be read: {exc.strerror}") from None
-    policy.check_writers(info, path)
+    policy.check_writers(info, path, follow=follow)
     if not stat.S_ISDIR(info.st_mode):
         raise Untrusted(f"{path} is not a folder")
 
 
-def read_meta(directory: Path, name: str, policy: TrustPolicy) -> dict[str, Any]:
-    """``directory``'s ``build.json`` once the folder, the file and (when a verify key is
-    configured) its signature pass; ``name`` is what the entry is filed under, which a
-    ``key`` in it must match (signed entries must have one, so a valid entry cannot be
-    copied under another key)."""
+def read_meta(
+    directory: Path, name: str, policy: TrustPolicy, entry_file: str = ENTRY_FILE
+) -> dict[str, Any]:
+    """``directory``'s ``build.json`` (or ``entry_file``) once the folder, the file and, when
+    a key is configured (:attr:`TrustPolicy.verifier`), its signature pass; ``name`` is what
+    the entry is filed under, which a ``key`` in it must match (signed entries must have one,
+    so a valid entry cannot be copied under another key)."""
     check_folder(directory, policy)
-    raw = read_nofollow(directory / ENTRY_FILE, policy)
-    if policy.verify_key is not None:
+    if (verifier := policy.verifier) is not None:
+        signing.ready(*verifier)
+    raw = read_nofollow(directory / entry_file, policy)
+    if verifier is not None:
         try:
-            signature = read_nofollow(directory / SIGNATURE_FILE, policy)
+            signature = read_nofollow(directory / (entry_file + ".sig"), policy)
         except Untrusted as exc:
             raise Untrusted(f"{directory} is not signed ({exc})") from None
-        if not signing.verify(policy.verify_key, raw, signature):
-            raise Untrusted(f"{directory}: its signature does not match {policy.verify_key}")
+        if not signing.verify(verifier[0], raw, signature, own=verifier[1]):
+            raise Untrusted(f"{directory}: its signature does not match {verifier[0]}")
     try:
         meta = json.loads(raw)
     except ValueError:
-        raise Untrusted(f"{directory / ENTRY_FILE} is not JSON") from None
+        raise Untrusted(f"{directory / entry_file} is not JSON") from None
     if not isinstance(meta, dict):
-        raise Untrusted(f"{directory / ENTRY_FILE} is not an object")
-    if meta.get("key", name if policy.verify_key is None else None) != name:
-        raise Untrusted(f"{directory / ENTRY_FILE} names key {meta.get('key')!r}, not {name}")
+        raise Untrusted(f"{directory / entry_file} is not an object")
+    if meta.get("key", name if verifier is None else None) != name:
+        raise Untrusted(f"{directory / entry_file} names key {meta.get('key')!r}, not {name}")
     return meta
 
 
@@ -241,13 +255,15 @@ def check_files(directory: Path, meta: dict[str, Any], policy: TrustPolicy) -> N
         raise Untrusted(f"cache entry {directory} fails its checksums")
 
 
-def write_meta(directory: Path, meta: dict[str, Any], policy: TrustPolicy) -> None:
-    """Write ``build.json`` into ``directory`` (not yet published) and sign it when a signing
-    key is configured."""
+def write_meta(
+    directory: Path, meta: dict[str, Any], policy: TrustPolicy, entry_file: str = ENTRY_FILE
+) -> None:
+    """Write ``build.json`` (or ``entry_file``) into ``directory`` (not yet published) and sign
+    it, into ``entry_file.sig``, when a signing key is configured."""
     raw = json.dumps(meta, indent=1).encode()
-    (directory / ENTRY_FILE).write_bytes(raw)
+    (directory / entry_file).write_bytes(raw)
     if policy.signing_key is not None:
-        (directory / SIGNATURE_FILE).write_bytes(signing.sign(policy.signing_key, raw))
+        (directory / (entry_file + ".sig")).write_bytes(signing.sign(policy.signing_key, raw))
 
 
 def umask() -> int:

@@ -37,6 +37,7 @@ def keypair(directory: Path, name: str) -> tuple[Path, Path]:
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
     )
+    private.chmod(0o600)  # a signing key others can read is warned about
     public.write_bytes(
         key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -193,6 +194,7 @@ def test_unusable_signing_key_says_so(tmp_path: Path, compiler: tuple[Path, Path
     """A key file that is not an Ed25519 PEM: a clear error, not a traceback from deep down."""
     bad = tmp_path / "not-a-key.pem"
     bad.write_text("hello")
+    bad.chmod(0o600)
     case = make_spec("x\n", compiler)
     with pytest.raises(SigningError, match="cache signing key"):
         BuildCache(tmp_path / "cache", trust=TrustPolicy(signing_key=bad)).build([case], jobs=1)
