@@ -13,9 +13,10 @@ from .core.devices import gpu_for_worker, visible_gpus
 from .core.environment import EnvironmentGuard
 from .core.inikeys import add_ini_key
 from .core.inikeys import resolve as resolve_ini_keys
-from .core.items import OUTCOME_PROPERTY, REQUIRE_RUN_OPTION, SESSION_KEY, UNRUN_MARKER, MatrixFile, TileCase
+from .core.items import REQUIRE_RUN_OPTION, SESSION_KEY, UNRUN_MARKER, MatrixFile, TileCase
 from .core.recorder import Recorder
 from .core.session import TileSession
+from .core.unrun_report import UnrunReporting, is_unrun
 from .matrix.bounds import MAX_CASES
 from .matrix.shard import Shard, ShardSpecError
 from .verdict import UNRUN
@@ -205,6 +206,7 @@ def pytest_configure(config: pytest.Config) -> None:
             report_path=config.invocation_params.dir / report if report else None,
         )
         config.pluginmanager.register(recorder, "tileconform-recorder")
+        config.pluginmanager.register(UnrunReporting(config), "tileconform-unrun")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> MatrixFile | None:
@@ -234,9 +236,7 @@ def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, Any] 
     """A case that passed every stage judged without its kernel running is reported as
     :data:`~.verdict.UNRUN` (letter ``u``), never as a bare pass; its exit status stays 0, as for a
     pass (``--tile-require-run`` makes it a failure instead)."""
-    if report.when != "call" or not report.passed or hasattr(report, "wasxfail"):
-        return None
-    if dict(report.user_properties).get(OUTCOME_PROPERTY) != UNRUN:
+    if not is_unrun(report):
         return None
     return UNRUN, "u", ("UNRUN", {"yellow": True})
 

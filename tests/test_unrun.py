@@ -101,9 +101,13 @@ def test_under_xdist(tc: TileRun) -> None:
     """Workers send their reports to the controller, which words them and writes the results."""
     tc.matrix(MATRIX)
     tc.verdicts(VERDICTS)
-    result = tc.run_subprocess("-n", "2", "-v", "--tile-report", "r.json")
+    result = tc.run_subprocess("-n", "2", "-v", "--tile-report", "r.json", "--junitxml", "j.xml", "-ru")
     assert result.parseoutcomes() == {"passed": 1, "unrun": 1}
-    result.stdout.fnmatch_lines([f"*UNRUN m.yaml::{VIRTUAL_CASE}*"])
+    result.stdout.fnmatch_lines(
+        [f"*UNRUN m.yaml::{VIRTUAL_CASE}*", f"UNRUN m.yaml::{VIRTUAL_CASE} - {UNRUN_REASON}"]
+    )
+    gitlab, _, counts = junit_viewers(tc.path / "j.xml")
+    assert gitlab == {HARDWARE_CASE: "success", VIRTUAL_CASE: "skipped"} and counts["skipped"] == 1
     cases = {entry["id"]: entry["outcome"] for entry in json.loads((tc.path / "r.json").read_text())["cases"]}
     assert cases == {HARDWARE_CASE: "passed", VIRTUAL_CASE: "unrun"}
 
@@ -153,6 +157,83 @@ def test_junit_properties(tc: TileRun) -> None:
         found[testcase.get("name")] = (properties["tileconform_outcome"], properties["kernel_ran"])
         assert properties["stage"] == "pass"  # the verdict's own word is unchanged
     assert found == {HARDWARE_CASE: ("pass", "true"), VIRTUAL_CASE: ("unrun", "false")}
+
+
+UNRUN_REASON = (
+    "unrun: passed every stage virtual (sm90 profile) judges (through launch); the kernel did not "
+    "run and its output was not checked"
+)
+
+
+def gitlab_status(testcase: ET.Element) -> str:
+    """A testcase's status as GitLab's JUnit parser decides it (``lib/gitlab/ci/parsers/test/
+    junit.rb``, ``create_test_case``): a ``failure`` child, else ``error``, else ``skipped``,
+    else success. Properties are not read."""
+    for tag, status in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+        if testcase.find(tag) is not None:
+            return status
+    return "success"
+
+
+def junit_viewers(path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Each case as GitLab reads it, as ``junitparser`` reads it (the library
+    EnricoMi/publish-unit-test-result-action, the example workflow's publisher, reads JUnit
+    with), and the suite's counts."""
+    from junitparser import JUnitXml
+
+    gitlab = {str(t.get("name")): gitlab_status(t) for t in ET.parse(path).getroot().iter("testcase")}
+    parsed = JUnitXml.fromfile(str(path))
+    publisher = {}
+    counts = {}
+    for suite in parsed:
+        counts = {"tests": suite.tests, "skipped": suite.skipped, "failures": suite.failures}
+        for case in suite:
+            publisher[case.name] = "skipped" if case.is_skipped else "passed" if case.is_passed else "failed"
+    return gitlab, publisher, counts
+
+
+def test_junit_viewers_count_an_unrun_case_as_skipped(tc: TileRun) -> None:
+    """A JUnit viewer reads a testcase's children, never its properties: the unrun case has a
+    ``<skipped>`` with the reason, so GitLab and the GitHub publishers count it skipped, not passed."""
+    run(tc, "--junitxml", "j.xml")
+    gitlab, publisher, counts = junit_viewers(tc.path / "j.xml")
+    assert gitlab == {HARDWARE_CASE: "success", VIRTUAL_CASE: "skipped"}
+    assert publisher == {HARDWARE_CASE: "passed", VIRTUAL_CASE: "skipped"}
+    assert counts == {"tests": 2, "skipped": 1, "failures": 0}
+    (testcase,) = [
+        t for t in ET.parse(tc.path / "j.xml").getroot().iter("testcase") if t.get("name") == VIRTUAL_CASE
+    ]
+    (skipped,) = testcase.findall("skipped")
+    assert skipped.get("type") == "tileconform.unrun" and skipped.get("message") == UNRUN_REASON
+    assert skipped.text == "unrun (judged through launch) smem=215040/232448 [virtual (sm90 profile)]"
+
+
+def test_junit_under_require_run_is_a_failure_only(tc: TileRun) -> None:
+    """--tile-require-run fails the unrun case: a failure, not also a skip."""
+    run(tc, "--tile-require-run", "--junitxml", "j.xml")
+    gitlab, publisher, counts = junit_viewers(tc.path / "j.xml")
+    assert gitlab == {HARDWARE_CASE: "success", VIRTUAL_CASE: "failed"}
+    assert publisher == {HARDWARE_CASE: "passed", VIRTUAL_CASE: "failed"}
+    assert counts == {"tests": 2, "skipped": 0, "failures": 1}
+
+
+def test_short_summary_lists_unrun_cases(tc: TileRun) -> None:
+    """``-rA`` (and ``-rp``) list passes, ``-ru`` the unrun cases alone; each names why."""
+    everything = run(tc, "-rA")
+    everything.stdout.fnmatch_lines(
+        [
+            "*= short test summary info =*",
+            f"PASSED m.yaml::{HARDWARE_CASE}",
+            f"UNRUN m.yaml::{VIRTUAL_CASE} - {UNRUN_REASON}",
+        ]
+    )
+    alone = run(tc, "-ru")
+    alone.stdout.fnmatch_lines(
+        ["*= short test summary info =*", f"UNRUN m.yaml::{VIRTUAL_CASE} - {UNRUN_REASON}"]
+    )
+    assert "PASSED m.yaml" not in alone.stdout.str()
+    quiet = run(tc, "-rfs")
+    assert "UNRUN m.yaml" not in quiet.stdout.str() and "short test summary" not in quiet.stdout.str()
 
 
 def test_results_file(report: Path) -> None:
