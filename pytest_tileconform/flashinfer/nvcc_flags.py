@@ -7,6 +7,13 @@ from 0.6.8 on, SM120's ``compute_120f`` instead of ``compute_120a`` from 0.6.7 o
 release's sources :func:`module_nvcc_flags` and :func:`sm12x_gencode_suffix` read how that
 release builds its module, from its own files (parsed, never executed); the built-in lists are
 what the release does not say.
+
+A release's flags are input, not configuration: whoever publishes (or plants) a release's
+``jit/fused_moe.py`` would otherwise choose nvcc's options, and some run programs at compile
+time (``-ccbin``, ``--compiler-bindir``, ``-Xcompiler=-B...``), even under ``--tile-device
+compile``. Each one read from a release must match :data:`RELEASE_FLAGS`, the kinds of option
+FlashInfer's module flags are made of (macros, targets, optimisation); anything else stops the
+session with one line naming the flag and the file.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import ast
 import re
 from pathlib import Path
 
+from ..backend import UnusableEnvironment
 from .codegen import HARNESS_DIR
 from .configs import KernelConfig, UnsupportedConfig, check_config
 from .sources import FlashInferSources, cuda_version, find_cublas_include, find_cuda_home
@@ -157,6 +165,23 @@ MODULE_FUNCTIONS = {
 }
 
 
+#: What a flag read from a release may be: a macro defined or undefined, a target, an
+#: optimisation or language switch. Nothing that names a program, a path or options for
+#: another tool.
+RELEASE_FLAGS = re.compile(
+    r"-D[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?"
+    r"|-U[A-Za-z_][A-Za-z0-9_]*"
+    r"|-gencode=arch=compute_\d+[af]?,code=(sm|compute)_\d+[af]?"
+    r"|-O[0-3]|-std=c\+\+\d\d|-lineinfo|-use_fast_math|--use_fast_math"
+    r"|--expt-relaxed-constexpr|--expt-extended-lambda|--threads=\d+"
+    r"|-static-global-template-stub=(true|false)"
+)
+
+
+class ReleaseFlagRefused(UnusableEnvironment):
+    """A release's Python asks nvcc for an option outside :data:`RELEASE_FLAGS`."""
+
+
 def _flag_list(node: ast.expr, names: dict[str, list[str]]) -> list[str] | None:
     """A literal flag list (``[..] + NAME``, conditional elements taken as for CUDA >= 12.8)."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -182,7 +207,8 @@ def _flag_list(node: ast.expr, names: dict[str, list[str]]) -> list[str] | None:
 def module_nvcc_flags(package: Path, arch: int) -> list[str] | None:
     """The ``nvcc_flags`` list FlashInfer's ``gen_cutlass_fused_moe_smXX_module`` builds the MoE
     module of ``arch`` with, read from ``package/jit/fused_moe.py``; None if it cannot be read
-    (no such file or function, or not a literal list)."""
+    (no such file or function, or not a literal list). A flag outside :data:`RELEASE_FLAGS`
+    raises :class:`ReleaseFlagRefused`."""
     function_name = MODULE_FUNCTIONS.get(arch)
     path = package / "jit" / "fused_moe.py"
     if function_name is None or not path.is_file():
@@ -199,7 +225,15 @@ def module_nvcc_flags(package: Path, arch: int) -> list[str] | None:
                     and isinstance(statement.targets[0], ast.Name)
                     and statement.targets[0].id == "nvcc_flags"
                 ):
-                    return _flag_list(statement.value, {})
+                    flags = _flag_list(statement.value, {})
+                    for flag in flags or ():
+                        if not RELEASE_FLAGS.fullmatch(flag):
+                            raise ReleaseFlagRefused(
+                                f"tileconform: {path} ({function_name}) asks nvcc for {flag!r}, not an "
+                                "option a release may set (macros, -gencode targets, -O, -std): refused, "
+                                "as it could run a program at compile time; judge another release"
+                            )
+                    return flags
     return None
 
 
