@@ -13,16 +13,21 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from .backend import Backend
+    from .core.runoptions import RunOptions
     from .matrix.cases import Case
     from .verdict import Stage, Verdict
 
 
 @pytest.hookspec
-def pytest_tileconform_register_backends(config: pytest.Config) -> list[Backend]:  # type: ignore[empty-body]
+def pytest_tileconform_register_backends(  # type: ignore[empty-body]
+    config: pytest.Config, options: RunOptions
+) -> list[Backend]:
     """Return the backends this plugin provides (each has a unique ``name``).
 
     Called once per session, before any matrix is read; a matrix's ``backend:`` key must
-    name one of them.
+    name one of them. ``options`` are the run's options every backend reads the same way
+    (device, build cache, compiles at once, timeout, the stages a hardware run adds), already
+    checked; a backend registers and checks only options of its own.
     """
 
 

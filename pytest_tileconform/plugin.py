@@ -15,6 +15,7 @@ from .core.inikeys import add_ini_key
 from .core.inikeys import resolve as resolve_ini_keys
 from .core.items import REQUIRE_RUN_OPTION, SESSION_KEY, UNRUN_MARKER, MatrixFile, TileCase
 from .core.recorder import Recorder
+from .core.runconfig import add_run_options, run_options
 from .core.session import TileSession
 from .core.unrun_report import UnrunReporting, is_unrun
 from .matrix.bounds import MAX_CASES
@@ -92,6 +93,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run only shard I of N of the matrix cases (1-based; split by a hash of each case id, "
         "so a case stays in its shard when others are added); the others are deselected",
     )
+    add_run_options(group, parser)
     parser.addini("tile_matrix", type="paths", default=[], help="tile matrices to run (like --tile-matrix)")
     add_ini_key(parser, "tile_device", str, "auto", "where verdicts come from, like --tile-device")
     add_ini_key(
@@ -185,7 +187,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_archs(archs, arch_filter)
     if workerinput is None and config.getoption("tile_report"):
         _check_report(config.invocation_params.dir / config.getoption("tile_report"))
-    session = TileSession.start(config, paths, arch_filter)
+    session = TileSession.start(config, paths, arch_filter, run_options(config))
     config.pluginmanager.register(EnvironmentGuard(session), "tileconform-environment")
     config.stash[SESSION_KEY] = session
     for arch in sorted({c.arch for c in session.all_cases()}):

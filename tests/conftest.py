@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fake_backend import TileRun
 
+from pytest_tileconform.core.runoptions import DeviceChoice
 from pytest_tileconform.flashinfer.generator import load_generator
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.sources import FlashInferSources, FlashInferSourcesError, find_sources
@@ -77,7 +78,7 @@ def backend_settings(tmp_path: Path) -> Callable[..., Settings]:
     """The FlashInfer backend's settings for a compile-only run in one process, one job, a cache
     under tmp_path; keyword arguments change any of them."""
     plain = Settings(
-        device="compile",
+        device=DeviceChoice("compile"),
         cache_dir=tmp_path / "cache",
         sources=None,
         jobs=1,
@@ -91,6 +92,8 @@ def backend_settings(tmp_path: Path) -> Callable[..., Settings]:
     )
 
     def settings(**changes: Any) -> Settings:
+        if isinstance(changes.get("device"), str):
+            changes["device"] = DeviceChoice.parse(changes["device"])
         return dataclasses.replace(plain, **changes)
 
     return settings

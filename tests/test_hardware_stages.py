@@ -254,6 +254,8 @@ def test_bad_stage_options_are_usage_errors(pytester: pytest.Pytester, args: lis
 
 
 def test_the_stage_options_reach_the_backend(pytester: pytest.Pytester) -> None:
+    from pytest_tileconform.core.inikeys import resolve
+    from pytest_tileconform.core.runconfig import run_options
     from pytest_tileconform.flashinfer.plugin import pytest_tileconform_register_backends
 
     config = pytester.parseconfig(
@@ -268,7 +270,8 @@ def test_the_stage_options_reach_the_backend(pytester: pytest.Pytester) -> None:
         "--tile-sanitize",
         "synccheck",
     )
-    (backend,) = pytest_tileconform_register_backends(config)
+    resolve(config)
+    (backend,) = pytest_tileconform_register_backends(config, run_options(config))
     assert (backend.settings.graph_replays, backend.settings.repeats, backend.settings.sanitize) == (
         2,
         0,

@@ -25,7 +25,7 @@ def pytest_tileconform_register_backends(config):
         for backend in backends:
             if backend.name == "flashinfer-cutlass-moe":
                 s = backend.settings
-                record = {"device": s.device, "cache_dir": str(s.cache_dir), "timeout": s.timeout,
+                record = {"device": str(s.device), "cache_dir": str(s.cache_dir), "timeout": s.timeout,
                           "jobs": s.jobs}
                 with open(config.rootpath / "settings.json", "w") as handle:
                     json.dump(record, handle)

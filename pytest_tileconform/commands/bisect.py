@@ -35,12 +35,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from ..core.runoptions import DeviceChoice, add_command_option, parse_device
 from ..files import write_atomic
 from ..flashinfer.configs import FUSIONS
 from ..matrix.cases import Case
 from ..matrix.schema import DEFAULT_PROBLEM, Problem
 from ..verdict import UNRUN, NotJudgeable, Verdict
-from .options import ARCHS, add_arch
+from .options import add_arch
 
 
 def problem_option(problem: Problem) -> str:
@@ -307,7 +308,7 @@ def _bool(text: str) -> bool:
 
 def flashinfer_judge(
     cache_dir: Path,
-    device: str,
+    device: DeviceChoice,
     jobs: int | None,
     group: int | None,
     timeout: float,
@@ -455,37 +456,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (a count of compiles or cases)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds above 0 (0, nan and inf would never end a run
-    or end every one at once)."""
-    import math
-
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text}: must be a finite number of seconds above 0")
-    return value
-
-
-def _device(text: str) -> str:
-    """``--device``, checked as the plugin checks ``--tile-device``."""
-    from ..flashinfer.settings import DEVICES
-
-    kind, _, arch = text.partition(":")
-    if kind not in DEVICES or (arch and (kind != "virtual" or arch not in ARCHS)):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: choose one of {', '.join(DEVICES)} or virtual:ARCH ({', '.join(ARCHS)})"
-        )
-    return text
-
-
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     case = parser.add_argument_group("the case(s): the cartesian product of these")
     add_arch(case)
@@ -528,20 +498,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--device",
-        default="auto",
-        type=_device,
+        default=DeviceChoice("auto"),
+        type=parse_device,
         help="as pytest's --tile-device: auto (the default: the GPU if it is the case's arch, else "
         "the virtual device), hardware, virtual or virtual:ARCH",
     )
-    run.add_argument("--cache-dir", type=Path, default=None, help="default: the plugin's cache")
-    run.add_argument("--build-jobs", type=_at_least_one, default=None, help="parallel compiles")
-    run.add_argument(
-        "--build-group",
-        type=_at_least_one,
-        default=None,
-        help="most instantiations per translation unit (default 36)",
-    )
-    run.add_argument("--timeout", type=_seconds, default=120.0, help="per-case run limit (s)")
+    add_command_option(run, "cache-dir", "default: the plugin's cache")
+    add_command_option(run, "build-jobs", "parallel compiles")
+    add_command_option(run, "build-group", "most instantiations per translation unit (default 36)")
+    add_command_option(run, "timeout", "per-case run limit (s)")
     run.add_argument("--json", type=Path, default=None, help="also write the result as JSON here")
 
 

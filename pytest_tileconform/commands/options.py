@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core.runoptions import add_command_option
 from ..virtual.profiles import BUILTIN
 
 #: Every architecture the commands take: the ones the package has a virtual-device profile for,
@@ -87,11 +88,9 @@ def add_tactics(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--save-tactics", type=Path, default=None, metavar="JSONL", help="save the tactics probe output here"
     )
-    parser.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="build cache for the probe (default: $TILECONFORM_CACHE_DIR or ~/.cache/pytest-tileconform)",
+    add_command_option(
+        parser,
+        "cache-dir",
+        "build cache for the probe (default: $TILECONFORM_CACHE_DIR or ~/.cache/pytest-tileconform)",
     )
     add_flashinfer_sources(parser)

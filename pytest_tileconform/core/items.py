@@ -19,7 +19,6 @@ from _pytest._code.code import (
 )
 
 from ..backend import PlacingBackend
-from ..compile.cache import default_cache_dir
 from ..matrix.cases import Case
 from ..matrix.load import CasePlace
 from ..reasons import stable_reason
@@ -101,9 +100,9 @@ class TileCase(pytest.Item):
     def _stable(self, text: str) -> str:
         """``text`` as recorded: temporary build paths gone, the build cache named ``<cache>``
         (:func:`..reasons.stable_reason`)."""
-        cache = self.config.getoption("tile_cache_dir", None)
-        places: dict[str, Path | str] = {"<cache>": Path(cache) if cache else default_cache_dir()}
-        backend = self.config.stash[SESSION_KEY].registry[self.case.backend]
+        session = self.config.stash[SESSION_KEY]
+        places: dict[str, Path | str] = {"<cache>": session.options.cache_dir}
+        backend = session.registry[self.case.backend]
         if isinstance(backend, PlacingBackend):
             places.update(backend.places())
         return stable_reason(text, places)

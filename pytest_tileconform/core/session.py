@@ -14,6 +14,7 @@ from ..matrix.bounds import MAX_CASES
 from ..matrix.cases import Case
 from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
 from ..verdict import UNRUN, Verdict
+from .runoptions import RunOptions
 
 
 @dataclass
@@ -46,6 +47,7 @@ class TileSession:
     registry: BackendRegistry
     matrices: list[LoadedMatrix]
     arch_filter: frozenset[str] | None
+    options: RunOptions
     _observations: dict[str, Observation] = field(default_factory=dict)
     _cases: dict[Path, list[Case]] = field(default_factory=dict)
     _index: dict[tuple[Path, str], Case] = field(default_factory=dict)
@@ -57,14 +59,20 @@ class TileSession:
 
     @classmethod
     def start(
-        cls, config: pytest.Config, paths: Sequence[Path], arch_filter: frozenset[str] | None
+        cls,
+        config: pytest.Config,
+        paths: Sequence[Path],
+        arch_filter: frozenset[str] | None,
+        options: RunOptions,
     ) -> TileSession:
         """Load and validate every matrix; raise pytest.UsageError listing every problem."""
         try:
             registry = BackendRegistry(
                 [
                     b
-                    for found in config.hook.pytest_tileconform_register_backends(config=config)
+                    for found in config.hook.pytest_tileconform_register_backends(
+                        config=config, options=options
+                    )
                     for b in found
                 ]
             )
@@ -74,7 +82,7 @@ class TileSession:
             matrices = load_matrices(paths, registry.names(), max_cases=max_cases(config))
         except MatrixInvalid as exc:
             raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None
-        session = cls(config, registry, matrices, arch_filter)
+        session = cls(config, registry, matrices, arch_filter, options)
         config.add_cleanup(session.finish)  # when this process's session ends
         cases = [c for m in matrices for c in m.cases if arch_filter is None or c.arch in arch_filter]
         config.hook.pytest_tileconform_modify_cases(config=config, cases=cases)

@@ -53,14 +53,14 @@ from .harness_report import HarnessReport
 from .planner import DEFAULT_GROUP, compile_ram, plan_units, unit_seconds
 from .runner import HarnessRunner, build_runner
 from .sanitizer import SanitizerRun, find_sanitizer, sanitize
-from .settings import DEVICES, Settings
+from .settings import Settings
 from .settling import CaseSettling
 from .sources import FlashInferSources, FlashInferSourcesError, build_salt
 
 if TYPE_CHECKING:
     from .numerics.prepared import InputCache, Prepared
 
-__all__ = ["DEVICES", "NAME", "FlashInferBackend", "Settings", "kernel_config"]
+__all__ = ["NAME", "FlashInferBackend", "Settings", "kernel_config"]
 
 
 def one_per_build(specs: dict[Case, BuildSpec]) -> list[Case]:
@@ -157,7 +157,7 @@ class FlashInferBackend:
     @property
     def gpu(self) -> Gpu | None:
         if self._gpu is False:
-            self._gpu = current_gpu() if self.settings.device in ("auto", "hardware") else None
+            self._gpu = current_gpu() if self.settings.device.kind in ("auto", "hardware") else None
         return self._gpu  # type: ignore[return-value]
 
     @functools.cached_property
@@ -197,9 +197,9 @@ class FlashInferBackend:
         raises NotJudgeable for an arch nothing here judges, UnusableEnvironment for one the
         virtual device asked for cannot load."""
         device = self.settings.device
-        if device == "compile":
+        if device.kind == "compile":
             return "compile"
-        if device.startswith("virtual"):
+        if device.kind == "virtual":
             check_device(device, [arch])
             self._profile_of(arch)
             return "virtual"
@@ -207,7 +207,7 @@ class FlashInferBackend:
         if gpu is not None and gpu.sm == sm:
             return "hardware"
         found = f"found {gpu.arch}: {gpu.describe()}" if gpu else "found no GPU"
-        if device == "auto" and arch in BUILTIN:
+        if device.kind == "auto" and arch in BUILTIN:
             return "virtual"
         raise NotJudgeable(
             f"{arch} is not present ({found}); --tile-device virtual judges it on a "

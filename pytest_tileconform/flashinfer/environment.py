@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..backend import UnusableEnvironment
 from ..compile.hostbuild import HostBuildError, compiler_id, cxx
+from ..core.runoptions import DeviceChoice
 from .settings import Settings
 from .sources import (
     DISTRIBUTION,
@@ -36,12 +37,12 @@ NEEDS_NVCC = "every case is compiled with nvcc (--collect-only lists the cases w
 LAYOUT = "a folder laid out like flashinfer/data (csrc/, cutlass/, include/)"
 
 
-def check_device(device: str, archs: Iterable[str]) -> None:
+def check_device(device: DeviceChoice, archs: Iterable[str]) -> None:
     """``--tile-device virtual:<arch>`` with cases of other ``archs``: their code cannot be
     loaded by that profile, as it could not by a GPU of that arch."""
-    kind, _, arch = device.partition(":")
+    arch = device.arch
     others = sorted({a for a in archs if a != arch}, key=lambda a: int(a[2:]))
-    if kind != "virtual" or not arch or not others:
+    if device.kind != "virtual" or not arch or not others:
         return
     raise UnusableEnvironment(
         f"{PREFIX}--tile-device {device} cannot judge {', '.join(others)} cases: a virtual "

@@ -21,8 +21,6 @@ from typing import Any
 
 from .harness_report import HarnessReport
 
-#: compute-sanitizer's tools, as ``--tile-sanitize`` names them
-MODES = ("memcheck", "racecheck", "synccheck", "initcheck")
 #: the report's name in the sanitized run's folder
 REPORT = "sanitizer.log"
 #: compute-sanitizer's exit status when its tool reported an error (``--error-exitcode``)

@@ -21,7 +21,7 @@ OPTIONS: list[tuple[str, list[str], str]] = [
     ("build-jobs-negative", ["--tile-build-jobs=-1"], "--tile-build-jobs -1: must be at least 1"),
     ("build-jobs-word", ["--tile-build-jobs", "many"], "invalid int value"),
     ("build-group-0", ["--tile-build-group", "0"], "--tile-build-group 0: must be at least 1"),
-    ("timing-iters-negative", ["--tile-timing-iters=-1"], "--tile-timing-iters: must be 0 or more"),
+    ("timing-iters-negative", ["--tile-timing-iters=-1"], "--tile-timing-iters -1: must be 0 or more"),
     ("timing-iters-huge", ["--tile-timing-iters", "10000000000"], "must be at most 1,000,000"),
     ("seed-negative", ["--tile-seed=-1"], "--tile-seed -1: must be between 0 and 2**64-1"),
     ("seed-huge", ["--tile-seed", str(2**64)], "must be between 0 and 2**64-1"),

@@ -1,0 +1,107 @@
+"""The run options (:mod:`.runoptions`) in a pytest run: registered as ``--tile-<name>`` with
+their ini keys, checked once at startup, and settled into the :class:`.runoptions.RunOptions`
+the core hands every backend."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..compile.cache import default_cache_dir
+from .inikeys import add_ini_key, spelled
+from .runoptions import RUN_OPTIONS, DeviceChoice, RunOptions
+
+
+def add_run_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
+    for option in RUN_OPTIONS:
+        if option.type is None:
+            group.addoption(f"--tile-{option.name}", action="store_true", default=False, help=option.help)
+            continue
+        group.addoption(
+            f"--tile-{option.name}",
+            type=option.type,
+            default=None if option.ini else option.default,
+            metavar=option.metavar,
+            help=option.help,
+        )
+        if option.ini:
+            add_ini_key(parser, option.dest, option.type, option.default, option.ini, path=option.path)
+
+
+def run_options(config: pytest.Config) -> RunOptions:
+    """Every run option, checked: a bad value is one usage error (exit 4) that names the option
+    (or the ini key it came from), not a failure of every case. The cache's trust options become
+    the environment every build in this process and its xdist workers reads."""
+    for option in RUN_OPTIONS:
+        value = config.getoption(option.dest)
+        why = None if value is None else option.refuse(value)
+        if why is not None:
+            raise pytest.UsageError(f"{spelled(config, option.dest, value)}: {why}")
+    device = config.getoption("tile_device")
+    try:
+        choice = DeviceChoice.parse(device)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--tile-device {device!r}: {exc}") from None
+    _check_cache_dir(config)
+    _cache_trust(config)
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    cache_option = config.getoption("tile_cache_dir")
+    return RunOptions(
+        device=choice,
+        cache_dir=Path(cache_option) if cache_option else default_cache_dir(),
+        jobs=config.getoption("tile_build_jobs"),
+        group=config.getoption("tile_build_group"),
+        timeout=config.getoption("tile_timeout"),
+        seed=config.getoption("tile_seed"),
+        timing_iters=config.getoption("tile_timing_iters"),
+        keep_runs=config.getoption("tile_keep_runs"),
+        worker_count=int(workerinput["workercount"]) if workerinput else 1,
+        worker_index=int(workerinput["workerid"].removeprefix("gw")) if workerinput else 0,
+        graph_replays=config.getoption("tile_graph_replays"),
+        repeats=config.getoption("tile_repeats"),
+        sanitize=config.getoption("tile_sanitize"),
+        build_limit=config.getoption("tile_build_limit"),
+    )
+
+
+def _check_cache_dir(config: pytest.Config) -> None:
+    """The cache folder is made now, so that a path that cannot hold it is refused before
+    anything is built."""
+    cache = config.getoption("tile_cache_dir")
+    if not cache:
+        return
+    path = Path(cache).expanduser()
+    where = spelled(config, "tile_cache_dir", cache)
+    if path.exists() and not path.is_dir():
+        raise pytest.UsageError(f"{where}: exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"{where}: cannot be created: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"{where}: is not writable")
+
+
+def _cache_trust(config: pytest.Config) -> None:
+    """The cache's trust options become the environment every build in this process and its
+    xdist workers reads (:mod:`..compile.trust`: the cache, the host builds, the probe), checked
+    here so that a bad value is one usage error."""
+    from ..compile.trust import SIGNING_KEY_ENV, TRUST_ENV, VERIFY_KEY_ENV, TrustPolicy, TrustSettingError
+
+    for option, variable in (
+        ("tile_cache_trust", TRUST_ENV),
+        ("tile_cache_signing_key", SIGNING_KEY_ENV),
+        ("tile_cache_verify_key", VERIFY_KEY_ENV),
+    ):
+        value = config.getoption(option)
+        if value is not None:
+            if variable != TRUST_ENV and not Path(value).is_file():
+                raise pytest.UsageError(f"--{option.replace('_', '-')} {value}: no such file")
+            os.environ[variable] = str(Path(value).resolve()) if variable != TRUST_ENV else value
+    try:
+        TrustPolicy.from_env()
+    except TrustSettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
