@@ -89,11 +89,44 @@ def test_update_summary_lists_changes(tc: TileRun) -> None:
 def test_updated_matrix_runs_green(tc: TileRun) -> None:
     tc.matrix(ORIGINAL)
     tc.verdicts(OBSERVED)
-    assert tc.run("--tile-update").ret == 1
+    assert tc.run("--tile-update").ret == 0  # it recorded every failure it saw
     result = tc.run("-v")
     result.assert_outcomes(passed=1, xfailed=3)
     assert result.ret == 0
     assert verbose_outcomes(result)["m.yaml::sm90-bf16-256x128x64-c1x1x1-none"] == "PASSED"
+
+
+def test_update_that_records_every_failure_exits_0(tc: TileRun) -> None:
+    tc.matrix(ORIGINAL)
+    tc.verdicts(OBSERVED)
+    result = tc.run("--tile-update")
+    result.assert_outcomes(failed=3, xfailed=1)  # what the run saw, as pytest reports it
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "every failure of this run (3) is recorded in its matrix: exit status 0 (review the diff; "
+            "a rerun without --tile-update checks it)"
+        ]
+    )
+
+
+def test_update_exits_1_for_a_failure_it_did_not_record(tc: TileRun) -> None:
+    """A failure the update could not write, or one that is not a case's, keeps the exit status."""
+    tc.matrix(BASIC + "expectations: {sm90-bf16-128x64x64-c1x1x1-none: {stage: run}}\n")
+    result = tc.run("--tile-update")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [f"1 failure(s) of this run NOT recorded in a matrix ({BASIC_IDS[0]}): the exit status stays 1"]
+    )
+    tc.matrix(BASIC)
+    tc.verdicts({BASIC_IDS[0]: "compile"})
+    tc.pytester.makepyfile(test_other="def test_other():\n    assert False\n")
+    result = tc.run("--tile-update", "test_other.py")
+    result.assert_outcomes(passed=2, failed=2)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["1 failure(s) of this run NOT recorded in a matrix (test_other): *"])
+    # the case's failure was recorded all the same
+    assert "sm90-bf16-128x64x64-c1x1x1-none: {stage: compile" in (tc.path / "m.yaml").read_text()
 
 
 def test_second_update_changes_nothing(tc: TileRun) -> None:

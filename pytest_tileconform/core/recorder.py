@@ -17,7 +17,10 @@ from ..results.report import grid_lines, results_document, source_lines, timing_
 from ..results.store import write_results
 from .expect import expectation_update
 from .items import VERDICT_PROPERTY
-from .session import TileSession
+from .session import Observation, TileSession
+
+#: the observed outcomes that fail a run (a strict XPASS is pytest's failure)
+FAILURES = ("failed", "xpassed", "error")
 
 
 def process_age() -> float | None:
@@ -41,6 +44,9 @@ class Recorder:
         self.update_errors: list[str] = []
         self.report_problem = ""  # why --tile-report could not be written, and where it went
         self.update_outcomes: dict[Path, UpdateOutcome] = {}
+        self.recorded = 0  # failures of this run the update wrote into their matrices
+        self.unrecorded: list[str] = []  # and the ones it did not (:meth:`_unrecorded`)
+        self.exit_cleared = False  # the exit status was set to 0 because every failure was recorded
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and not (report.skipped or report.failed):
@@ -71,11 +77,35 @@ class Recorder:
             except (UpdateRefused, ValueError, OSError, MatrixInvalid) as exc:
                 self.update_errors.append(f"{path}: not updated: {exc}")
 
+    def _unrecorded(self, failures: list[Observation]) -> list[str]:
+        """The ``failures`` of this run that the update did not record in a matrix: a test that is
+        not a case, an error before a verdict, a failure no expectation expresses (an unrun pass
+        under ``--tile-require-run``) or a change that was not written."""
+        written = {
+            (path, case_id)
+            for path, outcome in self.update_outcomes.items()
+            for case_id in (*outcome.written, *outcome.already)
+        }
+        missing = []
+        for obs in failures:
+            case = self.session.case_by_id(obs.matrix, obs.case_id)
+            if case is None or (case.matrix, case.id) not in written:
+                missing.append(obs.case_id)
+        return missing
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.update:
             self._collect_changes()
             self._update_matrices()
+            failures = [o for o in self.session.observations if o.outcome in FAILURES]
+            self.unrecorded = self._unrecorded(failures)
+            self.recorded = len(failures) - len(self.unrecorded)
+            # the run that wrote the expectations succeeded when it wrote every failure it saw
+            every = not self.unrecorded and session.testsfailed == len(failures)
+            if session.exitstatus == pytest.ExitCode.TESTS_FAILED and every:
+                session.exitstatus = pytest.ExitCode.OK
+                self.exit_cleared = True
         if self.report_path is not None:
             contributions = session.config.hook.pytest_tileconform_host_fingerprint(config=session.config)
             document = results_document(
@@ -118,6 +148,17 @@ class Recorder:
                 lines.extend(f"  {c.describe()}" for c in changes.values())
                 continue
             lines.extend(outcome.lines(path))
+        if self.exit_cleared:
+            lines.append(
+                f"every failure of this run ({self.recorded}) is recorded in its matrix: exit status 0 "
+                "(review the diff; a rerun without --tile-update checks it)"
+            )
+        elif self.unrecorded:
+            shown = ", ".join(self.unrecorded[:5]) + (", ..." if len(self.unrecorded) > 5 else "")
+            lines.append(
+                f"{len(self.unrecorded)} failure(s) of this run NOT recorded in a matrix ({shown}): "
+                "the exit status stays 1"
+            )
         return lines
 
 
