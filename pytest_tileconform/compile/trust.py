@@ -246,6 +246,40 @@ def file_digests(directory: Path, policy: TrustPolicy) -> dict[str, str]:
     return found
 
 
+def tree_digests(directory: Path, policy: TrustPolicy, skip: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The SHA-256 of every file under ``directory`` by its path relative to it (``/``-separated),
+    but the top-level names in ``skip``; each folder and file checked as an entry's are
+    (:func:`check_folder`, :func:`digest_nofollow`), no link followed: a link anywhere refuses
+    the tree."""
+    found: dict[str, str] = {}
+    for parent, folders, files in os.walk(directory, followlinks=False):
+        here = Path(parent)
+        check_folder(here, policy)
+        for name in sorted(folders + files):
+            path = here / name
+            relative = path.relative_to(directory).as_posix()
+            if path.is_symlink():
+                raise Untrusted(f"{path} is a symbolic link")
+            if name in files and relative not in skip:
+                found[relative] = digest_nofollow(path, policy)
+    return found
+
+
+def check_tree(directory: Path, expected: object, policy: TrustPolicy, skip: frozenset[str]) -> None:
+    """Refuse ``directory`` unless its files (:func:`tree_digests`) are exactly ``expected``
+    (relative path -> SHA-256), naming the first file that differs, is missing or is extra."""
+    if not isinstance(expected, dict):
+        raise Untrusted(f"{directory} lists no checksums")
+    found = tree_digests(directory, policy, skip)
+    for relative in sorted(set(found) | set(expected)):
+        if relative not in expected:
+            raise Untrusted(f"{directory / relative} is not one of the entry's files")
+        if relative not in found:
+            raise Untrusted(f"{directory / relative} is missing")
+        if found[relative] != expected[relative]:
+            raise Untrusted(f"{directory / relative} fails its checksum")
+
+
 def check_files(directory: Path, meta: dict[str, Any], policy: TrustPolicy) -> None:
     """Refuse ``directory`` unless its files are exactly those ``meta`` lists, with their sums."""
     expected = meta.get("sha256")

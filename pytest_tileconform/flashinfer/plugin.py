@@ -61,11 +61,12 @@ def pytest_tileconform_register_backends(
             raise pytest.UsageError(
                 "--tile-flashinfer and --tile-flashinfer-sources both name FlashInfer sources; give one"
             )
+        from ..backend import UnusableEnvironment
         from .releases import ReleaseError, resolve_release
 
         try:
             release = resolve_release(release_option, options.cache_dir)
-        except ReleaseError as exc:
+        except (ReleaseError, UnusableEnvironment) as exc:  # a release, or a key, it cannot use
             raise pytest.UsageError(f"--tile-flashinfer {release_option}: {exc}") from None
         from .compat import incompatibility
 

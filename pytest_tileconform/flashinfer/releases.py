@@ -19,6 +19,13 @@ a file lock, so concurrent processes (xdist workers) unpack a wheel once and rea
 half an entry. Entries are named by the wheel's SHA-256: a verdict names the exact file it was
 judged against. A version seen before is not fetched again (the version index maps it to the
 wheel's hash; package indexes do not replace a published file).
+
+An entry is code every harness is compiled from, so it is checked as a build cache entry is
+(:mod:`..compile.trust`) each time it is used: ``release.json`` lists the SHA-256 of every
+unpacked file and is signed when a signing key is configured; the entry's folders and files
+must pass the cache's trust policy (owner, mode, ACLs), its files their sums and, with a verify
+key (or, for a signer, its own key), its signature. A refused entry is said so, naming the file
+that failed, and unpacked again from the wheel; a cache the user cannot write stops there.
 """
 
 from __future__ import annotations
@@ -41,12 +48,32 @@ from typing import Any
 
 from filelock import FileLock
 
+from ..compile.trust import (
+    TrustPolicy,
+    Untrusted,
+    check_folder,
+    check_tree,
+    lock_mode,
+    read_meta,
+    read_nofollow,
+    share_like_parent,
+    tree_digests,
+    write_meta,
+)
 from ..files import write_atomic
 from .sources import DISTRIBUTION, LAUNCHER_INL, FlashInferSources
 
 RELEASES_DIR = "flashinfer-releases"
 ENTRY_FILE = "release.json"
-ENTRY_SCHEMA = "tileconform.flashinfer.release/1"
+#: /2: ``release.json`` lists every file's SHA-256 (``sums``). An entry of /1 has none: it is
+#: used when no key is configured and every file passes the trust policy (whoever could write
+#: it is trusted), else unpacked again, so a cache filled before the sums needs no download.
+ENTRY_SCHEMA = "tileconform.flashinfer.release/2"
+UNSUMMED_SCHEMA = "tileconform.flashinfer.release/1"
+#: what an entry holds besides its unpacked files
+_ENTRY_FILES = frozenset({ENTRY_FILE, ENTRY_FILE + ".sig"})
+WHEEL_SHA = re.compile(r"^[0-9a-f]{64}$")
+Say = Callable[[str], None]
 
 #: Prefixes (inside the wheel) of what is unpacked. ``data/cccl`` exists from 0.6.10 on; older
 #: releases built against the CUDA toolkit's CCCL, and so does the harness for them.
@@ -230,16 +257,57 @@ def entry_dir(cache_dir: Path, sha256: str) -> Path:
     return releases_root(cache_dir) / sha256[:2] / sha256
 
 
-def _read_entry(path: Path) -> dict[str, Any] | None:
-    try:
-        data: dict[str, Any] = json.loads((path / ENTRY_FILE).read_text())
-    except (OSError, ValueError):
+def _say(message: str) -> None:
+    sys.stderr.write(f"tileconform: {message}\n")
+
+
+def _read_entry(path: Path, trust: TrustPolicy, say: Say) -> dict[str, Any] | None:
+    """``release.json`` of the entry at ``path`` once the entry passes every check (module
+    docstring); None when there is none (or one from before the checks, or torn by a crash:
+    no ``release.json`` of this schema). A refused entry is told to ``say``, naming what
+    failed, and is None too: it is unpacked again, never compiled from."""
+    if not path.exists() and not path.is_symlink():
         return None
-    return data if data.get("schema") == ENTRY_SCHEMA else None
+    try:
+        check_folder(path.parent.parent.parent, trust, follow=True)  # the cache the user named
+        check_folder(path.parent.parent, trust)
+        check_folder(path.parent, trust)
+        data = read_meta(path, path.name, trust, ENTRY_FILE)
+        if data.get("schema") == UNSUMMED_SCHEMA and trust.verifier is None:
+            tree_digests(path, trust, _ENTRY_FILES)  # each file's writers, as for the others
+            return data
+        if data.get("schema") != ENTRY_SCHEMA:
+            return None
+        check_tree(path, data.get("sums"), trust, _ENTRY_FILES)
+    except Untrusted as exc:
+        say(f"FlashInfer release in the build cache refused: {exc}")
+        return None
+    return data
 
 
-def unpack_wheel(wheel: Path, cache_dir: Path, origin: str | None = None) -> Release:
-    """Unpack the kernel sources of ``wheel`` into the cache (once) and return the release."""
+def _refused_read_only(final: Path, refusals: list[str]) -> None:
+    """A cache the user cannot write keeps its refused (or missing) entry: stop, saying why."""
+    where = final.parent
+    while not where.exists() and where.parent != where:
+        where = where.parent
+    if not os.access(where, os.W_OK | os.X_OK):
+        why = "; ".join(refusals) or f"the release entry {final} is missing"
+        raise ReleaseError(
+            f"{why}, and the build cache is read-only for you: point --tile-cache-dir at a cache you "
+            "can write, or have its owner unpack the release again"
+        )
+
+
+def unpack_wheel(
+    wheel: Path,
+    cache_dir: Path,
+    origin: str | None = None,
+    trust: TrustPolicy | None = None,
+    say: Say = _say,
+) -> Release:
+    """Unpack the kernel sources of ``wheel`` into the cache (once) and return the release.
+    ``trust`` (default :meth:`TrustPolicy.from_env`) checks an entry found and signs one made."""
+    trust = trust or TrustPolicy.from_env()
     try:
         wheel = wheel.expanduser().resolve()
         kind = wheel.stat().st_mode
@@ -252,12 +320,16 @@ def unpack_wheel(wheel: Path, cache_dir: Path, origin: str | None = None) -> Rel
     sha = sha256_file(wheel)
     final = entry_dir(cache_dir, sha)
     origin = origin or f"wheel {wheel}"
-    entry = _read_entry(final)
+    refusals: list[str] = []
+    entry = _read_entry(final, trust, refusals.append)
     if entry is not None:
         return Release(entry["version"], final / "flashinfer" / "data", sha, origin)
+    _refused_read_only(final, refusals)
+    for refusal in refusals:
+        say(f"{refusal}: unpacking it again from {wheel.name}")
     final.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(final) + ".lock"):
-        entry = _read_entry(final)
+    with FileLock(str(final) + ".lock", mode=lock_mode(cache_dir)):
+        entry = _read_entry(final, trust, lambda _message: None)
         if entry is not None:  # another process unpacked it while we waited
             return Release(entry["version"], final / "flashinfer" / "data", sha, origin)
         try:
@@ -276,6 +348,7 @@ def unpack_wheel(wheel: Path, cache_dir: Path, origin: str | None = None) -> Rel
                 )
             tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".unpack-{sha[:12]}-"))
             try:
+                share_like_parent(tmp)  # readable by the team of a group-shared cache
                 count = size = 0
                 for info, member in chosen:
                     target = tmp.joinpath(*member.parts)
@@ -299,14 +372,18 @@ def unpack_wheel(wheel: Path, cache_dir: Path, origin: str | None = None) -> Rel
                 (tmp / "flashinfer" / "data" / "VERSION").write_text(version + "\n")
                 meta = {
                     "schema": ENTRY_SCHEMA,
+                    "key": sha,
                     "version": version,
                     "sha256": sha,
                     "wheel": wheel.name,
                     "files": count,
                     "bytes": size,
+                    "sums": tree_digests(tmp, trust),
                 }
-                (tmp / ENTRY_FILE).write_text(json.dumps(meta, indent=1) + "\n")
-                if final.exists():  # torn leftovers of a crash have no valid release.json
+                write_meta(tmp, meta, trust, ENTRY_FILE)
+                if final.is_symlink() or final.is_file():
+                    final.unlink()
+                elif final.exists():  # torn by a crash, from before the checks, or refused
                     shutil.rmtree(final)
                 os.rename(tmp, final)
             except BaseException:
@@ -342,25 +419,40 @@ def _version_index(cache_dir: Path, version: str) -> Path:
     return releases_root(cache_dir) / "versions" / f"{version}.json"
 
 
-def fetch_release(version: str, cache_dir: Path, pip: PipRunner = _run_pip) -> Release:
+def _known(index: Path, version: str, trust: TrustPolicy) -> dict[str, str] | None:
+    """The version index's wheel for ``version``, read as the cache's files are (its owner);
+    None when there is none or it is refused. What it names is checked as an entry is."""
+    try:
+        known = json.loads(read_nofollow(index, trust))
+    except (Untrusted, ValueError):
+        return None
+    if not isinstance(known, dict) or not WHEEL_SHA.match(str(known.get("sha256"))):
+        return None
+    return {"sha256": str(known["sha256"]), "wheel": str(known.get("wheel", ""))}
+
+
+def fetch_release(
+    version: str,
+    cache_dir: Path,
+    pip: PipRunner = _run_pip,
+    trust: TrustPolicy | None = None,
+    say: Say = _say,
+) -> Release:
     """The release ``version`` of flashinfer-python: from the cache, else from the package index."""
     if not VERSION_RE.fullmatch(version):
         raise ReleaseError(f"{version!r} is not a release version like 0.6.0 or 0.6.7.post3")
+    trust = trust or TrustPolicy.from_env()
     index = _version_index(cache_dir, version)
     index.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(index) + ".lock"):
-        try:
-            known = json.loads(index.read_text())
-        except (OSError, ValueError):
-            known = None
-        if known is not None:
-            entry = _read_entry(entry_dir(cache_dir, known["sha256"]))
-            if entry is not None:
+    with FileLock(str(index) + ".lock", mode=lock_mode(cache_dir)):
+        if (known := _known(index, version, trust)) is not None:
+            entry = _read_entry(entry_dir(cache_dir, known["sha256"]), trust, say)
+            if entry is not None and _normalize(str(entry.get("version"))) == _normalize(version):
                 path = entry_dir(cache_dir, known["sha256"]) / "flashinfer" / "data"
                 return Release(entry["version"], path, known["sha256"], f"package index ({known['wheel']})")
         with tempfile.TemporaryDirectory(dir=index.parent, prefix=".download-") as tmp:
             wheel = download_wheel(version, Path(tmp), pip)
-            release = unpack_wheel(wheel, cache_dir, origin=f"package index ({wheel.name})")
+            release = unpack_wheel(wheel, cache_dir, f"package index ({wheel.name})", trust, say)
             if _normalize(release.version) != _normalize(version):
                 raise ReleaseError(
                     f"pip download {DISTRIBUTION}=={version} gave {wheel.name} ({release.version})"
@@ -409,17 +501,20 @@ def release_from_folder(folder: Path) -> Release:
     return release
 
 
-def resolve_release(spec: str, cache_dir: Path, pip: PipRunner = _run_pip) -> Release:
-    """``--tile-flashinfer`` VALUE: a local wheel, an unpacked folder, or a version to fetch."""
+def resolve_release(
+    spec: str, cache_dir: Path, pip: PipRunner = _run_pip, trust: TrustPolicy | None = None, say: Say = _say
+) -> Release:
+    """``--tile-flashinfer`` VALUE: a local wheel, an unpacked folder, or a version to fetch;
+    a release in the cache is checked with ``trust`` (refusals told to ``say``)."""
     path = Path(spec).expanduser()
     if path.suffix == ".whl" or path.exists():
         if path.is_dir():
             return release_from_folder(path)
         if path.is_file() and path.suffix == ".whl":
-            return unpack_wheel(path, cache_dir)
+            return unpack_wheel(path, cache_dir, None, trust, say)
         if not path.exists():
             raise ReleaseError(f"wheel {path} does not exist")
         raise ReleaseError(f"{path} is neither a .whl file nor a folder with FlashInfer's sources")
     if VERSION_RE.fullmatch(spec):
-        return fetch_release(spec, cache_dir, pip)
+        return fetch_release(spec, cache_dir, pip, trust, say)
     raise ReleaseError(f"{spec!r} is neither a release version (like 0.6.0) nor an existing wheel or folder")
