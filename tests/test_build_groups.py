@@ -12,6 +12,7 @@ from test_reference import make_case
 
 from pytest_tileconform.backend import UnusableEnvironment
 from pytest_tileconform.compile.cache import BuildResult, BuildSpec
+from pytest_tileconform.compile.failure import Cause, Failure
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.planner import (
     DEFAULT_GROUP,
@@ -82,7 +83,7 @@ if len(sys.argv) > 3:  # a log of the unit sizes compiled
     with open(sys.argv[3], "a") as log:
         log.write(f"{len(text.splitlines())} ")
 if "128x256x64" in text:
-    print("tu.cu(3): error: static assertion failed with \\"tile too big\\"")
+    print(f"{src}(3): error: static assertion failed with \\"tile too big\\"")
     sys.exit(1)
 out.write_text(text)
 """
@@ -218,7 +219,7 @@ def test_a_killed_build_gives_no_verdict(
     """A compile the out-of-memory killer ended is the host's failure (the session stops with
     one line, test_environment_errors.py), never a compile verdict."""
     backend = FlashInferBackend(backend_settings(device="compile", jobs=2), progress=lambda _msg: None)
-    killed = BuildResult(False, tmp_path, 1.0, "the compiler was killed by signal 9", killed=True, signal=9)
+    killed = BuildResult(False, tmp_path, 1.0, "", environment=Failure(Cause.SIGNAL, "", 9))
     monkeypatch.setattr(backend, "_build", lambda case: killed)
     with pytest.raises(UnusableEnvironment, match=r"\(signal 9, likely out of memory; 2 ran at a time"):
         backend.judge(make_case())

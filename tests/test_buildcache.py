@@ -12,13 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.compile.cache import (
-    BuildCache,
-    BuildSpec,
-    first_error_line,
-    killed_by,
-    parallel_jobs,
-)
+from pytest_tileconform.compile.cache import BuildCache, BuildSpec, parallel_jobs
+from pytest_tileconform.compile.failure import Cause, first_error_line, killed_by
 
 # A "compiler" that copies the source to the output, counts its invocations in a file next to
 # the cache, and fails when the source says so.
@@ -32,7 +27,7 @@ time.sleep(0.2)
 if "SLOW" in text:
     time.sleep(60)
 if "FAIL" in text:
-    print("harness.cu(12): error: static assertion failed with \\"tile too big\\"")
+    print(f"{src}(12): error: static assertion failed with \\"tile too big\\"")
     sys.exit(1)
 if "KILL" in text:  # as the out-of-memory killer would end it
     import os, signal
@@ -159,8 +154,9 @@ def test_a_killed_compile_is_not_cached(tmp_path: Path, compiler: tuple[Path, Pa
     cache = BuildCache(tmp_path / "cache")
     killed = spec("KILL\n", compiler)
     result = cache.build([killed, spec("ok\n", compiler)], jobs=2)
-    assert result[killed.key].killed and not result[killed.key].ok
-    assert "killed by signal 9" in result[killed.key].first_error
+    failure = result[killed.key].environment
+    assert failure is not None and (failure.cause, failure.signal) == (Cause.SIGNAL, 9)
+    assert not result[killed.key].ok
     assert cache.lookup(killed) is None
     assert result[spec("ok\n", compiler).key].ok
     cache.build([killed], jobs=1)
@@ -291,7 +287,7 @@ def test_a_time_limit_returns_what_was_built_by_then(tmp_path: Path, compiler: t
     cache = BuildCache(tmp_path / "cache", messages.append)
     built = cache.build([done, failed, slow], jobs=3, deadline=time.monotonic() + 15)
     assert built.keys() == {done.key, failed.key}
-    assert built[done.key].ok and not built[failed.key].ok and not built[failed.key].killed
+    assert built[done.key].ok and not built[failed.key].ok and built[failed.key].environment is None
     assert cache.lookup(failed) is not None and cache.lookup(slow) is None
     assert not list((tmp_path / "cache").glob(".build-*"))
     assert "the build's time limit passed: 2 finished translation unit(s) cached, 1 not" in messages

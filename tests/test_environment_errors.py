@@ -281,7 +281,8 @@ def test_a_compile_error_stays_the_case_verdict(
     compiler = host.path / "stand_in_nvcc.py"
     compiler.write_text(
         STAND_IN_NVCC.replace(
-            'if "KILL"', 'if "256x128x64" in text:\n    print("error: too big"); sys.exit(1)\nif "KILL"'
+            'if "KILL"',
+            'if "256x128x64" in text:\n    print(f"{src}(1): error: too big"); sys.exit(1)\nif "KILL"',
         )
     )
     result = host.runpytest("--tile-matrix", "m.yaml", "--tile-device", "compile", *QUIET)

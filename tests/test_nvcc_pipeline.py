@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shlex
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tileconform.compile import nvcc_pipeline
-from pytest_tileconform.compile.cache import first_error_line
+from pytest_tileconform.compile.failure import first_error_line
 from pytest_tileconform.compile.nvcc_pipeline import Plan, Unrecognized, execute, module_id, parse
 from pytest_tileconform.flashinfer.backend import Settings
 
@@ -426,13 +425,14 @@ def test_the_backend_compiles_through_the_pipeline(
     settings = backend_settings(cache_dir=tmp_path)
     flashinfer = backend.FlashInferBackend(settings, progress=lambda _msg: None)
     flashinfer._toolchain = (Path(nvcc).parents[1], "salt", tmp_path / "vcudart" / "libvcudart.a")
-    (shell, flag, script), roots = flashinfer._command(base())
-    assert (shell, flag) == ("sh", "-c")
-    (compile_part,) = [part for part in script.split("; ") if "nvcc_pipeline" in part]
-    compile_cmd = shlex.split(compile_part)
+    (shell, flag, script, zeroth, out, nvcc_arg, runtime, *compile_cmd), roots = flashinfer._command(base())
+    assert (shell, flag, script, zeroth, out) == ("sh", "-c", buildscript.SCRIPT, "sh", "{out}")
+    assert (nvcc_arg, runtime) == ("{cuda}/bin/nvcc", "{cache}/vcudart/libvcudart.a")
+    # the script runs the compile as its arguments ("$@"), each path one argument
     assert compile_cmd[:4] == ["{python}", "-I", "{tileconform}/nvcc_pipeline.py", "{cuda}/bin/nvcc"]
-    assert "-c" in compile_cmd and "{src}" in compile_cmd and compile_cmd[-2:] == ["-odir", "{out}.o.d"]
+    assert "-c" in compile_cmd and "{src}" in compile_cmd and '"$@" -odir "$objdir"' in script
     # the key names no install path: the interpreter and this checkout are placeholders
-    assert buildscript.PYTHON not in script and str(buildscript.PIPELINE_SCRIPT.parent) not in script
+    command = " ".join(flashinfer._command(base())[0])
+    assert buildscript.PYTHON not in command and str(buildscript.PIPELINE_SCRIPT.parent) not in command
     assert dict(roots)["python"] == buildscript.PYTHON
     assert Path(dict(roots)["tileconform"]) / "nvcc_pipeline.py" == buildscript.PIPELINE_SCRIPT

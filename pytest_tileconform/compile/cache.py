@@ -22,10 +22,10 @@ Builds run through ninja (:mod:`.ninja`), in parallel, bounded by cores and by m
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -38,7 +38,7 @@ from filelock import FileLock, Timeout
 from ..backend import UnusableEnvironment
 from . import ninja
 from . import progress as progress_module
-from .ninja import EXIT_MARK
+from .failure import Failure, classify
 from .progress import UnitEstimate
 from .trust import (
     ENTRY_FILE,
@@ -72,6 +72,10 @@ class BuildSpec:
     #: progress estimates from (0: not known). Not part of the key
     path_s: float = 0.0
     cpu_s: float = 0.0
+    #: the names of ``roots`` whose files are the kernel's source besides the unit itself: a
+    #: failed compile is cached as a verdict only for a diagnostic in one of them
+    #: (:mod:`.failure`). Not part of the key
+    sources: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -88,10 +92,10 @@ class BuildResult:
     path: Path  # the entry's directory
     seconds: float
     first_error: str = ""
-    #: the compile was killed by a signal (the out-of-memory killer, a user): says nothing about
-    #: the source, so it is not cached and no verdict may come of it
-    killed: bool = False
-    signal: int | None = None  # the signal that killed it
+    #: why the compile failed when the run is to blame, not the source (killed, out of memory
+    #: or disk space, a tool missing: :mod:`.failure`): it is not cached, no verdict may come
+    #: of it, and a rerun with the cause removed compiles it
+    environment: Failure | None = None
 
     @property
     def artifact(self) -> Path:
@@ -159,28 +163,6 @@ def parallel_jobs(
     memory = available_memory() if memory is None else memory
     per_job = per_job or max((s.ram_bytes for s in specs), default=1)
     return max(1, min(cores, int(memory * 0.85) // per_job) // max(1, share))
-
-
-def killed_by(log: str) -> int | None:
-    """The signal that ended a failed build, from the exit status its log ends with (a shell
-    reports death by signal N as 128 + N; nvcc as "died due to signal N"), or None."""
-    if found := re.search(r"died due to signal (\d+)", log):
-        return int(found.group(1))
-    statuses = re.findall(rf"^{re.escape(EXIT_MARK)}(\d+)$", log, re.MULTILINE)
-    if statuses and 128 < int(statuses[-1]) <= 128 + 64:  # not 255, which compilers also use
-        return int(statuses[-1]) - 128
-    return None
-
-
-FIRST_ERROR = re.compile(r"(error|static assertion failed|static_assert)", re.IGNORECASE)
-
-
-def first_error_line(log: str) -> str:
-    for line in log.splitlines():
-        if FIRST_ERROR.search(line) and "warning" not in line.lower():
-            return line.strip()[:500]
-    tail = [line for line in log.splitlines() if line.strip()]
-    return tail[-1].strip()[:500] if tail else "compiler failed without output"
 
 
 class BuildCache:
@@ -400,46 +382,69 @@ class BuildCache:
         # the longest first: ninja starts them in this order, and the last to start is then
         # a short one (the estimate assumes this order too)
         specs = sorted(specs, key=lambda spec: -spec.path_s)
-        self.root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=self.root, prefix=".build-") as tmp:
-            workdir = Path(tmp)
-            compiles = []
-            for spec in specs:
-                case_dir = workdir / spec.key
-                case_dir.mkdir()
-                src = case_dir / "tu.cu"
-                src.write_text(spec.source)
-                out = case_dir / ARTIFACT
-                roots = dict(spec.roots)
-                command = [part.format(src=src, out=out, **roots) for part in spec.command]
-                estimate = UnitEstimate(spec.label, spec.path_s, spec.cpu_s)
-                compiles.append(ninja.Compile(spec.key, command, out, src, case_dir / "build.log", estimate))
-            ninja.write_build_file(workdir, compiles)
-            finished: list[str] = []
-            try:
-                ninja.run(
-                    workdir,
-                    compiles,
-                    jobs,
-                    cores or available_cores(),
-                    progress=self.progress,
-                    clock=self.clock,
-                    heartbeat_s=self.heartbeat_s or progress_module.HEARTBEAT_S,
-                    finished=finished,
-                    deadline=deadline,
-                )
-            except ninja.TimeUp:
-                return self._keep_finished(specs, workdir, finished, "the build's time limit passed", True)
-            except BaseException:
-                # an interrupt (Ctrl-C, a CI job's timeout) keeps the units that were done, so the
-                # next run starts from them instead of from nothing
-                self._keep_finished(specs, workdir, finished, "interrupted")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=self.root, prefix=".build-") as tmp:
+                return self._compile_in(Path(tmp), specs, jobs, cores, deadline)
+        except ninja.Unexpressible as exc:
+            raise CacheUnusable(
+                f"the build cannot run: {exc}; use a build cache (--tile-cache-dir), FlashInfer "
+                "sources and CUDA toolkit whose paths hold no line break"
+            ) from None
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-            seconds = ninja.durations(workdir)
-            return {
-                spec.key: self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0))
-                for spec in specs
-            }
+            raise CacheUnusable(
+                f"the build cache {self.root} has no room for a build ({exc.strerror}: "
+                f"{exc.filename}): free space there, or point --tile-cache-dir at a disk with room; "
+                "nothing of this build was cached"
+            ) from None
+
+    def _compile_in(
+        self,
+        workdir: Path,
+        specs: Sequence[BuildSpec],
+        jobs: int,
+        cores: float | None,
+        deadline: float | None,
+    ) -> dict[str, BuildResult]:
+        """:meth:`_compile` in ``workdir``, a private folder of the cache removed afterwards."""
+        compiles = []
+        for spec in specs:
+            case_dir = workdir / spec.key
+            case_dir.mkdir()
+            src = case_dir / "tu.cu"
+            src.write_text(spec.source)
+            out = case_dir / ARTIFACT
+            roots = dict(spec.roots)
+            command = [part.format(src=src, out=out, **roots) for part in spec.command]
+            estimate = UnitEstimate(spec.label, spec.path_s, spec.cpu_s)
+            compiles.append(ninja.Compile(spec.key, command, out, src, case_dir / "build.log", estimate))
+        ninja.write_build_file(workdir, compiles)
+        finished: list[str] = []
+        try:
+            ninja.run(
+                workdir,
+                compiles,
+                jobs,
+                cores or available_cores(),
+                progress=self.progress,
+                clock=self.clock,
+                heartbeat_s=self.heartbeat_s or progress_module.HEARTBEAT_S,
+                finished=finished,
+                deadline=deadline,
+            )
+        except ninja.TimeUp:
+            return self._keep_finished(specs, workdir, finished, "the build's time limit passed", True)
+        except BaseException:
+            # an interrupt (Ctrl-C, a CI job's timeout) keeps the units that were done, so the
+            # next run starts from them instead of from nothing
+            self._keep_finished(specs, workdir, finished, "interrupted")
+            raise
+        seconds = ninja.durations(workdir)
+        return {
+            spec.key: self._publish(spec, workdir / spec.key, seconds.get(spec.key, 0.0)) for spec in specs
+        }
 
     def _keep_finished(
         self, specs: Sequence[BuildSpec], workdir: Path, finished: list[str], why: str, failures: bool = False
@@ -461,18 +466,16 @@ class BuildCache:
         log_path = case_dir / "build.log"
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         ok = (case_dir / ARTIFACT).exists()
-        if not ok and (signum := killed_by(log)) is not None:
-            self.progress(f"{spec.label}: the compiler was killed (signal {signum}); nothing cached")
-            return BuildResult(
-                False,
-                self.entry(spec),
-                seconds,
-                f"the compiler was killed by signal {signum} (out of memory? fewer --tile-build-jobs "
-                "need less); nothing was cached",
-                killed=True,
-                signal=signum,
-            )
-        first_error = "" if ok else first_error_line(log)
+        first_error = ""
+        if not ok:
+            roots = dict(spec.roots)
+            sources = [case_dir, *(Path(roots[name]) for name in spec.sources if name in roots)]
+            failure = classify(log, case_dir.parent, sources)
+            if failure.environment:
+                what = f"the compile {failure.cause.value} ({failure.line})"
+                self.progress(f"{spec.label}: {what}: not a verdict, nothing cached")
+                return BuildResult(False, self.entry(spec), seconds, failure.line, environment=failure)
+            first_error = failure.line
         meta = {
             "key": spec.key,
             "ok": ok,

@@ -41,8 +41,26 @@ class TimeUp(Exception):
     """The time limit passed while ninja still ran; the compiles still running were stopped."""
 
 
+class Unexpressible(ValueError):
+    """A command ninja's build file cannot hold: the message names the part and why."""
+
+
+def _ninja_path(path: Path, workdir: Path) -> str:
+    """``path`` as a build line of ``workdir/build.ninja`` names it: relative to ``workdir``
+    (ninja runs there) and escaped as ninja reads paths (``$``, space, colon)."""
+    text = os.path.relpath(path, workdir)
+    return text.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def _ninja_value(text: str) -> str:
+    """``text`` as the value of a ninja variable, which ninja passes to the shell as it is."""
+    return text.replace("$", "$$")
+
+
 def write_build_file(workdir: Path, compiles: Sequence[Compile]) -> None:
-    """``workdir/build.ninja``; ninja starts the compiles in this order."""
+    """``workdir/build.ninja``; ninja starts the compiles in this order. Every path and
+    argument reaches the shell quoted, whatever it holds; only a line break cannot be put into
+    a ninja file at all (:class:`Unexpressible`)."""
     rules = [
         "ninja_required_version = 1.3",
         "rule nvcc",
@@ -51,11 +69,13 @@ def write_build_file(workdir: Path, compiles: Sequence[Compile]) -> None:
         "",
     ]
     for unit in compiles:
-        cmd = " ".join(shlex.quote(part) for part in unit.command)
+        for part in (*unit.command, str(unit.out), str(unit.src), str(unit.log)):
+            if "\n" in part or "\r" in part:
+                raise Unexpressible(f"{part!r} holds a line break, which a ninja build file cannot")
         rules += [
-            f"build {unit.out}: nvcc {unit.src}",
-            f"  cmd = {cmd.replace('$', '$$')}",
-            f"  log = {unit.log}",
+            f"build {_ninja_path(unit.out, workdir)}: nvcc {_ninja_path(unit.src, workdir)}",
+            f"  cmd = {_ninja_value(shlex.join(unit.command))}",
+            f"  log = {_ninja_value(shlex.quote(os.path.relpath(unit.log, workdir)))}",
             f"  key = {unit.key}",
             "",
         ]

@@ -94,8 +94,12 @@ class Recorder:
         return missing
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.update:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.update and exitstatus == pytest.ExitCode.USAGE_ERROR:
+            # stopped for its environment (a compile out of memory, a toolkit missing): what it
+            # judged is a part, and what it could not judge must not look settled
+            self.update_errors.append("no matrix updated: the session stopped for its environment")
+        elif self.update:
             self._collect_changes()
             self._update_matrices()
             failures = [o for o in self.session.observations if o.outcome in FAILURES]
@@ -139,7 +143,7 @@ class Recorder:
 
     def update_summary(self) -> list[str]:
         lines = list(self.update_errors)
-        if not self.changes:
+        if not self.changes and not lines:
             lines.append("no expectation changed: every case that ran agrees with its matrix")
         for path, changes in self.changes.items():
             outcome = self.update_outcomes.get(path)

@@ -37,14 +37,15 @@ from ..virtual.build import build_runtime, runtime_path
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
-from .buildscript import VIRTUAL_SUFFIX, kernel_config, portable_build
+from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, kernel_config, portable_build
 from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
 from .configs import KernelConfig, UnsupportedConfig
 from .environment import (
+    NEEDS_NVCC,
     PREFIX,
     check_device,
-    killed_message,
+    compile_failed_message,
     usable_host_compiler,
     usable_sources,
     usable_toolkit,
@@ -124,7 +125,14 @@ class FlashInferBackend:
                 salt = build_salt(self.sources, home, self.settings.cache_dir)
             except FlashInferSourcesError as exc:
                 raise UnusableEnvironment(f"{PREFIX}{exc}") from None
-            self._toolchain = (home, salt, runtime_path(self.settings.cache_dir, home))
+            try:
+                runtime = runtime_path(self.settings.cache_dir, home)
+            except OSError as exc:  # the runtime is keyed by the toolkit's headers
+                raise UnusableEnvironment(
+                    f"{PREFIX}the CUDA toolkit at {home} lacks {exc.filename} ({exc.strerror}): set "
+                    f"CUDA_HOME to a complete toolkit; {NEEDS_NVCC}"
+                ) from None
+            self._toolchain = (home, salt, runtime)
         return self._toolchain
 
     def _build_runtime(self) -> None:
@@ -240,6 +248,7 @@ class FlashInferBackend:
             roots=roots,
             path_s=path_s,
             cpu_s=cpu_s,
+            sources=SOURCE_ROOTS,
         )
 
     def is_built(self, case: Case) -> bool | None:
@@ -297,11 +306,10 @@ class FlashInferBackend:
                 f"not built: the build time limit (--tile-build-limit {limit:g} s) passed before its "
                 "translation unit was compiled; the units finished are cached, so a rerun goes on from them"
             )
-        killed = {key: unit for key, unit in built.items() if unit.killed}
-        if killed:  # the host's doing, and the same run would be killed again: stop here
-            signal = next(iter(killed.values())).signal
+        failed = [unit.environment for unit in built.values() if unit.environment is not None]
+        if failed:  # the host's doing, and the same run would fail again: stop here
             ram = max(spec.ram_bytes for spec in ordered)
-            raise UnusableEnvironment(killed_message(len(killed), signal, host_jobs, ram))
+            raise UnusableEnvironment(compile_failed_message(failed, host_jobs, ram, self.settings.cache_dir))
 
     def _jobs(self, specs: Sequence[BuildSpec]) -> tuple[int, int]:
         """Parallel compiles of ``specs`` for the host and for this process: --tile-build-jobs
@@ -328,9 +336,10 @@ class FlashInferBackend:
         size, until the units are of 2 or 3; the cases of those that still fail are left to be
         built one by one, where a failure is the case's verdict. One bad case among 36 then
         costs a few rounds of smaller units, not 36 compiles of one case each (a unit of 36
-        costs 3.3x the CPU of one case alone, :data:`.planner.UNIT_COST`). A killed compile is
-        not planned again: its cases are built alone, which needs the least memory. Past
-        ``deadline`` nothing more is compiled."""
+        costs 3.3x the CPU of one case alone, :data:`.planner.UNIT_COST`). A unit that failed for
+        the host's sake (killed, out of memory: :mod:`..compile.failure`) is not planned again:
+        its cases are built alone, which needs the least memory. Past ``deadline`` nothing more
+        is compiled."""
         pending = self._plan_units(missing, most)
         while pending:
             start = self.settings.worker_index * len(pending) // max(1, self.settings.worker_count)
@@ -350,7 +359,7 @@ class FlashInferBackend:
                 if unit.ok:
                     for case in group:
                         self.cache.link(specs[case], unit)
-                elif not unit.killed and len(group) >= 4:
+                elif unit.environment is None and len(group) >= 4:
                     failed.append(group)
             pending = [unit for group in failed for unit in self._plan_units(group, len(group) // 2)]
 
@@ -412,10 +421,12 @@ class FlashInferBackend:
         if isinstance(build, Verdict):
             return build
         base = {"flashinfer": self.sources.version, "build": str(build.path)}
-        if build.killed:  # not the source's doing: no verdict; the session stops with one line
+        if build.environment is not None:  # not the source's doing: no verdict; one line ends the session
             ram = compile_ram(case.sm, 1)
             jobs = self.settings.jobs or parallel_jobs([], per_job=ram)
-            raise UnusableEnvironment(killed_message(1, build.signal, jobs, ram))
+            raise UnusableEnvironment(
+                compile_failed_message([build.environment], jobs, ram, self.settings.cache_dir)
+            )
         if not build.ok and harness_error(build.first_error):
             # our harness, not the instantiation, failed to compile: no verdict on the case
             raise NotJudgeable(

@@ -7,7 +7,6 @@ not where the toolchain and the sources happen to be installed.
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -56,6 +55,19 @@ def compile_command(hardware_command: list[str]) -> list[str]:
     return [hardware_command[0], *hardware_command[1:cudart], "--no-compress", "-c", *sources]
 
 
+#: The build script :func:`build_script` runs with ``sh -c``: every path comes to it as an
+#: argument (``$1`` the program to make, ``$2`` nvcc, ``$3`` the virtual runtime, then the
+#: compile's own command), never as script text, so no path is parsed by the shell, whatever
+#: it holds (spaces, quotes, ``$``).
+SCRIPT = (
+    'set -e; out=$1; nvcc=$2; runtime=$3; shift 3; objdir="$out.o.d"; mkdir -p "$objdir"; '
+    '"$@" -odir "$objdir"; '
+    '"$nvcc" --cudart=static -shared "$objdir"/*.o -o "$out"; '
+    f'"$nvcc" --cudart=none "$objdir"/*.o "$runtime" -o "$out{VIRTUAL_SUFFIX}"; '
+    'rm -rf "$objdir"'
+)
+
+
 def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
     """One build, two programs: compile the unit once to objects, then link the hardware
     harness (a shared library with static cudart, which the runner loads: :mod:`.runner`) and
@@ -65,20 +77,25 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
     runs through :mod:`..build.nvcc_pipeline`: nvcc's passes side by side, nvcc's objects but
     for the module id in the names of internal-linkage symbols.
     """
-    nvcc = hardware_command[0]
-    objdir = "{out}.o.d"
-    q = shlex.quote
     pipeline = [PYTHON, "-I", str(PIPELINE_SCRIPT)]
-    compile_cmd = shlex.join([*pipeline, *compile_command(hardware_command)])
-    compile_cmd = compile_cmd.replace(q("{src}"), "{src}")
+    nvcc = hardware_command[0]
     return (
         "sh",
         "-c",
-        f"set -e; mkdir -p {objdir}; {compile_cmd} -odir {objdir}; "
-        f"{q(nvcc)} --cudart=static -shared {objdir}/*.o -o {{out}}; "
-        f"{q(nvcc)} --cudart=none {objdir}/*.o {q(str(runtime))} -o {{out}}{VIRTUAL_SUFFIX}; "
-        f"rm -rf {objdir}",
+        SCRIPT,
+        "sh",
+        "{out}",
+        nvcc,
+        str(runtime),
+        *pipeline,
+        *compile_command(hardware_command),
     )
+
+
+#: The roots of :func:`portable_build` whose files are the kernel's source (FlashInfer's release,
+#: the harness the unit includes): an error located in one of them, or in the unit, is the
+#: kernel's compile verdict; any other failed compile is the host's (:mod:`..compile.failure`).
+SOURCE_ROOTS = ("flashinfer", "harness")
 
 
 def portable_build(

@@ -5,18 +5,21 @@ Every case is compiled with nvcc from FlashInfer's sources, the virtual runtime 
 runner with the host's C++ compiler, so without any of them no case can be judged; and a
 virtual device of one arch cannot load another arch's code (the harness refuses it at setup,
 as a GPU of that arch would), so ``--tile-device virtual:<arch>`` judges only that arch's cases.
-A compile killed by a signal is the host's doing too (the out-of-memory killer): nothing is
-known of those cases, and the same command would be killed again.
+A compile that failed for the host's sake (killed by the out-of-memory killer, out of memory or
+disk space, a tool missing: :mod:`..compile.failure`) is the host's doing too: nothing is known
+of those cases, and the same command would fail again until the cause is removed.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..backend import UnusableEnvironment
+from ..compile.failure import Cause, Failure
 from ..compile.hostbuild import HostBuildError, compiler_id, cxx
 from ..core.runoptions import DeviceChoice
 from .settings import Settings
@@ -142,14 +145,49 @@ def usable_host_compiler() -> None:
         raise UnusableEnvironment(f"{PREFIX}{exc}; install g++ or set CXX to a C++17 compiler") from None
 
 
-def killed_message(killed: int, signal: int | None, jobs: int, ram_bytes: int) -> str:
-    """``killed`` compiles were ended by ``signal``, ``jobs`` at a time on the host, each
-    needing up to ``ram_bytes`` by the RAM model (:func:`.planner.compile_ram`)."""
-    what = f"signal {signal}" if signal is not None else "a signal"
-    cause = ", likely out of memory" if signal in (None, 9) else ""
+def compile_failed_message(failures: Sequence[Failure], jobs: int, ram_bytes: int, cache_dir: Path) -> str:
+    """Compiles that failed for the run's sake (:mod:`..compile.failure`: none was cached) as
+    one line: the cause of the first, its compiler's words and what to change. ``jobs``
+    compiles ran at a time on the host, each needing up to ``ram_bytes`` by the RAM model
+    (:func:`.planner.compile_ram`)."""
+    first = failures[0]
+    count = sum(failure.cause is first.cause for failure in failures)
     fewer = f"fewer at once (--tile-build-jobs {max(1, jobs // 2)}) or " if jobs > 1 else ""
-    return (
-        f"{PREFIX}{killed} compile(s) were killed ({what}{cause}; {jobs} ran at a time, each "
-        f"estimated at up to {ram_bytes / 1e9:.1f} GB): rerun with {fewer}smaller units "
-        "(--tile-build-group 1), or with more memory free; what compiled is cached"
+    load = f"{jobs} ran at a time, each estimated at up to {ram_bytes / 1e9:.1f} GB"
+    kept = "what compiled is cached, these were not"
+    if first.cause is Cause.SIGNAL:
+        what = f"signal {first.signal}" if first.signal is not None else "a signal"
+        cause = ", likely out of memory" if first.signal in (None, 9) else ""
+        text = (
+            f"{count} compile(s) were killed ({what}{cause}; {load}): rerun with {fewer}smaller "
+            f"units (--tile-build-group 1), or with more memory free; {kept}"
+        )
+    elif first.cause is Cause.MEMORY:
+        text = (
+            f"{count} compile(s) ran out of memory ({first.line}; {load}): rerun with {fewer}smaller "
+            "units (--tile-build-group 1), or with more memory (a limit such as ulimit -v or a "
+            f"container's); {kept}"
+        )
+    elif first.cause is Cause.SPACE:
+        text = (
+            f"{count} compile(s) ran out of disk space ({first.line}): free space where nvcc writes "
+            f"its temporary files (TMPDIR, now {tempfile.gettempdir()}) and in the build cache "
+            f"({cache_dir}), or point TMPDIR or --tile-cache-dir at a disk with room; {kept}"
+        )
+    elif first.cause is Cause.TOOL:
+        text = (
+            f"{count} compile(s) could not run a tool or read a file they need ({first.line}): check "
+            "the CUDA toolkit (CUDA_HOME, or nvcc on PATH) and the host compiler nvcc runs (g++ on "
+            f"PATH); {kept}"
+        )
+    else:
+        text = (
+            f"{count} compile(s) failed without a diagnostic of the kernel's source ({first.line}), "
+            f"so they are no verdict: fix what that line names and rerun; {kept}"
+        )
+    others = (
+        f" ({len(failures) - count} more failed for another cause of this host)"
+        if count < len(failures)
+        else ""
     )
+    return f"{PREFIX}{text}{others}"

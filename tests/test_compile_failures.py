@@ -1,0 +1,258 @@
+"""A compile verdict means the kernel does not compile: a failed compile is classified from the
+compiler's own output, and only a diagnostic of the kernel's source (the generated unit, the
+release's files) is cached as the case's ``compile`` verdict. Out of memory, no disk space, a
+signal, a tool missing or a failure without such a diagnostic end the session with one line
+(exit 4), cache nothing, write no matrix, and the same command compiles once the cause is gone.
+
+The plugin runs as users run it, through its real build script, ninja file and nvcc pipeline,
+with a stand-in CUDA toolkit whose ``nvcc`` makes objects and programs from the unit's text, or
+prints what a real nvcc prints for the cause it is told to show. Every folder involved (the
+toolkit, FlashInfer's sources, the build cache) has a space, a quote and a ``$`` in its path,
+and the stand-in refuses a path it cannot find, as nvcc does, so a path split or expanded on
+the way fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_environment_errors import MATRIX, QUIET, make_sources, short_refusal
+
+from pytest_tileconform.flashinfer.sources import ENV_SOURCES
+
+# Only the toolkit's compiles are stood in for: the virtual runtime is not built (nothing runs
+# in --tile-device compile) and the stand-in sources are not checked against the harness.
+CONFTEST = """
+import pytest
+from pytest_tileconform.flashinfer.backend import FlashInferBackend
+
+_patch = pytest.MonkeyPatch()
+
+
+def pytest_configure(config):
+    _patch.setattr(FlashInferBackend, "_build_runtime", lambda self: None)
+    _patch.setattr(FlashInferBackend, "_incompatibility", None)
+
+
+def pytest_unconfigure(config):
+    _patch.undo()
+"""
+
+# nvcc as the build script calls it: --version; --dryrun (refused: the pipeline then runs this
+# nvcc unchanged); -c SOURCES -odir DIR; and the two links (OBJECTS [RUNTIME] -o OUT).
+# STAND_IN_CAUSE makes a compile whose unit holds STAND_IN_ON (default: every one) fail as
+# nvcc fails for that cause; STAND_IN_STATUS is then its exit status.
+STAND_IN_NVCC = r"""
+import os, signal, sys
+from pathlib import Path
+
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/stand-in")
+    sys.exit(0)
+if "--dryrun" in args:
+    print("nvcc fatal   : the stand-in makes no plan", file=sys.stderr)
+    sys.exit(1)
+
+
+def fatal(text):
+    print(f"nvcc fatal   : {text}", file=sys.stderr)
+    sys.exit(1)
+
+
+def value(option):
+    return args[args.index(option) + 1] if option in args else None
+
+
+if "-c" in args:
+    sources = [Path(a) for a in args if a.endswith((".cu", ".cpp"))]
+    for path in sources:
+        if not path.is_file():
+            fatal(f"Don't know what to do with '{path}'")
+    odir = Path(value("-odir") or "")
+    if not odir.is_dir():
+        fatal(f"Could not open output directory '{odir}'")
+    unit = next(p for p in sources if p.suffix == ".cu")
+    text = unit.read_text()
+    with open(os.environ["STAND_IN_LOG"], "a") as log:
+        log.write(f"compile {unit.parent.name}\n")
+    cause = os.environ.get("STAND_IN_CAUSE", "")
+    release = Path(os.environ["TILECONFORM_FLASHINFER_SOURCES"])
+    if cause and os.environ.get("STAND_IN_ON", "") in text:
+        status = int(os.environ.get("STAND_IN_STATUS", "1"))
+        where = release / "cutlass/include/cute/layout.hpp"
+        if cause == "signal":
+            os.kill(os.getpid(), signal.SIGKILL)
+        said = {
+            "oom": f"{where}(1077): catastrophic error: out of memory\n"
+            f'1 catastrophic error detected in the compilation of "{unit}".\nCompilation terminated.',
+            "space": "nvcc error   : Could not write to '/tmp/tmpxft_00000001_00000000-6_tu.ptx': "
+            "No space left on device",
+            "tool": "sh: 1: cicc: not found",
+            "silent": "",
+            "outside": "/usr/include/c++/12/bits/stl_algo.h(5): error: expected a declaration",
+            "unit": f'{unit}(3): error: static assertion failed with "tile too big"',
+            "release": f'{where}(1077): error: static assertion failed with "Stride Divisibility"',
+        }[cause]
+        if said:
+            print(said, file=sys.stderr)
+        if status:
+            sys.exit(status)
+        sys.exit(0)  # nvcc under a memory limit may exit normally, having written nothing
+    for path in sources:
+        (odir / (path.stem + ".o")).write_text(text if path == unit else path.name)
+    sys.exit(0)
+
+out = value("-o")
+objects = [Path(a) for a in args if a.endswith(".o")]
+if out is None or not objects or not all(p.is_file() for p in objects):
+    fatal("No input files specified; use option --help for more information")
+Path(out).write_text("".join(p.read_text() for p in objects))
+"""
+
+
+def _toolkit(root: Path) -> Path:
+    """A folder :func:`..sources.find_cuda_home` takes for a CUDA 13.0 toolkit."""
+    (root / "bin").mkdir(parents=True)
+    (root / "include").mkdir()
+    for header in ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "cublas_v2.h"):
+        (root / "include" / header).write_text("// stand-in\n")
+    (root / "version.json").write_text(json.dumps({"cuda": {"version": "13.0.88"}}))
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text(f"#!{sys.executable}\n{STAND_IN_NVCC}")
+    nvcc.chmod(0o755)
+    return root
+
+
+@pytest.fixture
+def kit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester folder with the matrix (3 cases), the stand-in toolkit and FlashInfer
+    sources, and a build cache, each at a path with a space, a quote and a ``$``."""
+    for var in ("CI", "CUDA_VISIBLE_DEVICES", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(var, raising=False)
+    odd = "it's $HOME"
+    monkeypatch.setenv("CUDA_HOME", str(_toolkit(pytester.path / f"cuda {odd}")))
+    monkeypatch.setenv(ENV_SOURCES, str(make_sources(pytester.path / f"flashinfer {odd}")))
+    monkeypatch.setenv("TILECONFORM_CACHE_DIR", str(pytester.path / f"build cache {odd}"))
+    monkeypatch.setenv("STAND_IN_LOG", str(pytester.path / "compiles.log"))
+    monkeypatch.setenv("TILECONFORM_NVCC_PIPELINE", "1")
+    (pytester.path / "m.yaml").write_text(MATRIX)
+    pytester.makeconftest(CONFTEST)
+    return pytester
+
+
+ARGS = ("--tile-matrix", "m.yaml", "--tile-device", "compile", "--tile-build-jobs", "1", *QUIET)
+
+
+def compiled(kit: pytest.Pytester) -> int:
+    log = kit.path / "compiles.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def cached_failures(kit: pytest.Pytester) -> list[dict[str, object]]:
+    cache = Path(os.environ["TILECONFORM_CACHE_DIR"])
+    entries = [json.loads(p.read_text()) for p in cache.glob("??/*/build.json")]
+    return [meta for meta in entries if meta.get("ok") is False]
+
+
+def test_paths_with_spaces_quotes_and_dollars_compile(kit: pytest.Pytester) -> None:
+    result = kit.runpytest(*ARGS)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    assert result.parseoutcomes() == {"unrun": 3}  # compile only: built, nothing ran
+    assert compiled(kit) >= 1 and not cached_failures(kit)
+
+
+# cause, nvcc's exit status, what the one line says
+ENVIRONMENT = [
+    ("oom", 4, "compile(s) ran out of memory ("),
+    ("oom", 0, "compile(s) ran out of memory ("),  # nvcc under ulimit -v may exit normally
+    ("space", 1, "ran out of disk space (nvcc error   : Could not write to"),
+    ("signal", 1, "compile(s) were killed (signal 9, likely out of memory; 1 ran at a time"),
+    ("tool", 255, "could not run a tool or read a file they need (sh: 1: cicc: not found)"),
+    ("silent", 1, "failed without a diagnostic of the kernel's source (compiler failed without output)"),
+    ("outside", 2, "failed without a diagnostic of the kernel's source (/usr/include/c++/12"),
+]
+#: what each line says to change
+REMEDY = {
+    "oom": "--tile-build-group 1), or with more memory (a limit such as ulimit -v",
+    "space": "free space where nvcc writes its temporary files (TMPDIR, now ",
+    "signal": "--tile-build-group 1), or with more memory free",
+    "tool": "check the CUDA toolkit (CUDA_HOME, or nvcc on PATH)",
+    "silent": "fix what that line names and rerun",
+    "outside": "fix what that line names and rerun",
+}
+
+
+@pytest.mark.parametrize(
+    ("cause", "status", "said"), ENVIRONMENT, ids=[f"{c}-exit{s}" for c, s, _ in ENVIRONMENT]
+)
+def test_a_compile_that_fails_for_the_host_is_one_line_and_no_verdict(
+    kit: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cause: str, status: int, said: str
+) -> None:
+    """One line naming the cause and what to change, exit 4; nothing cached, no matrix changed
+    (even with --tile-update), no verdict in the results file; the same command then compiles
+    and judges once the cause is gone."""
+    matrix = (kit.path / "m.yaml").read_bytes()
+    monkeypatch.setenv("STAND_IN_CAUSE", cause)
+    monkeypatch.setenv("STAND_IN_STATUS", str(status))
+    failed = kit.runpytest(*ARGS, "--tile-update", "--tile-report", "r.json")
+    error = short_refusal(failed, most_lines=30)
+    assert said in error and REMEDY[cause] in error, error
+    assert error.endswith("what compiled is cached, these were not")
+    assert "FAILED" not in failed.stdout.str()
+    assert not cached_failures(kit)
+    assert (kit.path / "m.yaml").read_bytes() == matrix
+    report = json.loads((kit.path / "r.json").read_text())
+    assert not [case for case in report["cases"] if case.get("verdict")]
+    applied = subprocess.run(
+        [Path(sys.executable).parent / "tileconform", "report", "apply", "m.yaml", "r.json"],
+        cwd=kit.path,
+        capture_output=True,
+        text=True,
+    )
+    assert applied.returncode == 2 and "no case of m.yaml has a verdict" in applied.stderr, applied.stderr
+    before = compiled(kit)
+
+    monkeypatch.delenv("STAND_IN_CAUSE")
+    again = kit.runpytest(*ARGS, "--tile-update")
+    assert again.ret == pytest.ExitCode.OK, again.stdout.str() + again.stderr.str()
+    assert again.parseoutcomes() == {"unrun": 3}
+    assert compiled(kit) > before  # compiled again: nothing of the failure was kept
+    assert (kit.path / "m.yaml").read_bytes() == matrix  # every case passes what it judged
+
+
+@pytest.mark.parametrize(
+    ("cause", "where"),
+    [("unit", "tu.cu(3): error: static assertion failed"), ("release", "layout.hpp(1077): error:")],
+)
+def test_a_diagnostic_of_the_kernels_source_is_its_cached_verdict(
+    kit: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cause: str, where: str
+) -> None:
+    """An error in the generated unit or in a file of the release fails that case at compile,
+    is cached (the next run compiles nothing) and is what --tile-update records."""
+    monkeypatch.setenv("STAND_IN_CAUSE", cause)
+    monkeypatch.setenv("STAND_IN_ON", "256, 128, 64")  # the unit of one of the three tiles
+    first = kit.runpytest(*ARGS)
+    assert first.ret == pytest.ExitCode.TESTS_FAILED, first.stdout.str() + first.stderr.str()
+    assert first.parseoutcomes() == {"unrun": 2, "failed": 1}
+    failures = cached_failures(kit)  # the shared unit's and the case's own, compiled alone
+    assert failures and all(where in str(meta["first_error"]) for meta in failures)
+    before = compiled(kit)
+    update = kit.runpytest(*ARGS, "--tile-update")
+    assert compiled(kit) == before  # the verdict came from the cache
+    assert update.ret == pytest.ExitCode.TESTS_FAILED
+    assert "stage: compile" in (kit.path / "m.yaml").read_text()
+
+
+def test_a_path_ninja_cannot_hold_is_one_line(kit: pytest.Pytester) -> None:
+    """A line break: the one character no ninja file can carry in a command."""
+    cache = kit.path / "cache\nwith a line break"
+    error = short_refusal(kit.runpytest(*ARGS, "--tile-cache-dir", str(cache)), most_lines=30)
+    assert "holds a line break, which a ninja build file cannot" in error
+    assert "use a build cache (--tile-cache-dir), FlashInfer sources and CUDA toolkit" in error
+    assert compiled(kit) == 0
