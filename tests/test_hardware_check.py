@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from numerics_standin import inputs_in
 from test_reference import make_case
 
 from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
+from pytest_tileconform.flashinfer.numerics.full import expected_for
 from pytest_tileconform.flashinfer.numerics.reference import (
     make_inputs,
     output_dtype,
     poison_output,
-    reference_output,
 )
 from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes
 from pytest_tileconform.flashinfer.settings import Settings
@@ -37,7 +38,8 @@ def judge_with_output(
     """``backend``'s hardware verdict on ``case`` when the kernel writes ``output(reference)``."""
 
     def execute(_unit: Path, run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
-        expected = reference_output(make_inputs(case, backend.settings.seed), case)
+        inputs = inputs_in(run_dir, case, backend.settings.seed)  # either family's
+        expected = expected_for(inputs, case).value
         (run_dir / "d.bin").write_bytes(_le_bytes(output(expected).to(output_dtype(case.out))))
         fields = {"stage": "pass", "kernel_ms": 0.01, "smem_requested": 1024, "smem_limit": 232448}
         return HarnessReport(fields), None
@@ -62,8 +64,9 @@ def test_a_correct_output_passes_and_says_where_the_time_went(
     verdict = judge_with_output(backend, case, lambda d: d, tmp_path, monkeypatch)
     assert verdict.failed_stage is None and verdict.judged_through is Stage.NUMERICS
     assert verdict.extra["numerics"].startswith("ok: 0/")
+    assert verdict.extra["numerics_full"].startswith("ok: 0/")
     seconds = verdict.extra["seconds"]
-    parts = {"inputs", "harness", "check", "check_read", "check_reference", "check_compare", "gc"}
+    parts = {"inputs", "harness", "check", "check_read", "check_reference", "check_compare", "gc", "full"}
     assert set(seconds) == parts and all(value >= 0 for value in seconds.values())
     assert seconds["check"] >= seconds["check_reference"]
     assert set(verdict.extra["check_usage"]) == {"minor_faults", "major_faults", "involuntary_switches"}

@@ -482,9 +482,10 @@ class FlashInferBackend:
         self._settle_case(case)
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
+        device = self._hardware_inputs_device()
         return hardware.judge(
             case,
-            self._prepared(case, self._hardware_inputs_device()),
+            self._prepared(case, device),
             build,
             base,
             gpu,
@@ -492,6 +493,7 @@ class FlashInferBackend:
             self._execute,
             self._before_run,
             self._sanitize,
+            full=self._full_family(case, device),
         )
 
     @staticmethod
@@ -502,7 +504,17 @@ class FlashInferBackend:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
 
-    def _prepared(self, case: Case, device: str) -> Prepared:
+    def _full_family(self, case: Case, device: str) -> Prepared | str:
+        """``case``'s full-mantissa inputs (:mod:`.numerics.full`), or why it has none."""
+        from .numerics.full import FULL, check_generatable
+
+        try:
+            check_generatable(case)
+        except (NotImplementedError, ValueError) as exc:
+            return f"not generated: {exc}"
+        return self._prepared(case, device, FULL)
+
+    def _prepared(self, case: Case, device: str, family: str = "exact") -> Prepared:
         """``case``'s inputs and expected D on ``device``, made once for all the cases of its
         problem: on the GPU for a case judged there (the harness reads them in place, the check
         runs there), on the CPU for the virtual device (which reads files and never runs D)."""
@@ -513,7 +525,7 @@ class FlashInferBackend:
         where = torch.device(device)
         if device not in self._inputs:
             self._inputs[device] = InputCache(cache_bytes(where))
-        return self._inputs[device].get(case, self.settings.seed, where)
+        return self._inputs[device].get(case, self.settings.seed, where, family)
 
     def _execute(self, unit: Path, run_dir: Path, name: str) -> tuple[HarnessReport, str | None]:
         """Run case ``name`` of the harness ``unit`` in this worker's runner

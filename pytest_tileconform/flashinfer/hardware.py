@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,10 +203,13 @@ def judge(
     execute: Execute,
     before_run: BeforeRun,
     sanitize: Sanitize,
+    full: Prepared | str | None = None,
 ) -> Verdict:
     """``case``'s verdict from its unit ``build`` run on ``gpu`` through ``execute`` (and, with
     ``settings.sanitize``, ``sanitize``), its inputs and expected D from ``prepared``; ``base``
-    starts every verdict's ``extra``."""
+    starts every verdict's ``extra``. ``full``: the full-mantissa input family's inputs
+    (:mod:`.numerics.full`), run once more and judged within the numerics stage, or why the
+    case has none."""
     from .numerics.runfiles import write_inputs
 
     source = f"hardware ({gpu.describe()})"
@@ -291,6 +295,33 @@ def judge(
             extra["numerics"] = numerics.summary()
             return None if numerics.ok else verdict(Stage.NUMERICS, "mismatch", numerics.summary())
 
+        def full_failure() -> Verdict | None:
+            """The full family: one more run of the case on those inputs (no other stage, no
+            timing), its D against their interval; a NUMERICS verdict if it is outside."""
+            if full is None:
+                return None
+            if isinstance(full, str):
+                extra["numerics_full"] = full
+                return None
+            full_dir = run_dir / "full"
+            full_dir.mkdir()
+            once = dict(entries, timing_iters=0, graph_replays=0, repeats=0)
+            full_started = time.perf_counter()
+            shared_full, _ = hand_over(full, full_dir, once, replace(settings, graph_replays=0, repeats=0))
+            before_run(case, full_dir)
+            full_report, full_fault = execute(build.artifact, full_dir, name)
+            extra["launches"] += 1
+            if full_fault is not None or not full_report.passed:
+                why = full_fault or full_report.message
+                stage = full_report.interrupted_stage or full_report.stage or Stage.RUN
+                return verdict(stage, full_fault or full_report.status, f"full-mantissa inputs: {why}")
+            numerics = _Check(case, full, full_dir, shared_full)("d.bin")
+            seconds["full"] = round(time.perf_counter() - full_started, 4)
+            extra["numerics_full"] = numerics.summary()
+            if numerics.ok:
+                return None
+            return verdict(Stage.NUMERICS, "mismatch", f"full-mantissa inputs: {numerics.summary()}")
+
         def finish(result: Verdict) -> Verdict:
             seconds.update(check.seconds)
             seconds["gc"] = round(COLLECTOR_TIME.seconds - collected, 4)  # within the parts above
@@ -308,7 +339,7 @@ def judge(
             if stage in (Stage.GRAPH, Stage.REPEAT) and (wrong := numerics_failure()) is not None:
                 return finish(wrong)
             return finish(verdict(stage, report.status, report.message))
-        if (wrong := numerics_failure()) is not None:
+        if (wrong := numerics_failure() or full_failure()) is not None:
             return finish(wrong)
         deterministic = not report.use_reduction
         for stage in (Stage.GRAPH, Stage.REPEAT):

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ...matrix.cases import Case
-from .reference import GroupedInputs, expected_output, make_inputs
+from .full import EXACT, expected_for, make_family_inputs
+from .reference import GroupedInputs
 from .shared_operands import SharedOperands
 from .tolerance import Expected
 
@@ -43,7 +44,7 @@ class Prepared:
 
     def expected(self) -> Expected:
         if not self._expected:
-            self._expected.append(expected_output(self.inputs, self.case))
+            self._expected.append(expected_for(self.inputs, self.case))
         return self._expected[0]
 
     def shared(self) -> SharedOperands:
@@ -69,19 +70,22 @@ class InputCache:
         self._entries: OrderedDict[tuple[object, ...], Prepared] = OrderedDict()
 
     @staticmethod
-    def key(case: Case, seed: int, device: torch.device) -> tuple[object, ...]:
+    def key(case: Case, seed: int, device: torch.device, family: str = EXACT) -> tuple[object, ...]:
         """What the inputs and expected D depend on (everything else of a case does not)."""
         problem = case.problem.model_dump_json()
-        return (case.act, case.weight, case.out, case.fusion, problem, int(seed), str(device))
+        return (case.act, case.weight, case.out, case.fusion, problem, int(seed), str(device), family)
 
-    def get(self, case: Case, seed: int, device: torch.device | str | None = None) -> Prepared:
-        """``case``'s inputs (and expected D) for ``seed`` on ``device``, made at most once."""
+    def get(
+        self, case: Case, seed: int, device: torch.device | str | None = None, family: str = EXACT
+    ) -> Prepared:
+        """``case``'s inputs of input family ``family`` (:mod:`.full`) and expected D for ``seed``
+        on ``device``, made at most once."""
         where = torch.device(device if device is not None else "cpu")
-        key = self.key(case, seed, where)
+        key = self.key(case, seed, where, family)
         if key in self._entries:
             self._entries.move_to_end(key)
             return self._entries[key]
-        prepared = Prepared(make_inputs(case, seed, where), case, [])
+        prepared = Prepared(make_family_inputs(case, seed, family, where), case, [])
         self._entries[key] = prepared
         self.trim()
         return prepared

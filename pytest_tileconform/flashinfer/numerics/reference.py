@@ -147,6 +147,8 @@ class GroupedInputs:
     fp32_exact: bool = False
     #: activation fusion only: ClampedRelu2's limit (FlashInfer's model-wide ``swiglu_limit``)
     clamp_limit: float | None = None
+    #: the input family (:mod:`.full`): "exact", or "full" for full-mantissa inputs
+    family: str = "exact"
 
     @property
     def d(self) -> str:
