@@ -404,7 +404,10 @@ INVALID = {
     "expectation-for-unknown-case": (
         BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: run}\n"
         "  sm90-bf16-64x64x64-c1x1x1-none: {stage: compile}\n",
-        ["10:3: expectation for 'sm90-bf16-64x64x64-c1x1x1-none', which is not a case of this matrix"],
+        [
+            "10:3: expectation for 'sm90-bf16-64x64x64-c1x1x1-none', which is not a case of this matrix "
+            "(--tile-update removes it)"
+        ],
     ),
     "wrong-version": (
         BASIC.replace("version: 1", "version: 2"),

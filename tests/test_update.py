@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_backend import BASIC, BASIC_IDS, TileRun, verbose_outcomes
+from fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors, verbose_outcomes
 
 ORIGINAL = """\
 # Hopper grouped GEMM tiles.\t
@@ -127,6 +127,38 @@ def test_update_exits_1_for_a_failure_it_did_not_record(tc: TileRun) -> None:
     result.stdout.fnmatch_lines(["1 failure(s) of this run NOT recorded in a matrix (test_other): *"])
     # the case's failure was recorded all the same
     assert "sm90-bf16-128x64x64-c1x1x1-none: {stage: compile" in (tc.path / "m.yaml").read_text()
+
+
+STALE = (
+    BASIC + "expectations:\n"
+    "  sm90-bf16-128x64x64-c1x1x1-none: {stage: run}\n"
+    "  sm90-bf16-64x64x64-c1x1x1-none: {stage: compile}   # its tile was deleted\n"
+    "  sm90-fp16-128x64x64-c1x1x1-none: {stage: launch}\n"
+)
+
+
+def test_update_removes_expectations_of_cases_no_longer_in_the_matrix(tc: TileRun) -> None:
+    """As a snapshot tool deletes the snapshots no test uses: an entry whose case is gone (its
+    tile or dtype was deleted) fails the matrix's load, and --tile-update removes it, naming it,
+    whatever the run selects."""
+    path = tc.matrix(STALE)
+    tc.verdicts({BASIC_IDS[0]: "run"})
+    assert matrix_errors(tc.run(), path) == [
+        f"{line}:3: expectation for {case_id!r}, which is not a case of this matrix "
+        "(--tile-update removes it)"
+        for line, case_id in ((10, "sm90-bf16-64x64x64-c1x1x1-none"), (11, "sm90-fp16-128x64x64-c1x1x1-none"))
+    ]
+    result = tc.run("--tile-update", "-k", "256x128x64")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            f"{path}: 2 expectation(s) updated",
+            "  sm90-bf16-64x64x64-c1x1x1-none: compile -> removed: no longer a case of this matrix",
+            "  sm90-fp16-128x64x64-c1x1x1-none: launch -> removed: no longer a case of this matrix",
+        ]
+    )
+    assert path.read_text() == BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: run}\n"
+    tc.run().assert_outcomes(passed=2, xfailed=1)
 
 
 def test_second_update_changes_nothing(tc: TileRun) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ..matrix.load import MatrixInvalid
-from ..matrix.update import Change, UpdateOutcome, UpdateRefused, update_matrix
+from ..matrix.update import Change, UpdateOutcome, UpdateRefused, prune_change, update_matrix
 from ..results.fingerprint import host_fingerprint
 from ..results.report import grid_lines, results_document, source_lines, timing_lines
 from ..results.store import write_results
@@ -57,6 +57,12 @@ class Recorder:
         )
 
     def _collect_changes(self) -> None:
+        for matrix in self.session.matrices:
+            expectations = matrix.model.expectations or {}
+            for case_id in matrix.stale:
+                self.changes.setdefault(matrix.path, {})[case_id] = prune_change(
+                    case_id, expectations[case_id]
+                )
         for obs in self.session.observations:
             case = self.session.case_by_id(obs.matrix, obs.case_id)
             if case is None or obs.verdict is None:

@@ -59,6 +59,9 @@ class LoadedMatrix:
     model: Matrix
     cases: list[Case]
     places: dict[str, CasePlace] = field(default_factory=dict)  # by case id
+    #: expectation entries of ids that are no case of the matrix (its tile or axis was removed),
+    #: loaded only where the caller prunes them (``stale_ok``)
+    stale: list[str] = field(default_factory=list)
 
 
 def _yaml() -> YAML:
@@ -389,10 +392,11 @@ def _check_count(path: Path, document: Any, matrix: Matrix, max_cases: int) -> N
 
 
 def expand(
-    path: Path, document: Any, matrix: Matrix, max_cases: int = MAX_CASES
+    path: Path, document: Any, matrix: Matrix, max_cases: int = MAX_CASES, stale: list[str] | None = None
 ) -> tuple[list[Case], dict[str, CasePlace]]:
     """All cases of ``matrix`` in file order and where each comes from; raise MatrixInvalid on
-    more than ``max_cases`` cases, empty products or duplicates.
+    more than ``max_cases`` cases, empty products or duplicates, and on an expectation of an id
+    that is no case, unless ``stale`` is given: such ids are appended to it instead.
 
     Each cause of duplicates is reported once, where it is (:mod:`.duplicates`): two problems
     without names in a list shared by many tile entries are one mistake, not one per case.
@@ -441,14 +445,18 @@ def expand(
     for (first, then), ids in across.items():
         errors.append(MatrixError(path, *where(then), across_entries(ids, where(first))))
     for case_id in matrix.expectations or {}:
-        if case_id not in first_seen:
-            errors.append(
-                MatrixError(
-                    path,
-                    *position(document, ("expectations", case_id)),
-                    f"expectation for {case_id!r}, which is not a case of this matrix",
-                )
+        if case_id in first_seen:
+            continue
+        if stale is not None:
+            stale.append(case_id)
+            continue
+        errors.append(
+            MatrixError(
+                path,
+                *position(document, ("expectations", case_id)),
+                f"expectation for {case_id!r}, which is not a case of this matrix (--tile-update removes it)",
             )
+        )
     if not cases and not errors:
         errors.append(MatrixError(path, *position(document, ("suites",)), "the matrix has no cases"))
     if errors:
@@ -461,11 +469,14 @@ def load_matrix(
     backends: Collection[str] | None = None,
     text: str | None = None,
     max_cases: int = MAX_CASES,
+    stale_ok: bool = False,
 ) -> LoadedMatrix:
     """Read, validate and expand one matrix file (or ``text`` that would be written to it).
 
     ``backends`` is the set of registered backend names; None skips that check. A file that
-    would expand to more than ``max_cases`` cases is refused before any case is built.
+    would expand to more than ``max_cases`` cases is refused before any case is built. With
+    ``stale_ok`` an expectation of an id that is no case is listed in :attr:`LoadedMatrix.stale`
+    rather than refused (``--tile-update`` removes it).
     """
     document = read_document(path) if text is None else parse_document(path, text)
     if not isinstance(document, CommentedMap):
@@ -495,16 +506,17 @@ def load_matrix(
         errors.append(MatrixError(path, *where, f"unknown backend {backend!r} (known: {known})"))
     cases: list[Case] = []
     places: dict[str, CasePlace] = {}
+    stale: list[str] | None = [] if stale_ok else None
     try:
         model = Matrix.model_validate(document)
-        cases, places = expand(path, document, model, max_cases)
+        cases, places = expand(path, document, model, max_cases, stale)
     except ValidationError as exc:
         errors.extend(_validation_errors(path, document, exc))
     except MatrixInvalid as exc:
         errors.extend(exc.errors)
     if errors:
         raise MatrixInvalid(_at_most(sorted(dict.fromkeys(errors), key=lambda e: (e.line, e.col))))
-    return LoadedMatrix(path, model, cases, places)
+    return LoadedMatrix(path, model, cases, places, stale or [])
 
 
 def _at_most(errors: list[MatrixError]) -> list[MatrixError]:
@@ -517,14 +529,17 @@ def _at_most(errors: list[MatrixError]) -> list[MatrixError]:
 
 
 def load_matrices(
-    paths: Iterable[Path], backends: Collection[str] | None = None, max_cases: int = MAX_CASES
+    paths: Iterable[Path],
+    backends: Collection[str] | None = None,
+    max_cases: int = MAX_CASES,
+    stale_ok: bool = False,
 ) -> list[LoadedMatrix]:
     """Load every matrix, gathering the errors of all of them before raising; ``max_cases``
-    bounds each file."""
+    bounds each file (``stale_ok``: :func:`load_matrix`'s)."""
     loaded, errors = [], []
     for path in paths:
         try:
-            loaded.append(load_matrix(path, backends, max_cases=max_cases))
+            loaded.append(load_matrix(path, backends, max_cases=max_cases, stale_ok=stale_ok))
         except MatrixInvalid as exc:
             errors.extend(exc.errors)
     if errors:

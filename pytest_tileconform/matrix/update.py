@@ -45,6 +45,17 @@ class Change:
         return f"{self.case_id}: {self.before} -> {self.after}"
 
 
+#: what ``--tile-update`` shows for the entry of an id that is no longer a case of its matrix
+PRUNED = "removed: no longer a case of this matrix"
+
+
+def prune_change(case_id: str, expectation: Expectation) -> Change:
+    """The removal of the expectation of ``case_id``, which is no case of its matrix (its tile
+    or an axis was deleted): ``--tile-update`` removes such entries, as a snapshot tool deletes
+    the snapshots no test uses, and names each in its summary."""
+    return Change(case_id, expectation.stage, PRUNED, None)
+
+
 def expectation_change(case_id: str, expected: str, verdict: Verdict) -> Change | None:
     """The edit that makes ``expected`` agree with ``verdict``, or None if it already does.
 
@@ -267,7 +278,7 @@ def update_matrix(
         remove_leftovers(path)
         text = _read(path)
         try:
-            current = load_matrix(path, text=text)
+            current = load_matrix(path, text=text, stale_ok=True)
         except MatrixInvalid as exc:
             note = "the matrix no longer loads (changed during the run?); nothing written"
             raise MatrixInvalid([MatrixError(path, 1, 1, note), *exc.errors]) from None
@@ -275,7 +286,7 @@ def update_matrix(
         now = current.model.expectations or {}
         to_write: dict[str, Change] = {}
         for case_id, change in changes.items():
-            if case_id not in ids:
+            if case_id not in ids and change.line is not None:  # removing an entry needs no case
                 outcome.refused[case_id] = (change, "the case is no longer in the matrix")
                 continue
             wanted = _wanted(path, change)
