@@ -245,7 +245,7 @@ def test_a_diagnostic_of_the_kernels_source_is_its_cached_verdict(
     before = compiled(kit)
     update = kit.runpytest(*ARGS, "--tile-update")
     assert compiled(kit) == before  # the verdict came from the cache
-    assert update.ret == pytest.ExitCode.TESTS_FAILED
+    assert update.ret == pytest.ExitCode.OK  # it recorded every failure of its run
     assert "stage: compile" in (kit.path / "m.yaml").read_text()
 
 
