@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    import argparse
     from pathlib import Path
 
     from .backend import Backend
@@ -69,4 +70,16 @@ def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]
     into ``host.fingerprint`` after the core's ``gpus``, ``driver``, ``cuda_driver`` and
     ``tileconform``; a None value adds nothing. Keep it cheap and free of imports that
     initialize devices.
+    """
+
+
+@pytest.hookspec
+def pytest_tileconform_add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this plugin's ``tileconform`` commands: each a parser of ``subparsers`` whose
+    defaults name its ``handler`` (the parsed arguments -> an exit status).
+
+    Called by the ``tileconform`` command line, not by pytest: it registers the ``pytest11``
+    plugins of the distributions that require pytest-tileconform (:mod:`.commands.plugins`), so
+    a backend's commands come with its pytest plugin. Import what a command needs when it runs:
+    every ``tileconform --help`` calls this.
     """

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.commands.bisect import (
+from pytest_tileconform.core.runoptions import DeviceChoice
+from pytest_tileconform.flashinfer.commands.bisect import (
     NOT_JUDGEABLE,
     BisectError,
     Outcome,
@@ -21,7 +22,6 @@ from pytest_tileconform.commands.bisect import (
     select_releases,
     wheels_in,
 )
-from pytest_tileconform.core.runoptions import DeviceChoice
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage, Verdict
 
@@ -258,7 +258,7 @@ def test_the_flashinfer_judge_names_the_release_and_never_guesses(tmp_path: Path
     'not judgeable' with the reason and the release, never a verdict on the tile."""
     from test_releases import KEPT, NV, make_wheel
 
-    from pytest_tileconform.commands.bisect import flashinfer_judge
+    from pytest_tileconform.flashinfer.commands.bisect import flashinfer_judge
     from pytest_tileconform.flashinfer.compat import HARNESS_MACRO_PARAMS, MACRO
     from pytest_tileconform.flashinfer.sources import LAUNCHER_INL, FlashInferSourcesError, find_cuda_home
 

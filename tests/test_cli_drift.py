@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from pytest_tileconform.commands.cli import main
-from pytest_tileconform.commands.drift import (
+from pytest_tileconform.dtypes import label_dtypes
+from pytest_tileconform.flashinfer.commands.drift import (
     FLAG_ALWAYS_FAILS,
     FLAG_NEVER_JUDGED,
     FLAG_NOT_INSTANTIATED,
@@ -27,7 +28,6 @@ from pytest_tileconform.commands.drift import (
     ConfigKey,
     compare,
 )
-from pytest_tileconform.dtypes import label_dtypes
 from pytest_tileconform.flashinfer.generator import generated_ops
 from pytest_tileconform.flashinfer.sources import FlashInferSources
 from pytest_tileconform.flashinfer.tactics.offered import parse
@@ -145,7 +145,7 @@ def test_the_probe_build_is_announced(
 ) -> None:
     """Without --tactics the probe is compiled first (a minute or more): stderr says so before."""
     import pytest_tileconform.flashinfer.tactics.offered as tactics
-    from pytest_tileconform.commands import inputs
+    from pytest_tileconform.flashinfer.commands import inputs
 
     said: list[str] = []
 

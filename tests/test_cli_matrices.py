@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.commands import matrices
 from pytest_tileconform.commands.cli import main
+from pytest_tileconform.flashinfer.commands import matrices
 from pytest_tileconform.matrix.load import load_matrix
 
 REPO = Path(__file__).resolve().parent.parent

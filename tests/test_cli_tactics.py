@@ -448,7 +448,7 @@ def test_every_kernel_flashinfer_can_pick_is_a_shipped_case(arch: str) -> None:
 def test_a_tactic_the_dispatch_refuses_is_named_a_failure(capsys: pytest.CaptureFixture[str]) -> None:
     """MXFP8 x MXFP8 runs as the FP8 runner: FlashInfer offers it the FP8 tiles, and its MX
     dispatch takes only the block-scaled ones; the others select no kernel for any problem."""
-    from pytest_tileconform.commands.tactics import REJECTED
+    from pytest_tileconform.flashinfer.commands.tactics import REJECTED
 
     rows = _json(
         capsys, "--arch", "sm100", "--dtype", "mxfp8-bf16", "--matrix", "sm100-flashinfer",
@@ -499,7 +499,7 @@ def test_clamped_relu2_default_is_the_first_tactic_with_an_activation_kernel() -
     tactic that has an activation-fusion kernel, not necessarily tactic 0."""
     from dataclasses import replace
 
-    from pytest_tileconform.commands.tactics import resolve
+    from pytest_tileconform.flashinfer.commands.tactics import resolve
     from pytest_tileconform.flashinfer.tactics.offered import runner_tactics, with_fused_activation
 
     listed = runner_tactics(parse(SM90_SM100.read_text().splitlines()), 100, "bf16")

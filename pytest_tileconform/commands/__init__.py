@@ -1,1 +1,2 @@
-"""The ``tileconform`` command line: one module per command, the parser in :mod:`.cli`."""
+"""The ``tileconform`` command line: the parser and the core's ``report`` commands in :mod:`.cli`;
+a backend's plugin adds its own commands (:mod:`.plugins`)."""

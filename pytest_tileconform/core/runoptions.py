@@ -12,13 +12,12 @@ command's ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from ..virtual.profiles import ProfileError, builtin
 
 #: Where verdicts come from: ``auto`` (the GPU when it is the case's arch, else the case's
 #: virtual profile), ``hardware``, ``virtual`` (each case's own arch profile; ``virtual:<arch>``
@@ -50,6 +49,8 @@ class DeviceChoice:
         if kind not in DEVICE_KINDS or (arch and kind != "virtual"):
             raise ValueError(f"tileconform knows {', '.join(DEVICE_KINDS)} and virtual:<arch>")
         if arch:
+            from ..virtual.profiles import ProfileError, builtin  # not before a virtual arch is named
+
             try:
                 builtin(arch)
             except ProfileError as exc:
@@ -269,10 +270,25 @@ def add_command_option(
     """Run option ``name`` as a ``tileconform`` command's ``--<name>``: the same type, default
     and refusals as pytest's ``--tile-<name>``; a path option's value is a Path."""
     option = _BY_NAME[name]
-    convert = option.type
-    if convert is None:
+    if option.type is None:
         parser.add_argument(f"--{name}", action="store_true", help=help or option.help)
         return
+    parser.add_argument(
+        f"--{name}",
+        type=_command_type(name),
+        default=option.default,
+        metavar=option.metavar,
+        help=help or option.help,
+    )
+
+
+@functools.cache
+def _command_type(name: str) -> Callable[[str], Any]:
+    """The argparse type of run option ``name``: one function per option, so that every command
+    taking it has the same."""
+    option = _BY_NAME[name]
+    convert = option.type
+    assert convert is not None
 
     def checked(text: str) -> Any:
         value = convert(text)
@@ -282,13 +298,7 @@ def add_command_option(
         return Path(value) if option.path else value
 
     checked.__name__ = convert.__name__  # argparse's "invalid int value" names the type
-    parser.add_argument(
-        f"--{name}",
-        type=checked,
-        default=option.default,
-        metavar=option.metavar,
-        help=help or option.help,
-    )
+    return checked
 
 
 def parse_device(text: str) -> DeviceChoice:

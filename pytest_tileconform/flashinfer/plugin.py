@@ -11,6 +11,8 @@ import pytest
 from .header import progress_line
 
 if TYPE_CHECKING:
+    import argparse
+
     from ..core.runoptions import RunOptions
     from ..matrix.cases import Case
     from ..verdict import Stage
@@ -143,3 +145,10 @@ def pytest_tileconform_judged_through(config: pytest.Config, case: Case) -> Stag
     except (NotJudgeable, UnusableEnvironment):
         return None
     return {"hardware": Stage.NUMERICS, "virtual": Stage.LAUNCH, "compile": Stage.COMPILE}[mode]
+
+
+def pytest_tileconform_add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The FlashInfer commands of ``tileconform`` (:mod:`.commands.cli`)."""
+    from .commands.cli import add_commands
+
+    add_commands(subparsers)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from test_cli_corpus import VALID_RESULTS, VALID_TACTICS, tileconform
 
-from pytest_tileconform.commands import inputs
 from pytest_tileconform.commands.cli import main
+from pytest_tileconform.flashinfer.commands import inputs
 from pytest_tileconform.flashinfer.tactics.offered import ProbeError, parse
 
 LINE: dict[str, Any] = json.loads(VALID_TACTICS.read_text().splitlines()[0])

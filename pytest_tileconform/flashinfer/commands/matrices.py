@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .output import EXIT_ENVIRONMENT, EXIT_OK, CommandError, emit, message
+from ...commands.output import EXIT_ENVIRONMENT, EXIT_OK, CommandError, emit, message
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -33,7 +33,7 @@ def shipped_folder() -> Traversable:
     packaged = importlib.resources.files("pytest_tileconform") / "matrices"
     if packaged.is_dir():
         return packaged
-    checkout = Path(__file__).resolve().parents[2]
+    checkout = Path(__file__).resolve().parents[3]
     if (checkout / "pyproject.toml").is_file() and (checkout / "matrices").is_dir():
         return checkout / "matrices"
     raise CommandError(
@@ -64,8 +64,8 @@ def _about(text: str) -> str:
 
 def describe(file: Traversable) -> Shipped:
     """One shipped matrix, loaded as the plugin loads it (so its case count is pytest's)."""
-    from ..flashinfer import NAME
-    from ..matrix.load import MatrixInvalid, load_matrix
+    from ...matrix.load import MatrixInvalid, load_matrix
+    from .. import NAME
 
     text = file.read_text(encoding="utf-8")
     name = file.name.removesuffix(SUFFIX)
@@ -124,7 +124,7 @@ def find(name: str) -> Shipped:
 
 
 def _copy(args: argparse.Namespace) -> int:
-    from ..files import write_atomic
+    from ...files import write_atomic
 
     matrix = find(args.name)
     text = matrix.file.read_text(encoding="utf-8")

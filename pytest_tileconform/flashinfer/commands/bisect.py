@@ -35,13 +35,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from ..core.runoptions import DeviceChoice, add_command_option, parse_device
-from ..files import write_atomic
-from ..flashinfer.configs import FUSIONS
-from ..matrix.cases import Case
-from ..matrix.schema import DEFAULT_PROBLEM, Problem
-from ..verdict import UNRUN, NotJudgeable, Verdict
-from .options import add_arch
+from ...commands.options import add_arch
+from ...core.runoptions import DeviceChoice, add_command_option, parse_device
+from ...files import write_atomic
+from ...matrix.cases import Case
+from ...matrix.schema import DEFAULT_PROBLEM, Problem
+from ...verdict import UNRUN, NotJudgeable, Verdict
+from ..configs import FUSIONS
 
 
 def problem_option(problem: Problem) -> str:
@@ -258,8 +258,8 @@ def _problem(text: str) -> dict[str, Any]:
 
 def build_cases(args: argparse.Namespace) -> list[Case]:
     """The cases of the command line, validated as a matrix file would be."""
-    from ..flashinfer import NAME
-    from ..matrix.load import MatrixInvalid, load_matrix
+    from ...matrix.load import MatrixInvalid, load_matrix
+    from .. import NAME
 
     for option, values in (("--tile", args.tile), ("--cluster", args.cluster)):
         for value in values:
@@ -316,10 +316,10 @@ def flashinfer_judge(
     progress: Callable[[str], None] = lambda _m: None,
 ) -> Judge:
     """Judges with the FlashInfer backend, each release's sources unpacked into ``cache_dir``."""
-    from ..flashinfer.backend import FlashInferBackend, Settings, kernel_config
-    from ..flashinfer.compat import generator_offers, incompatibility
-    from ..flashinfer.configs import UnsupportedConfig
-    from ..flashinfer.releases import ReleaseError, resolve_release
+    from ..backend import FlashInferBackend, Settings, kernel_config
+    from ..compat import generator_offers, incompatibility
+    from ..configs import UnsupportedConfig
+    from ..releases import ReleaseError, resolve_release
 
     def judge(release_spec: str, cases: Sequence[Case]) -> list[Outcome]:
         spec = str(wheels[release_spec]) if wheels and release_spec in wheels else release_spec
@@ -511,7 +511,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
-    from ..compile.cache import default_cache_dir
+    from ...compile.cache import default_cache_dir
 
     def progress(message: str) -> None:
         print(f"tileconform bisect: {message}", file=sys.stderr, flush=True)

@@ -25,13 +25,13 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..flashinfer.configs import dynamic_clusters
-from ..flashinfer.generator import GeneratedOp, is_dynamic
-from ..flashinfer.tactics.offered import ConfigKey as ConfigKey  # export-blocklist imports it from here
-from ..flashinfer.tactics.offered import Shape, Tactic, case_key, format_ids, with_fused_activation
-from ..flashinfer.tactics.offered import tactic_key as tactic_key  # likewise
-from ..results.model import CaseRecord, ResultsDocument
-from ..verdict import UNRUN
+from ...results.model import CaseRecord, ResultsDocument
+from ...verdict import UNRUN
+from ..configs import dynamic_clusters
+from ..generator import GeneratedOp, is_dynamic
+from ..tactics.offered import ConfigKey as ConfigKey  # export-blocklist imports it from here
+from ..tactics.offered import Shape, Tactic, case_key, format_ids, with_fused_activation
+from ..tactics.offered import tactic_key as tactic_key  # likewise
 
 FLAG_NOT_INSTANTIATED = "offered, not instantiated"
 FLAG_REJECTED = "offered, dispatch rejects"
@@ -84,7 +84,7 @@ class Drift:
 def record_key(case: CaseRecord, arch: str) -> ConfigKey:
     """The configuration a results file's case stands for (shared with ``tactics`` and
     ``export-blocklist``)."""
-    from ..matrix.schema import DTypes
+    from ...matrix.schema import DTypes
 
     dtypes = DTypes(act=case.act, weight=case.weight, out=case.out).label
     return case_key(

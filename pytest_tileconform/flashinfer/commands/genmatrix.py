@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..dtypes import shape_label
-from ..flashinfer import NAME
-from ..flashinfer.configs import FUSIONS, KernelConfig, dynamic_clusters
-from ..flashinfer.generator import Skipped
-from ..matrix.load import MatrixInvalid, load_matrix
-from ..matrix.schema import DEFAULT_PROBLEM, MIXED_PROBLEM, SMALL_K_PREFILL_PROBLEM
+from ...dtypes import shape_label
+from ...matrix.load import MatrixInvalid, load_matrix
+from ...matrix.schema import DEFAULT_PROBLEM, MIXED_PROBLEM, SMALL_K_PREFILL_PROBLEM
+from .. import NAME
+from ..configs import FUSIONS, KernelConfig, dynamic_clusters
+from ..generator import Skipped
 
 
 class GenMatrixError(ValueError):
@@ -170,7 +170,7 @@ def matrix_text(
 
 def check_text(text: str, configs: Sequence[KernelConfig], arch: str, where: Path) -> None:
     """The written matrix must expand to exactly ``configs`` (guards the entry grouping)."""
-    from ..flashinfer.buildscript import kernel_config
+    from ..buildscript import kernel_config
 
     try:
         loaded = load_matrix(where, {NAME}, text=text)

@@ -42,10 +42,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..flashinfer.tactics.offered import Tactic
-from ..results.fingerprint import UNKNOWN, device_key
-from ..results.model import ResultsDocument
-from ..verdict import UNRUN
+from ...results.fingerprint import UNKNOWN, device_key
+from ...results.model import ResultsDocument
+from ...verdict import UNRUN
+from ..tactics.offered import Tactic
 from .drift import ConfigKey, record_key, tactic_key
 
 CUSTOM_OPS = {1: "trtllm::fused_moe::gemm1", 2: "trtllm::fused_moe::gemm2"}

@@ -16,7 +16,7 @@ observed  the verdicts of the results files given (``pass``, ``unrun (through la
           ``virtual <arch>`` (host-side stages only) or ``build``;
           ``not judged`` when neither has the configuration.
 
-``--explain TEXT`` reads ids out of a pasted autotuner line (:mod:`..flashinfer.autotuner_lines`)
+``--explain TEXT`` reads ids out of a pasted autotuner line (:mod:`..tactics.autotuner_lines`)
 and prints the same for those ids only.
 """
 
@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..dtypes import label_dtypes, shape_label
-from ..flashinfer.tactics.offered import (
+from ...commands.output import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, CommandError, emit, message
+from ...dtypes import label_dtypes, shape_label
+from ..tactics.offered import (
     NO_ACTIVATION_KERNEL,
     ConfigKey,
     Tactic,
@@ -44,12 +45,11 @@ from ..flashinfer.tactics.offered import (
     without_fused_finalize,
 )
 from .drift import record_key
-from .output import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, CommandError, emit, message
 
 if TYPE_CHECKING:
-    from ..flashinfer.sources import FlashInferSources
-    from ..flashinfer.tactics.autotuner_lines import Mention
-    from ..results.model import ResultsDocument, VerdictRecord
+    from ...results.model import ResultsDocument, VerdictRecord
+    from ..sources import FlashInferSources
+    from ..tactics.autotuner_lines import Mention
 
 NOT_JUDGED = "not judged"
 NOT_TMA = "not judged (SM80-style grouped GEMM, another launcher: not built by this harness)"
@@ -75,7 +75,7 @@ def matrix_texts(chosen: Sequence[str]) -> list[tuple[str, str]]:
     for name in chosen:
         path = Path(name)
         if path.suffix in (".yaml", ".yml") and path.exists():
-            from ..matrix.load import MatrixInvalid, read_text
+            from ...matrix.load import MatrixInvalid, read_text
 
             try:
                 texts.append((str(path), read_text(path)))
@@ -90,8 +90,8 @@ def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdict
     """What ``matrices`` expect of each configuration of ``arch``: ``outcome [matrix]`` or, for a
     known-bad case, ``stage [matrix, source]`` (a case without an expectation is expected to
     pass), counted over the matrices' cases (problems)."""
-    from ..flashinfer import NAME
-    from ..matrix.load import MatrixInvalid, load_matrix
+    from ...matrix.load import MatrixInvalid, load_matrix
+    from .. import NAME
 
     found: Verdicts = {}
     for name, text in matrices:
@@ -218,7 +218,7 @@ def rows_of(tactics: Sequence[Tactic], expected: Verdicts, observed: Verdicts | 
 def select_runners(tactics: Iterable[Tactic], wanted: str) -> list[str]:
     """The runners (dtype labels) ``wanted`` names: a label (``nvfp4-bf16``) or an activation
     (``nvfp4``: every output type); an unknown one is a :class:`CommandError` listing the choices."""
-    from ..dtypes import ALIASES
+    from ...dtypes import ALIASES
 
     runners = sorted({t.runner for t in tactics})
     name = ALIASES.get(wanted.lower(), wanted.lower())
@@ -334,8 +334,8 @@ def _sources(args: argparse.Namespace) -> FlashInferSources | None:
         return None if args.tactics is not None else installed(args.flashinfer_sources)
     if args.flashinfer_sources is not None:
         raise CommandError("--flashinfer and --flashinfer-sources both name FlashInfer's sources: give one")
-    from ..compile.cache import default_cache_dir
-    from ..flashinfer.releases import ReleaseError, resolve_release
+    from ...compile.cache import default_cache_dir
+    from ..releases import ReleaseError, resolve_release
 
     try:
         return resolve_release(args.flashinfer, args.cache_dir or default_cache_dir()).sources()
@@ -363,15 +363,16 @@ def _explained(
 def _explain_text(value: str) -> str:
     if value != "-":
         return value
-    from ..flashinfer.tactics.autotuner_lines import MAX_TEXT
+    from ..tactics.autotuner_lines import MAX_TEXT
 
     return sys.stdin.read(MAX_TEXT + 1)
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..flashinfer.tactics.autotuner_lines import LineError, mentions
-    from ..flashinfer.tactics.offered import ProbeError
-    from .inputs import load_results, offered
+    from ...commands.inputs import load_results
+    from ..tactics.autotuner_lines import LineError, mentions
+    from ..tactics.offered import ProbeError
+    from .inputs import offered
 
     arch = args.arch
     said = None
@@ -454,7 +455,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from .options import add_arch, add_output, add_results, add_tactics
+    from ...commands.options import add_arch, add_output, add_results
+    from .options import add_tactics
 
     parser = subparsers.add_parser(
         "tactics",

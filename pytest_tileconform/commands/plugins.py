@@ -1,0 +1,72 @@
+"""The plugins that add ``tileconform`` commands: a backend's pytest plugin implements
+``pytest_tileconform_add_commands`` (:mod:`..newhooks`) and its commands join the core's.
+
+The command line is not a pytest run, so it finds those plugins itself, as pytest would: the
+``pytest11`` entry points, but only of distributions that are pytest-tileconform or require it
+(another pytest plugin has no commands to add, and importing it would slow every ``--help``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Iterator
+from importlib.metadata import entry_points
+from typing import Any, cast
+
+import pluggy
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from .. import newhooks
+
+DISTRIBUTION = "pytest-tileconform"
+#: the prefix of the hooks a command plugin implements, marked or not (as pytest takes them)
+HOOK_PREFIX = "pytest_tileconform_"
+
+
+class CommandPlugins(pluggy.PluginManager):
+    """Plugins as pytest registers them: a ``pytest_tileconform_*`` function is a hook
+    implementation without ``@pytest.hookimpl``."""
+
+    def __init__(self) -> None:
+        super().__init__("pytest")
+        self.add_hookspecs(newhooks)
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> pluggy.HookimplOpts | None:
+        if not name.startswith(HOOK_PREFIX):
+            return None
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and inspect.isroutine(getattr(plugin, name, None)):
+            return cast(pluggy.HookimplOpts, {})
+        return opts
+
+
+def _tileconform_distribution(requires: Iterable[str] | None, name: str) -> bool:
+    if canonicalize_name(name) == DISTRIBUTION:
+        return True
+    for text in requires or ():
+        try:
+            if canonicalize_name(Requirement(text).name) == DISTRIBUTION:
+                return True
+        except InvalidRequirement:
+            continue
+    return False
+
+
+def _installed() -> Iterator[tuple[str, object]]:
+    for entry in entry_points(group="pytest11"):
+        dist = entry.dist
+        if dist is not None and _tileconform_distribution(dist.requires, dist.metadata["Name"]):
+            yield entry.name, entry.load()
+
+
+def command_plugins(extra: Iterable[object] = ()) -> CommandPlugins:
+    """Every installed plugin that may add commands, and ``extra`` (plugin objects or modules
+    given by the caller, as ``pytest.main(plugins=...)`` takes them)."""
+    manager = CommandPlugins()
+    for name, plugin in _installed():
+        if manager.get_plugin(name) is None:
+            manager.register(plugin, name)
+    for plugin in extra:
+        manager.register(plugin)
+    return manager
