@@ -10,7 +10,7 @@ tell before judging whether this host can judge its cases at all (a toolkit, sou
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -55,6 +55,15 @@ class PlacingBackend(Backend, Protocol):
         ...  # pragma: no cover
 
 
+@runtime_checkable
+class ArchBackend(Backend, Protocol):
+    """A backend that has kernels for some archs only: a matrix case of another arch is refused
+    when the matrix loads, with the archs it has, instead of being skipped at run time."""
+
+    #: the archs it can judge (``sm90``, ...)
+    archs: Collection[str]
+
+
 class UnusableEnvironment(Exception):
     """Nothing of a backend's can be judged on this host, for a reason of the host's, not of a
     case's configuration. The message is one line that says what to do; the session ends with
@@ -80,6 +89,10 @@ class BackendRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._by_name)
+
+    def archs(self) -> dict[str, Collection[str]]:
+        """The archs of each backend that names them (:class:`ArchBackend`)."""
+        return {name: b.archs for name, b in self._by_name.items() if isinstance(b, ArchBackend)}
 
     def __getitem__(self, name: str) -> Backend:
         return self._by_name[name]

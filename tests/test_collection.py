@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fake_backend import BASIC, BASIC_IDS, TileRun, output, verbose_outcomes
+from fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors, output, verbose_outcomes
 
 THREE_ARCHS = """\
 version: 1
@@ -256,3 +256,32 @@ def test_no_tile_matrix_leaves_pytest_alone(tc: TileRun) -> None:
     result = tc.run("-v", matrix=None)
     result.assert_outcomes(passed=1)
     assert "tileconform verdicts" not in result.stdout.str()
+
+
+NO_KERNELS = """\
+version: 1
+backend: flashinfer-cutlass-moe
+suites:
+  - arch: [sm90, sm89]
+    dtype: bf16
+    tile: [128x64x64, 128x128x64]
+    problems: {experts: 1, rows: 8, n: 64, k: 64}
+  - arch: sm80
+    dtype: bf16
+    tile: 128x64x64
+    problems: {experts: 1, rows: 8, n: 64, k: 64}
+"""
+
+
+def test_an_arch_the_backend_has_no_kernels_for_is_refused_at_collection(pytester: pytest.Pytester) -> None:
+    """FlashInfer's launcher has no SM89 or SM80 path: the matrix is refused where it names them
+    (once per place, not per tile), instead of its cases being skipped with advice that leads to
+    a missing virtual profile. No compiler is needed to say so."""
+    path = pytester.path / "m.yaml"
+    path.write_text(NO_KERNELS)
+    result = pytester.runpytest("--tile-matrix", "m.yaml", "--collect-only", "-p", "no:cacheprovider")
+    judges = "(it judges sm90, sm100, sm103, sm120, sm121)"
+    assert matrix_errors(result, path) == [
+        f"4:18: arch 'sm89': backend 'flashinfer-cutlass-moe' has no kernels for it {judges}",
+        f"8:5: arch 'sm80': backend 'flashinfer-cutlass-moe' has no kernels for it {judges}",
+    ]

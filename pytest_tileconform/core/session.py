@@ -81,7 +81,13 @@ class TileSession:
         try:
             # --tile-update removes the expectations of ids that are no longer cases
             stale_ok = bool(config.getoption("tile_update"))
-            matrices = load_matrices(paths, registry.names(), max_cases=max_cases(config), stale_ok=stale_ok)
+            matrices = load_matrices(
+                paths,
+                registry.names(),
+                max_cases=max_cases(config),
+                stale_ok=stale_ok,
+                archs=registry.archs(),
+            )
         except MatrixInvalid as exc:
             raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None
         session = cls(config, registry, matrices, arch_filter, options)

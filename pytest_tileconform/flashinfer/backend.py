@@ -40,7 +40,7 @@ from . import NAME, hardware
 from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, kernel_config, portable_build
 from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
-from .configs import KernelConfig, UnsupportedConfig
+from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig
 from .environment import (
     NEEDS_NVCC,
     PREFIX,
@@ -78,6 +78,7 @@ def _nothing_before_run(case: Case, run_dir: Path) -> None:
 
 class FlashInferBackend:
     name = NAME
+    archs = LAUNCHER_ARCHS  # a matrix of another arch is refused when it loads
 
     def __init__(
         self,

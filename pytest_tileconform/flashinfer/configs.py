@@ -259,6 +259,8 @@ def _check_sm120(config: KernelConfig) -> None:
 
 #: The SM10x archs of the launcher (B200 / GB200, B300 / GB300).
 SM10X = (100, 103)
+#: The archs the launcher has a path for (:func:`check_config`'s branches), as a matrix names them.
+LAUNCHER_ARCHS: tuple[str, ...] = ("sm90", *(f"sm{a}" for a in SM10X), "sm120", "sm121")
 #: SM100 inputs (act, weight) of ``generate_sm100_grouped_gemm_operations``: the uniform
 #: unscaled types and the block-scaled pairs (NVFP4, MXFP8 x MXFP4, MXFP8 x MXFP8).
 SM100_INPUTS: tuple[tuple[str, str], ...] = (

@@ -7,7 +7,7 @@ problem pydantic (or the expansion) finds is reported as ``file:line:col: messag
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Hashable, Iterable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -392,11 +392,17 @@ def _check_count(path: Path, document: Any, matrix: Matrix, max_cases: int) -> N
 
 
 def expand(
-    path: Path, document: Any, matrix: Matrix, max_cases: int = MAX_CASES, stale: list[str] | None = None
+    path: Path,
+    document: Any,
+    matrix: Matrix,
+    max_cases: int = MAX_CASES,
+    stale: list[str] | None = None,
+    archs: Collection[str] | None = None,
 ) -> tuple[list[Case], dict[str, CasePlace]]:
     """All cases of ``matrix`` in file order and where each comes from; raise MatrixInvalid on
-    more than ``max_cases`` cases, empty products or duplicates, and on an expectation of an id
-    that is no case, unless ``stale`` is given: such ids are appended to it instead.
+    more than ``max_cases`` cases, empty products or duplicates, on an arch not in ``archs`` (the
+    backend's, None: any), and on an expectation of an id that is no case, unless ``stale`` is
+    given: such ids are appended to it instead.
 
     Each cause of duplicates is reported once, where it is (:mod:`.duplicates`): two problems
     without names in a list shared by many tile entries are one mistake, not one per case.
@@ -424,6 +430,9 @@ def expand(
             produced, axes, problems = _expand_tile(path, matrix, s, t)
             for problem in problems:
                 errors.append(MatrixError(path, line, col, problem))
+            errors.extend(
+                _unsupported_archs(path, document, matrix.backend, axes.get("arch"), archs, reported)
+            )
             here: dict[str, tuple[int, ...]] = {}
             for case, index in produced:
                 if case.id in here:
@@ -464,19 +473,46 @@ def expand(
     return cases, places
 
 
+def _unsupported_archs(
+    path: Path,
+    document: Any,
+    backend: str,
+    axis: Axis | None,
+    archs: Collection[str] | None,
+    reported: set[Hashable],
+) -> list[MatrixError]:
+    """An error at each arch of ``axis`` that the backend has no kernels for (once per place: a
+    suite's arch is shared by its tile entries): such a case could only be skipped, with advice
+    that leads nowhere."""
+    if axis is None or archs is None:
+        return []
+    errors = []
+    for i, arch in enumerate(axis.values):
+        key = ("arch", axis.loc, axis.item(i))
+        if arch in archs or key in reported:
+            continue
+        reported.add(key)
+        where = position(document, (*axis.loc, axis.item(i))) if axis.loc else (1, 1)
+        message = f"arch {arch!r}: backend {backend!r} has no kernels for it (it judges {', '.join(archs)})"
+        errors.append(MatrixError(path, *where, message))
+    return errors
+
+
 def load_matrix(
     path: Path,
     backends: Collection[str] | None = None,
     text: str | None = None,
     max_cases: int = MAX_CASES,
     stale_ok: bool = False,
+    archs: Mapping[str, Collection[str]] | None = None,
 ) -> LoadedMatrix:
     """Read, validate and expand one matrix file (or ``text`` that would be written to it).
 
     ``backends`` is the set of registered backend names; None skips that check. A file that
     would expand to more than ``max_cases`` cases is refused before any case is built. With
     ``stale_ok`` an expectation of an id that is no case is listed in :attr:`LoadedMatrix.stale`
-    rather than refused (``--tile-update`` removes it).
+    rather than refused (``--tile-update`` removes it). ``archs``: the archs of each backend
+    that names them (a backend left out takes any).
     """
     document = read_document(path) if text is None else parse_document(path, text)
     if not isinstance(document, CommentedMap):
@@ -509,7 +545,8 @@ def load_matrix(
     stale: list[str] | None = [] if stale_ok else None
     try:
         model = Matrix.model_validate(document)
-        cases, places = expand(path, document, model, max_cases, stale)
+        supported = (archs or {}).get(model.backend)
+        cases, places = expand(path, document, model, max_cases, stale, supported)
     except ValidationError as exc:
         errors.extend(_validation_errors(path, document, exc))
     except MatrixInvalid as exc:
@@ -533,13 +570,14 @@ def load_matrices(
     backends: Collection[str] | None = None,
     max_cases: int = MAX_CASES,
     stale_ok: bool = False,
+    archs: Mapping[str, Collection[str]] | None = None,
 ) -> list[LoadedMatrix]:
     """Load every matrix, gathering the errors of all of them before raising; ``max_cases``
-    bounds each file (``stale_ok``: :func:`load_matrix`'s)."""
+    bounds each file (``stale_ok``, ``archs``: :func:`load_matrix`'s)."""
     loaded, errors = [], []
     for path in paths:
         try:
-            loaded.append(load_matrix(path, backends, max_cases=max_cases, stale_ok=stale_ok))
+            loaded.append(load_matrix(path, backends, max_cases=max_cases, stale_ok=stale_ok, archs=archs))
         except MatrixInvalid as exc:
             errors.extend(exc.errors)
     if errors:
