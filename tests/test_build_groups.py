@@ -137,7 +137,8 @@ def test_a_failed_unit_is_planned_again_in_halves(
     compiler = tmp_path / "fake_nvcc.py"
     log = tmp_path / "units.log"
     compiler.write_text(FAKE_COMPILER)
-    backend = FlashInferBackend(backend_settings(group=8), progress=lambda _msg: None)
+    said: list[str] = []
+    backend = FlashInferBackend(backend_settings(group=8), progress=said.append)
 
     monkeypatch.setattr(backend, "_spec", fake_spec(compiler, log))
     good = [(128, 16, 64), (128, 32, 64), (128, 64, 64), (128, 128, 64)]
@@ -152,6 +153,15 @@ def test_a_failed_unit_is_planned_again_in_halves(
     units = [backend._builds[case].path for case in cases]  # type: ignore[union-attr]
     assert units[0] == units[1] == units[2] == units[3]  # the good half of 8
     assert units[6] == units[7]  # the good pair of the bad half
+    # each round of replanning is said, so the user knows why good cases compile again
+    assert [line for line in said if "failed" in line] == [
+        "1 translation unit(s) of 8 case(s) failed to compile: planned again as 2 unit(s) of at most 4 "
+        "to find the case(s) at fault; their cases that compile are compiled again",
+        "1 translation unit(s) of 4 case(s) failed to compile: planned again as 2 unit(s) of at most 2 "
+        "to find the case(s) at fault; their cases that compile are compiled again",
+        "2 case(s) of failed units of 2 or 3 are compiled one by one: a compile error there is the "
+        "case's own verdict",
+    ]
 
 
 GB = 1_000_000_000

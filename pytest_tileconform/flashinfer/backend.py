@@ -354,6 +354,7 @@ class FlashInferBackend:
                 self._link_finished(pending, specs)
                 raise
             failed: list[list[Case]] = []
+            alone = 0  # cases of failed units too small to split: built one by one later
             for group, spec in pending:
                 if (unit := built.get(spec.key)) is None:  # not built before the deadline
                     continue
@@ -362,7 +363,26 @@ class FlashInferBackend:
                         self.cache.link(specs[case], unit)
                 elif unit.environment is None and len(group) >= 4:
                     failed.append(group)
+                elif unit.environment is None:
+                    alone += len(group)
             pending = [unit for group in failed for unit in self._plan_units(group, len(group) // 2)]
+            self._say_replanned(failed, len(pending), alone)
+
+    def _say_replanned(self, failed: list[list[Case]], units: int, alone: int) -> None:
+        """Tell the user that failed units are compiled again (their good cases too), so the
+        time it takes is not a mystery."""
+        if failed:
+            cases = sum(len(group) for group in failed)
+            self.cache.progress(
+                f"{len(failed)} translation unit(s) of {cases} case(s) failed to compile: planned again "
+                f"as {units} unit(s) of at most {max(len(g) for g in failed) // 2} to find the case(s) at "
+                "fault; their cases that compile are compiled again"
+            )
+        if alone:
+            self.cache.progress(
+                f"{alone} case(s) of failed units of 2 or 3 are compiled one by one: a compile error "
+                "there is the case's own verdict"
+            )
 
     def _link_finished(self, units: list[tuple[list[Case], BuildSpec]], specs: dict[Case, BuildSpec]) -> None:
         """Point each case of a unit that was built at it, so that a later run finds the case
