@@ -294,3 +294,14 @@ def test_a_time_limit_returns_what_was_built_by_then(tmp_path: Path, compiler: t
     later = spec("started after the limit\n", compiler)
     assert cache.build([later, done], jobs=1, deadline=time.monotonic() - 1) == {done.key: built[done.key]}
     assert "started after the limit" not in invocations(compiler)
+
+
+def test_a_relative_cache_folder_builds(
+    tmp_path: Path, compiler: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--tile-cache-dir cache`` or ``TILECONFORM_CACHE_DIR=cache``: ninja runs each compile in
+    its own folder, so the paths it is given are absolute."""
+    monkeypatch.chdir(tmp_path)
+    relative = spec("relative\n", compiler)
+    result = BuildCache(Path("cache")).build([relative], jobs=1)[relative.key]
+    assert result.ok and result.environment is None, result.first_error

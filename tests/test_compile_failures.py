@@ -256,3 +256,77 @@ def test_a_path_ninja_cannot_hold_is_one_line(kit: pytest.Pytester) -> None:
     assert "holds a line break, which a ninja build file cannot" in error
     assert "use a build cache (--tile-cache-dir), FlashInfer sources and CUDA toolkit" in error
     assert compiled(kit) == 0
+
+
+# -- a real nvcc under a memory limit -----------------------------------------------------
+
+# Each unit is a small kernel (its cases named in a comment), compiled by the real nvcc through
+# the plugin's cache and ninja, under ``ulimit -v $STAND_IN_ULIMIT`` when that is set.
+REAL_NVCC_CONFTEST = """
+import os
+import pytest
+from pytest_tileconform.compile.cache import BuildSpec
+from pytest_tileconform.flashinfer.backend import FlashInferBackend
+
+_patch = pytest.MonkeyPatch()
+LIMITED = 'if [ -n "$STAND_IN_ULIMIT" ]; then ulimit -v "$STAND_IN_ULIMIT"; fi; exec "$@"'
+KERNEL = "__global__ void k(float* x) { x[threadIdx.x] *= 2.f; }\\nint main() { return 0; }\\n"
+
+
+def _spec(self, cases):
+    nvcc = os.environ["REAL_NVCC"]
+    return BuildSpec(
+        source="".join(f"// {c.id}\\n" for c in cases) + KERNEL,
+        command=("sh", "-c", LIMITED, "sh", nvcc, "-arch=sm_90a", "{src}", "-o", "{out}"),
+        salt="real nvcc, small kernel",
+        ram_bytes=1,
+        label=cases[0].id,
+    )
+
+
+def pytest_configure(config):
+    _patch.setattr(FlashInferBackend, "_spec", _spec)
+    _patch.setattr(FlashInferBackend, "_build_runtime", lambda self: None)
+    _patch.setattr(FlashInferBackend, "_incompatibility", None)
+    _patch.setattr(FlashInferBackend, "check_environment", lambda self, cases: None)
+
+
+def pytest_unconfigure(config):
+    _patch.undo()
+"""
+
+
+@pytest.mark.slow
+def test_real_nvcc_out_of_memory_is_one_line_then_compiles(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvcc under ``ulimit -v`` prints ``catastrophic error: out of memory`` (in whatever
+    header it was reading): one line, exit 4, nothing cached, the matrix untouched by
+    --tile-update; without the limit the same command compiles and judges."""
+    from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_cuda_home
+
+    try:
+        nvcc = find_cuda_home() / "bin" / "nvcc"
+    except FlashInferSourcesError as exc:
+        pytest.skip(f"needs nvcc: {exc}")
+    for var in ("CI", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("REAL_NVCC", str(nvcc))
+    monkeypatch.setenv(ENV_SOURCES, str(make_sources(pytester.path / "fi-data")))
+    monkeypatch.setenv("TILECONFORM_CACHE_DIR", str(pytester.path / "cache"))
+    (pytester.path / "m.yaml").write_text(MATRIX)
+    pytester.makeconftest(REAL_NVCC_CONFTEST)
+    matrix = (pytester.path / "m.yaml").read_bytes()
+
+    monkeypatch.setenv("STAND_IN_ULIMIT", "120000")  # KiB: nvcc's front end runs out
+    error = short_refusal(pytester.runpytest(*ARGS, "--tile-update"), most_lines=30)
+    assert "compile(s) ran out of memory (" in error and "out of memory" in error.split("(", 1)[1]
+    assert "or with more memory (a limit such as ulimit -v" in error
+    assert not list((pytester.path / "cache").glob("??/*/build.json"))
+    assert (pytester.path / "m.yaml").read_bytes() == matrix
+
+    monkeypatch.delenv("STAND_IN_ULIMIT")
+    again = pytester.runpytest(*ARGS, "--tile-update")
+    assert again.ret == pytest.ExitCode.OK, again.stdout.str() + again.stderr.str()
+    assert again.parseoutcomes() == {"unrun": 3}
+    assert (pytester.path / "m.yaml").read_bytes() == matrix

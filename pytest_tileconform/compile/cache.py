@@ -385,7 +385,8 @@ class BuildCache:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=self.root, prefix=".build-") as tmp:
-                return self._compile_in(Path(tmp), specs, jobs, cores, deadline)
+                # absolute: ninja runs the commands in the folder itself
+                return self._compile_in(Path(tmp).absolute(), specs, jobs, cores, deadline)
         except ninja.Unexpressible as exc:
             raise CacheUnusable(
                 f"the build cannot run: {exc}; use a build cache (--tile-cache-dir), FlashInfer "
