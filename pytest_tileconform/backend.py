@@ -5,7 +5,9 @@ builds the selected cases in parallel before the first one runs). One that chang
 process-wide while judging (threads, the garbage collector) also has ``finish``
 (:class:`FinishingBackend`), so the process is as it was when the session ends. One that can
 tell before judging whether this host can judge its cases at all (a toolkit, sources) has
-``check_environment`` (:class:`CheckingBackend`) and raises :class:`UnusableEnvironment`.
+``check_environment`` (:class:`CheckingBackend`) and raises :class:`UnusableEnvironment`. One
+that knows before judging how far its device will judge a case (a virtual device stops at
+``launch``) has ``judged_through`` (:class:`ForeseeingBackend`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .matrix.cases import Case
-from .verdict import Verdict
+from .verdict import Stage, Verdict
 
 
 @runtime_checkable
@@ -77,6 +79,21 @@ class CheckingBackend(Backend, Protocol):
     def check_environment(self, cases: Sequence[Case]) -> None:
         """Raise :class:`UnusableEnvironment` if ``cases`` (this backend's, at least one) cannot
         be judged here. Cheap: no compile, no device initialisation."""
+
+
+@runtime_checkable
+class ForeseeingBackend(Backend, Protocol):
+    """A backend that knows at collection how far it will judge a case here."""
+
+    def judged_through(self, case: Case) -> Stage | None:
+        """The last stage ``case`` (this backend's) will be judged through here (None: it cannot
+        say before judging). Cheap: no compile, no device initialisation.
+
+        A stage before ``run`` (a virtual device's ``launch``) gives the case the
+        ``tileconform_unrun`` marker, so ``-m "not tileconform_unrun"`` leaves out what will not
+        run the kernel. The outcome itself always comes from the verdict.
+        """
+        ...  # pragma: no cover
 
 
 class BackendRegistry:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .backend import Backend
     from .core.runoptions import RunOptions
     from .matrix.cases import Case
-    from .verdict import Stage, Verdict
+    from .verdict import Verdict
 
 
 @pytest.hookspec
@@ -35,18 +35,6 @@ def pytest_tileconform_register_backends(  # type: ignore[empty-body]
 @pytest.hookspec
 def pytest_tileconform_modify_cases(config: pytest.Config, cases: list[Case]) -> None:
     """Called with the cases of all matrices before items are made; may reorder or drop them in place."""
-
-
-@pytest.hookspec(firstresult=True)
-def pytest_tileconform_judged_through(config: pytest.Config, case: Case) -> Stage | None:
-    """The last stage ``case``'s backend will judge here, known at collection (None: it cannot
-    say before judging). A backend answers for its own cases (``case.backend``), cheaply: no
-    compile, no device initialisation.
-
-    A stage before ``run`` (a virtual device's ``launch``) gives the case the
-    ``tileconform_unrun`` marker, so ``-m "not tileconform_unrun"`` leaves out what will not run
-    the kernel. The outcome itself always comes from the verdict.
-    """
 
 
 @pytest.hookspec

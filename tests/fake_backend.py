@@ -7,8 +7,8 @@ either a stage name (``"initialize"``) or a mapping with ``stage`` and optionall
 fields of ``Device``). Its messages may quote files under ``sources/`` next to the conftest,
 which it names ``<fake-sources>`` (``places``). Cases not in the table pass. Only sm90 is
 "present": any other arch raises NotJudgeable. An entry's ``judged_through`` is also what the
-backend promises at collection (``pytest_tileconform_judged_through``), as a virtual device
-knows it will stop at launch.
+backend promises at collection (its ``judged_through`` method), as a virtual device knows it
+will stop at launch.
 
 Every ``prepare`` call and every verdict (through the ``pytest_tileconform_verdict`` hook) is
 appended as one JSON line to ``prepared.jsonl`` / ``verdicts.jsonl``.
@@ -75,6 +75,15 @@ class FakeBackend:
             },
         )
 
+    def judged_through(self, case):
+        try:
+            entry = _table().get(case.id)
+        except ValueError:  # a broken table fails the cases when they are judged, not the collection
+            return None
+        if isinstance(entry, dict) and "judged_through" in entry:
+            return Stage(entry["judged_through"])
+        return None
+
 
 def _table():
     table_path = HERE / "verdicts.json"
@@ -83,16 +92,6 @@ def _table():
 
 def pytest_tileconform_register_backends(config):
     return [FakeBackend()]
-
-
-def pytest_tileconform_judged_through(config, case):
-    try:
-        entry = _table().get(case.id)
-    except ValueError:  # a broken table fails the cases when they are judged, not the collection
-        return None
-    if isinstance(entry, dict) and "judged_through" in entry:
-        return Stage(entry["judged_through"])
-    return None
 
 
 def pytest_tileconform_verdict(config, case, verdict):

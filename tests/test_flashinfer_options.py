@@ -32,3 +32,15 @@ def test_a_known_virtual_arch_is_accepted(pytester: pytest.Pytester) -> None:
     )
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*6 tests collected*"])
+
+
+def test_the_virtual_device_marks_its_cases_unrun_at_collection(pytester: pytest.Pytester) -> None:
+    """The backend knows before judging that a virtual device stops at launch
+    (``FlashInferBackend.judged_through``), so ``-m`` can leave those cases out unbuilt."""
+    matrix = pytester.path / SMOKE.name
+    matrix.write_text(SMOKE.read_text())
+    args = ("--tile-matrix", str(matrix), "-p", "no:xdist", "--collect-only", "-q")
+    virtual = pytester.runpytest(*args, "--tile-device", "virtual", "-m", "not tileconform_unrun")
+    virtual.stdout.fnmatch_lines(["*no tests collected (6 deselected)*"])
+    selected = pytester.runpytest(*args, "--tile-device", "virtual", "-m", "tileconform_unrun")
+    selected.stdout.fnmatch_lines(["*6 tests collected*"])

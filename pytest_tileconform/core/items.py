@@ -18,7 +18,7 @@ from _pytest._code.code import (
     TerminalRepr,
 )
 
-from ..backend import PlacingBackend
+from ..backend import ForeseeingBackend, PlacingBackend
 from ..matrix.cases import Case
 from ..matrix.load import CasePlace
 from ..reasons import stable_reason
@@ -39,7 +39,8 @@ class MatrixFile(pytest.File):
         places = next((m.places for m in session.matrices if m.path == self.path), {})
         for case in session.cases_of(self.path):
             item = TileCase.from_parent(self, name=case.id, case=case, place=places.get(case.id))
-            through = self.config.hook.pytest_tileconform_judged_through(config=self.config, case=case)
+            backend = session.registry[case.backend]
+            through = backend.judged_through(case) if isinstance(backend, ForeseeingBackend) else None
             if through is not None and not kernel_ran(through):
                 item.add_marker(UNRUN_MARKER)  # known before judging, so ``-m`` can select on it
             yield item

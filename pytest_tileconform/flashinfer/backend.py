@@ -201,6 +201,15 @@ class FlashInferBackend:
             )
         return self.device_for(case.arch, case.sm)
 
+    def judged_through(self, case: Case) -> Stage | None:
+        """How far ``case`` will be judged here, from the device it would use (no compile, no
+        device initialisation): a virtual device stops at launch."""
+        try:
+            mode = self.device_for(case.arch, case.sm)
+        except (NotJudgeable, UnusableEnvironment):
+            return None
+        return {"hardware": Stage.NUMERICS, "virtual": Stage.LAUNCH, "compile": Stage.COMPILE}[mode]
+
     def device_for(self, arch: str, sm: int) -> str:
         """How cases of ``arch`` are judged here (:meth:`_mode`, without the sources' check):
         raises NotJudgeable for an arch nothing here judges, UnusableEnvironment for one the

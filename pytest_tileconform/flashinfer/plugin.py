@@ -15,7 +15,6 @@ if TYPE_CHECKING:
 
     from ..core.runoptions import RunOptions
     from ..matrix.cases import Case
-    from ..verdict import Stage
     from .backend import FlashInferBackend
 
 
@@ -123,28 +122,6 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     from .header import report_header
 
     return report_header(config)
-
-
-def pytest_tileconform_judged_through(config: pytest.Config, case: Case) -> Stage | None:
-    """How far this backend will judge ``case`` here, from the device it would use (no compile,
-    no device initialisation): a virtual device stops at launch, so such cases get the
-    ``tileconform_unrun`` marker at collection."""
-    from ..backend import UnusableEnvironment
-    from ..core.items import SESSION_KEY
-    from ..verdict import NotJudgeable, Stage
-    from . import NAME
-    from .backend import FlashInferBackend
-
-    if case.backend != NAME:
-        return None
-    backend = config.stash[SESSION_KEY].registry[NAME]
-    if not isinstance(backend, FlashInferBackend):
-        return None
-    try:
-        mode = backend.device_for(case.arch, case.sm)
-    except (NotJudgeable, UnusableEnvironment):
-        return None
-    return {"hardware": Stage.NUMERICS, "virtual": Stage.LAUNCH, "compile": Stage.COMPILE}[mode]
 
 
 def pytest_tileconform_add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
