@@ -48,6 +48,7 @@ FAULTS = {
     "race": "graph",
     "pending-error": "prepare",
     "pending-after": "run",
+    "scale-d": "numerics",
 }
 GOOD = "sm90-bf16-128x128x64-c1x1x1-none"
 
@@ -96,6 +97,9 @@ class StandInRunner:
                 "most_changed_elements": 128,
                 "saved": "d.graph.bin",
             }
+        elif fault == f"scale-d:{case.out}":
+            scaled = torch.frombuffer(bytearray(d), dtype=output_dtype(case.out)).double() * 1.01
+            d[:] = _le_bytes(scaled.to(output_dtype(case.out)))
         elif fault == "pending-after":
             fields.update(stage="run", status="cudaErrorMemoryAllocation", message="left pending by the case")
             fields["cleared_errors"] = [{"when": "after the case", "name": "cudaErrorMemoryAllocation"}]
@@ -151,7 +155,8 @@ def test_an_injected_fault_fails_its_case_at_its_stage_and_no_other(
     expected = FAULTS[fault]
     assert result.ret == (0 if expected == "pass" else 1), output(result)
     assert _outcomes(tc) == {FAULTY: expected, GOOD: "pass"}
-    assert runner.problems[FAULTY].endswith(f" {fault}\n") and runner.hooks[FAULTY]
+    arg = f"{fault}:bf16" if fault == "scale-d" else fault  # scale-d names D's type
+    assert runner.problems[FAULTY].endswith(f" {arg}\n") and runner.hooks[FAULTY]
     assert "hook" not in runner.problems[GOOD]
     # the session restored what judging changed in this process (backend.finish at its end)
     assert torch.get_num_threads() == threads and gc.get_freeze_count() == 0

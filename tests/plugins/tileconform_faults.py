@@ -12,6 +12,8 @@ race                graph (or repeat without graphs): a second kernel writes D r
 pending-error       prepare: a pending non-sticky error before the case is cleared, recorded and
                     fails the case (the state it would run in is not clean)
 pending-after       run: the same error left after the case's last stage fails the case
+scale-d             numerics: every element of D, in the case's output type, 1% larger (a value
+                    changed, not poisoned), after each GEMM of both input families
 ==================  ===========================================================================
 
 Not part of the package: load it with ``-p tileconform_faults`` and this folder on PYTHONPATH.
@@ -38,6 +40,7 @@ FAULTS = {
     "race": "graph",
     "pending-error": "prepare",
     "pending-after": "run",
+    "scale-d": "numerics",
 }
 HOOK_SOURCE = Path(__file__).with_name("tileconform_faults_hook.cu")
 LIBRARY = "libtileconform_faults.so"
@@ -100,5 +103,6 @@ def hook_library(config: pytest.Config) -> Path:
 def pytest_tileconform_before_run(config: pytest.Config, case: Case, run_dir: Path) -> None:
     kind = injected(config).get(case.id)
     if kind is not None:
+        arg = f"{kind}:{case.out}" if kind == "scale-d" else kind  # the hook needs D's type
         with (run_dir / "problem.txt").open("a") as handle:
-            handle.write(f"hook {hook_library(config)} {kind}\n")
+            handle.write(f"hook {hook_library(config)} {arg}\n")

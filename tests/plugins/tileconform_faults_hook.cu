@@ -16,6 +16,11 @@
 //                     a pending (non-sticky) error: the case fails at prepare
 //   pending-after     the same after the case's last stage, as a launcher call that left an
 //                     error nobody checked: the case fails at run
+//   scale-d:TYPE      after every GEMM, each element of D (of TYPE: bf16, fp16 or fp32) is
+//                     multiplied by 1.01 and rounded to nearest in TYPE, as a kernel with a
+//                     scale 1% off writes it: every D changes value (finite, no poison)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -33,6 +38,27 @@ __global__ void or_workspace_into_d(unsigned char* d, const unsigned char* tail,
 __global__ void late_writer(unsigned char* d, size_t n) {
   for (int i = 0; i < 2000; ++i) __nanosleep(1000);
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = 0x3C;  // a finite, wrong value
+}
+
+constexpr float kScale = 1.01f;
+
+template <typename T>
+__global__ void scale_d(T* d, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    d[i] = static_cast<T>(static_cast<float>(d[i]) * kScale);
+}
+
+template <typename T>
+void launch_scale_d(const TileconformHookContext* c) {
+  scale_d<T><<<256, 256, 0, c->stream>>>(static_cast<T*>(c->d), c->d_bytes / sizeof(T));
+}
+
+// scale-d:TYPE: D's element type from the ARG (the test plugin writes the case's output type)
+void scale_d_as(const TileconformHookContext* c) {
+  const char* type = c->arg + std::strlen("scale-d:");
+  if (std::strcmp(type, "bf16") == 0) launch_scale_d<__nv_bfloat16>(c);
+  if (std::strcmp(type, "fp16") == 0) launch_scale_d<__half>(c);
+  if (std::strcmp(type, "fp32") == 0) launch_scale_d<float>(c);
 }
 
 cudaStream_t side = nullptr;
@@ -72,6 +98,7 @@ extern "C" void tileconform_hook(const TileconformHookContext* c) {
         or_workspace_into_d<<<1, 256, 0, c->stream>>>(static_cast<unsigned char*>(c->d), tail, n);
       }
       if (is(c, "unwritten-d")) cudaMemsetAsync(c->d, c->d_initial_byte, c->d_bytes, c->stream);
+      if (std::strncmp(c->arg, "scale-d:", std::strlen("scale-d:")) == 0) scale_d_as(c);
       if (is(c, "race") && c->call >= 1) {
         cudaEventRecord(join_event, side);
         cudaStreamWaitEvent(c->stream, join_event, 0);
