@@ -12,6 +12,9 @@
 # Into $OUT: numerics-{clean,scaled}.json.gz and .log, numerics-cost.txt, numerics-summary.txt
 # (every check OK or BAD).
 #
+# CLEAN_LIMIT, SCALED_LIMIT, COST_LIMIT: seconds each step may take (280, 90, 60; the two
+# sessions are interrupted with SIGINT, so their reports are still written).
+#
 #   scripts/gpu-numerics.sh [MATRIX]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -22,7 +25,7 @@ P=(python3 -m pytest "${plugins[@]}" -q -p no:xdist --tile-device hardware --til
    --tile-build-jobs "$(nproc)")
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 s=$(date +%s)
-"${P[@]}" --tile-report "$OUT/numerics-clean.json" > "$OUT/numerics-clean.log" 2>&1
+timeout -s INT -k 20 "${CLEAN_LIMIT:-280}" "${P[@]}" --tile-report "$OUT/numerics-clean.json" > "$OUT/numerics-clean.log" 2>&1
 echo "clean (cold): exit $? in $(( $(date +%s) - s )) s"; tail -3 "$OUT/numerics-clean.log"
 faults=()
 for id in $(python3 -c 'import json, sys; print(*(c["id"] for c in json.load(open(sys.argv[1]))["cases"]))' \
@@ -30,11 +33,11 @@ for id in $(python3 -c 'import json, sys; print(*(c["id"] for c in json.load(ope
   faults+=(--tile-inject-fault "$id=scale-d")
 done
 s=$(date +%s)
-"${P[@]}" -p tileconform_faults "${faults[@]}" --tile-report "$OUT/numerics-scaled.json" \
+timeout -s INT -k 20 "${SCALED_LIMIT:-90}" "${P[@]}" -p tileconform_faults "${faults[@]}" --tile-report "$OUT/numerics-scaled.json" \
   > "$OUT/numerics-scaled.log" 2>&1
 echo "scaled: exit $? in $(( $(date +%s) - s )) s"; tail -3 "$OUT/numerics-scaled.log"
 
-python3 - > "$OUT/numerics-cost.txt" 2>&1 <<'PY'
+timeout -k 10 "${COST_LIMIT:-60}" python3 - > "$OUT/numerics-cost.txt" 2>&1 <<'PY'
 import time
 import torch
 from numerics_standin import case_for
