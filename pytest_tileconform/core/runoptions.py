@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,13 +62,44 @@ class DeviceChoice:
         return f"{self.kind}:{self.arch}" if self.arch else self.kind
 
 
+#: The fewest seconds a case may be given to run: a harness starts, loads its unit and sets a case
+#: up in about a second, so a shorter limit would report every case as hung.
+MIN_RUN_SECONDS = 1.0
+#: The most seconds of any limit (a week): past it a limit means none, and the waits it becomes
+#: overflow the operating system's timers.
+MAX_SECONDS = 7 * 24 * 3600.0
+#: Parallel compiles per core of the host at most: each keeps a core busy and needs gigabytes of
+#: memory, so more only wait, and the build plans a slot for each (its progress forecast).
+JOBS_PER_CORE = 4
+
+
 def _seconds(value: float) -> str | None:
     """0, nan and inf would never end a run, or end every one at once."""
-    return None if math.isfinite(value) and value > 0 else "must be a finite number of seconds above 0"
+    if not (math.isfinite(value) and value > 0):
+        return "must be a finite number of seconds above 0"
+    return None if value <= MAX_SECONDS else f"must be at most {MAX_SECONDS:,.0f} seconds (a week)"
+
+
+def _run_seconds(value: float) -> str | None:
+    if (why := _seconds(value)) is not None:
+        return why
+    if value < MIN_RUN_SECONDS:
+        return f"must be at least {MIN_RUN_SECONDS:g} second: a harness needs about that to set a case up"
+    return None
 
 
 def _at_least_one(value: int) -> str | None:
     return None if value >= 1 else "must be at least 1"
+
+
+def _jobs(value: int) -> str | None:
+    if value < 1:
+        return "must be at least 1"
+    cores = os.cpu_count() or 1
+    most = JOBS_PER_CORE * cores
+    if value > most:
+        return f"must be at most {most:,} ({JOBS_PER_CORE} per core of this host's {cores}): more only wait"
+    return None
 
 
 def _replays(value: int) -> str | None:
@@ -155,7 +187,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         None,
         "parallel compiles (default: bounded by cores and free memory)",
         "N",
-        _at_least_one,
+        _jobs,
         ini="parallel compiles",
     ),
     RunOption(
@@ -183,7 +215,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         120.0,
         "per-case limit for running a harness (default: the ini key tile_timeout, else 120)",
         "SECONDS",
-        _seconds,
+        _run_seconds,
         ini="per-case limit for running a harness, seconds",
     ),
     RunOption(

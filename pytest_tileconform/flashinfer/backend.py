@@ -51,6 +51,7 @@ from .environment import (
     usable_toolkit,
 )
 from .harness_report import HarnessReport
+from .hostmemory import virtual_refusal
 from .planner import DEFAULT_GROUP, compile_ram, plan_units, unit_seconds
 from .runner import HarnessRunner, build_runner
 from .sanitizer import SanitizerRun, find_sanitizer, sanitize
@@ -488,6 +489,8 @@ class FlashInferBackend:
         from .numerics.runfiles import write_inputs
         from .run_faults import predicted_fault
 
+        if (refusal := virtual_refusal(case)) is not None:  # before any of it is made
+            raise NotJudgeable(refusal)
         self._settle_case(case)
         profile = self._profile(case)
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:

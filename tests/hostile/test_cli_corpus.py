@@ -150,10 +150,22 @@ def test_fuzz_tactics_text(text: str) -> None:
         (["--timeout", "inf"], "--timeout: inf: must be a finite"),
         (["--timeout=-1"], "--timeout: -1: must be a finite"),
         (["--build-jobs", "0"], "--build-jobs: 0: must be at least 1"),
+        (["--build-jobs", "3000000000"], "--build-jobs: 3000000000: must be at most"),
+        (["--timeout", "0.001"], "--timeout: 0.001: must be at least 1 second"),
         (["--build-group=-1"], "--build-group: -1: must be at least 1"),
         (["--json", "/"], "--json /: is a folder"),
     ],
-    ids=["timeout-0", "timeout-nan", "timeout-inf", "timeout-negative", "jobs-0", "group-neg", "json-dir"],
+    ids=[
+        "timeout-0",
+        "timeout-nan",
+        "timeout-inf",
+        "timeout-negative",
+        "jobs-0",
+        "jobs-3e9",
+        "timeout-below-a-second",
+        "group-neg",
+        "json-dir",
+    ],
 )
 def test_bisect_options(args: list[str], fragment: str) -> None:
     proc = tileconform("bisect", "--arch", "sm120", "--dtype", "bf16", "--tile", "128x128x64", *args)

@@ -20,6 +20,12 @@ OPTIONS: list[tuple[str, list[str], str]] = [
     ("build-jobs-0", ["--tile-build-jobs", "0"], "--tile-build-jobs 0: must be at least 1"),
     ("build-jobs-negative", ["--tile-build-jobs=-1"], "--tile-build-jobs -1: must be at least 1"),
     ("build-jobs-word", ["--tile-build-jobs", "many"], "invalid int value"),
+    # more compiles than cores can run only wait; unbounded, the build's forecast planned a slot
+    # for each (3e9: 17 GB) before anything compiled
+    ("build-jobs-3e9", ["--tile-build-jobs", "3000000000"], "--tile-build-jobs 3000000000: must be at most"),
+    ("timeout-below-a-second", ["--tile-timeout", "0.001"], "--tile-timeout 0.001: must be at least 1 "),
+    ("timeout-1e300", ["--tile-timeout", "1e300"], "must be at most 604,800 seconds (a week)"),
+    ("build-limit-1e300", ["--tile-build-limit", "1e300"], "must be at most 604,800 seconds (a week)"),
     ("build-group-0", ["--tile-build-group", "0"], "--tile-build-group 0: must be at least 1"),
     ("timing-iters-negative", ["--tile-timing-iters=-1"], "--tile-timing-iters -1: must be 0 or more"),
     ("timing-iters-huge", ["--tile-timing-iters", "10000000000"], "must be at most 1,000,000"),
@@ -117,7 +123,7 @@ def test_the_command_line_wins_over_a_bad_ini_key(run: pytest.Pytester) -> None:
     [
         [
             "--tile-timeout",
-            "0.5",
+            "1",
             "--tile-build-jobs",
             "1",
             "--tile-seed",

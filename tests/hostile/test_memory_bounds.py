@@ -1,0 +1,82 @@
+"""Inputs inside the matrix bounds that would take more memory than the machine has: a
+model-sized problem on the virtual device (whose device memory is host memory) is not judged
+here, with a reason naming the problem and the bound, before any of it is made.
+
+(The other memory bounds are with their kin: a huge --tile-build-jobs or timeout in
+test_options_startup.py and test_cli_corpus.py, a huge file in a cache entry in
+test_cache_entries.py.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from test_environment_errors import QUIET, host  # noqa: F401 (a fixture)
+from test_reference import make_case
+
+from pytest_tileconform.flashinfer.hostmemory import VIRTUAL_COPIES, operand_bytes, virtual_refusal
+from pytest_tileconform.matrix.schema import Problem
+
+# 400,000 rows of k 4,096 (8 experts of 50,000), n 4,096, bf16: 6.8 GB of operands, inside the
+# matrix bounds; a 16 GB host
+MODEL_SIZED = """\
+version: 1
+backend: flashinfer-cutlass-moe
+suites:
+  - arch: sm90
+    dtype: bf16
+    tile: [128x128x64]
+    problems: {name: prefill400k, experts: 8, rows: 50000, n: 4096, k: 4096}
+"""
+# a plugin: this host has 16 GB available, and making the problem's inputs fails the case
+SIXTEEN_GB = """
+import pytest
+from pytest_tileconform.flashinfer import hostmemory
+from pytest_tileconform.flashinfer.backend import FlashInferBackend
+
+_patch = pytest.MonkeyPatch()
+
+
+def _made(self, *args, **kwargs):
+    raise AssertionError("the problem's inputs were made")
+
+
+def pytest_configure(config):
+    _patch.setattr(hostmemory, "available_memory", lambda: 16 * 10**9)
+    _patch.setattr(FlashInferBackend, "_prepared", _made)
+
+
+def pytest_unconfigure(config):
+    _patch.undo()
+"""
+
+
+def test_a_model_sized_problem_is_not_judged_on_a_small_host(
+    host: pytest.Pytester,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STAND_IN_HOST", "1")
+    (host.path / "m.yaml").write_text(MODEL_SIZED)
+    host.makepyfile(sixteen_gb=SIXTEEN_GB)
+    host.syspathinsert()
+    args = ("--tile-matrix", "m.yaml", "--tile-device", "virtual", "-p", "sixteen_gb", "-rs")
+    result = host.runpytest(*args, *QUIET)
+    text = result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK, text + result.stderr.str()
+    result.assert_outcomes(skipped=1)
+    assert (
+        "the problem 'prefill400k' (400,000 rows over 8 experts, n 4,096, k 4,096) needs about 27.3 GB"
+        in text
+    )
+    assert "more than the 16.0 GB this host has available" in text
+    assert "inputs were made" not in text
+
+
+def test_the_estimate_and_a_problem_that_fits() -> None:
+    small = make_case()
+    big = replace(small, problem=Problem(rows=(50_000,) * 8, n=4096, k=4096))
+    assert operand_bytes(big) == (400_000 * 4096 + 8 * 4096 * 4096 + 400_000 * 4096) * 2
+    assert virtual_refusal(big, available=VIRTUAL_COPIES * operand_bytes(big)) is None
+    assert virtual_refusal(big, available=VIRTUAL_COPIES * operand_bytes(big) - 1) is not None
+    assert virtual_refusal(small, available=1 << 30) is None
