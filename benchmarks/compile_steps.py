@@ -35,6 +35,7 @@ from pytest_tileconform.compile import nvcc_pipeline
 from pytest_tileconform.flashinfer.buildscript import compile_command, kernel_config
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit
 from pytest_tileconform.flashinfer.configs import KernelConfig
+from pytest_tileconform.flashinfer.features import release_features
 from pytest_tileconform.flashinfer.nvcc_flags import nvcc_command
 from pytest_tileconform.flashinfer.sources import find_sources
 from pytest_tileconform.matrix.load import load_matrix
@@ -60,7 +61,7 @@ def compile_unit(configs: list[KernelConfig], work: Path) -> dict[str, Any]:
     sources = find_sources()
     work.mkdir(parents=True, exist_ok=True)
     src = work / "unit.cu"
-    src.write_text(generate_translation_unit(configs, sources.version))
+    src.write_text(generate_translation_unit(configs, release_features(sources.root), sources.version))
     argv = [*compile_command(nvcc_command(configs[0], sources, src, work / "harness")), "-odir", str(work)]
     private = Path(tempfile.mkdtemp(prefix="compile-steps-", dir=work)).resolve()
     plan = nvcc_pipeline.plan(argv, private)

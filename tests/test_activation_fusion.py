@@ -14,6 +14,7 @@ from typing import get_args
 
 import pytest
 import torch
+from release_pieces import EVERY_PIECE
 from test_environment_errors import QUIET, STAND_IN_CONFTEST, STAND_IN_NVCC, make_sources
 
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation
@@ -159,13 +160,13 @@ def test_activation_translation_unit() -> None:
     """ACTIVATION in the instantiation; the case struct gives D's bits (the activation type's)
     and marks an MXFP8 D, whose scales the harness allocates."""
     mx = KernelConfig(100, "mxfp8", "mxfp8", "fp16", (128, 64, 128), (1, 1, 1), False, "activation")
-    unit = generate_translation_unit([mx])
+    unit = generate_translation_unit([mx], EVERY_PIECE)
     assert "PtrArrayTmaWarpSpecialized, EpilogueOpDefault, ACTIVATION" in unit
     assert "EpilogueFusion::ACTIVATION" in unit
     assert "act_bits = 8, weight_bits = 8, out_bits = 8;" in unit
     assert "finalize = false, activation = true;" in unit and "d_scaled = true;" in unit
     assert mx.name == "sm100_mxfp8_mxfp8_fp16_128x64x128_1x1x1_activation"
-    plain = generate_translation_unit([KernelConfig(**BF16)])  # type: ignore[arg-type]
+    plain = generate_translation_unit([KernelConfig(**BF16)], EVERY_PIECE)  # type: ignore[arg-type]
     assert "out_bits = 16;" in plain and "d_scaled = false;" in plain
 
 

@@ -278,5 +278,5 @@ def test_the_flashinfer_judge_names_the_release_and_never_guesses(tmp_path: Path
         pytest.skip(str(exc))
     (broken,) = judge("0.6.4", cases[:1])
     assert broken.stage == NOT_JUDGEABLE, broken
-    assert "the harness does not compile against FlashInfer 0.6.4" in broken.detail
+    assert "the tool cannot build sm120 nvfp4 x nvfp4 -> bf16 none against FlashInfer 0.6.4" in broken.detail
     assert broken.release.startswith("flashinfer-python 0.6.4 (wheel sha256:")

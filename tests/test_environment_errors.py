@@ -59,15 +59,15 @@ HERE = Path(__file__).parent
 _patch = pytest.MonkeyPatch()
 
 
-def _source(cases):
+def _source(backend, cases):
     if os.environ.get("STAND_IN_CODEGEN"):
-        return generate_translation_unit([kernel_config(c) for c in cases])
+        return generate_translation_unit([kernel_config(c) for c in cases], backend.features)
     return os.environ.get("STAND_IN_SOURCE", "") + "".join(f"{c.id}\\n" for c in cases)
 
 
 def _spec(self, cases):
     return BuildSpec(
-        source=_source(cases),
+        source=_source(self, cases),
         command=(sys.executable, str(HERE / "stand_in_nvcc.py"), "{src}", "{out}"),
         salt="stand-in",
         ram_bytes=1,
@@ -78,6 +78,7 @@ def _spec(self, cases):
 def pytest_configure(config):
     _patch.setattr(FlashInferBackend, "_spec", _spec)
     _patch.setattr(FlashInferBackend, "_build_runtime", lambda self: None)
+    _patch.setattr(FlashInferBackend, "_limitations", lambda self, cases, jobs=1: {})  # no nvcc probe
     _patch.setattr(FlashInferBackend, "_incompatibility", None)
     if os.environ.get("STAND_IN_HOST"):  # no toolkit looked for: the stand-in needs none
         _patch.setattr(FlashInferBackend, "check_environment", lambda self, cases: None)

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from release_pieces import EVERY_PIECE
 
 from pytest_tileconform.dtypes import tile_k_elements
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, generate_translation_unit, instantiation
@@ -191,12 +192,12 @@ def base(**changes: object) -> KernelConfig:
 )
 def test_unsupported(changes: dict[str, object], reason: str) -> None:
     with pytest.raises(UnsupportedConfig, match=reason):
-        generate_translation_unit([base(**changes)])
+        generate_translation_unit([base(**changes)], EVERY_PIECE)
 
 
 def test_translation_unit_layout() -> None:
     config = base(fusion="finalize", swap_ab=True, cluster=(2, 1, 1))
-    tu = generate_translation_unit([config], "9.9.9")
+    tu = generate_translation_unit([config], EVERY_PIECE, "9.9.9")
     probe = tu.index('#include "cudart_probe.h"')
     launcher = tu.index(f'#include "{LAUNCHER_INL}"')
     inst = tu.index(instantiation(config))
@@ -214,16 +215,16 @@ def test_translation_unit_layout() -> None:
 
 def test_translation_unit_of_several_cases() -> None:
     configs = [base(), base(tile=(128, 256, 64)), base(fusion="finalize"), base()]
-    tu = generate_translation_unit(configs)
+    tu = generate_translation_unit(configs, EVERY_PIECE)
     assert "const int tileconform::kCaseCount = 3;" in tu  # the duplicate is dropped
     for i, config in enumerate(configs[:3]):
         assert instantiation(config) in tu
         assert f"struct Case{i} {{  // {config.name}" in tu
         assert f"&tileconform::run_case<tileconform::cases::Case{i}>}}," in tu
     with pytest.raises(ValueError, match="one arch"):
-        generate_translation_unit([base(), base(arch=100)])
+        generate_translation_unit([base(), base(arch=100)], EVERY_PIECE)
     with pytest.raises(ValueError, match="at least one"):
-        generate_translation_unit([])
+        generate_translation_unit([], EVERY_PIECE)
 
 
 def _list_value(node: ast.expr, names: dict[str, list[str]]) -> list[str]:
@@ -368,13 +369,13 @@ def test_sm120_generator_operation_list_matches(generator: ModuleType) -> None:
 
 def test_sm121_translation_unit() -> None:
     config = KernelConfig(121, "nvfp4", "nvfp4", "fp16", (128, 256, 128), (1, 1, 1), True, "finalize")
-    tu = generate_translation_unit([config])
+    tu = generate_translation_unit([config], EVERY_PIECE)
     assert "INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm120, SafeFP4, SafeFP4, half," in tu
     assert "cutlass::arch::Sm120, tensorrt_llm::kernels::cutlass_kernels_oss::SafeFP4," in tu
     assert "static constexpr int arch = 121;" in tu  # the harness wants an sm_121 device
     assert "static constexpr int block_scale = 1;" in tu
     mixed = KernelConfig(120, "mxfp8", "mxfp4", "bf16", (128, 64, 128), (1, 1, 1), False, "none")
-    assert "static constexpr int block_scale = 2;" in generate_translation_unit([mixed])
+    assert "static constexpr int block_scale = 2;" in generate_translation_unit([mixed], EVERY_PIECE)
 
 
 def test_sm120_nvcc_flags_mirror_flashinfer(sources: FlashInferSources) -> None:

@@ -153,7 +153,9 @@ def test_verdicts_name_their_device(backend_settings: Callable[..., Settings], t
     backend._build = lambda case: built  # type: ignore[method-assign]
     compiled = backend.judge(make_case())
     assert (compiled.source, compiled.device) == ("compile only", Device("build", "compile only"))
-    failed = BuildResult(ok=False, path=tmp_path, seconds=0.0, first_error="tu.cu(3): error: too big")
+    failed = BuildResult(
+        ok=False, path=tmp_path, seconds=0.0, first_error="cutlass/include/cute/layout.hpp(3): error: too big"
+    )
     backend._build = lambda case: failed  # type: ignore[method-assign]
     error = backend.judge(make_case())
     assert (error.failed_stage, error.device) == (Stage.COMPILE, Device("build", "nvcc"))

@@ -11,6 +11,7 @@ from unittest import mock
 
 import pytest
 import torch
+from release_pieces import EVERY_PIECE
 
 from pytest_tileconform.dtypes import MIXED_INPUT_PAIRS
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation
@@ -122,12 +123,12 @@ def test_a_mixed_unit_includes_its_launcher_and_the_interleave() -> None:
     config = KernelConfig(
         90, "bf16", "mxfp4", "bf16", (128, 64, 128), (1, 1, 1), True, "none", mainloop="pingpong"
     )
-    unit = generate_translation_unit([config])
+    unit = generate_translation_unit([config], EVERY_PIECE)
     assert MIXED_LAUNCHER_INL in unit and "moe_gemm_mixed_utils.cu" in unit and '"harness_mixed.h"' in unit
     assert "interleave = 1;" in unit and "group = 32, scale_bytes = 1" in unit
     uniform = KernelConfig(90, "bf16", "bf16", "bf16", (128, 64, 64), (1, 1, 1), True, "none")
     with pytest.raises(ValueError, match="cannot share"):
-        generate_translation_unit([config, uniform])
+        generate_translation_unit([config, uniform], EVERY_PIECE)
 
 
 # -- inputs ------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from release_pieces import EVERY_PIECE
 from test_flashinfer_codegen import CUDA_TYPES, INSTANTIATION_RE, _list_value, base
 
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation
@@ -89,9 +90,9 @@ def test_dynamic_cga_and_nosmem_in_the_instantiation() -> None:
     assert on_sm103.name.endswith("_none_sm100kernel") and on_sm103.tag == 100
     # the harness text (the build cache's key) of an arch's own kernel does not change with the field
     assert "kernel_arch" not in generate_translation_unit(
-        [base(arch=103, act="nvfp4", weight="nvfp4", tile=(128, 128, 256))]
+        [base(arch=103, act="nvfp4", weight="nvfp4", tile=(128, 128, 256))], EVERY_PIECE
     )
-    assert '"kernel_arch": 100' in generate_translation_unit([on_sm103])
+    assert '"kernel_arch": 100' in generate_translation_unit([on_sm103], EVERY_PIECE)
     with pytest.raises(UnsupportedConfig, match=r"builds no sm100 kernels for it .* sm100 for sm103"):
         instantiation(base(arch=120, act="nvfp4", weight="nvfp4", tile=(128, 128, 256), kernel_arch=100))
     assert dynamic_clusters((1, 1, 1)) == ((1, 1, 1), (4, 1, 1), (4, 2, 1))
@@ -140,7 +141,7 @@ def test_sm10x_generated_files_match(
 
 def test_sm100_translation_unit() -> None:
     config = base(arch=100, cluster=(2, 1, 1), fusion="finalize")
-    unit = generate_translation_unit([config])
+    unit = generate_translation_unit([config], EVERY_PIECE)
     assert "INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm100, __nv_bfloat16" in unit
     assert "PtrArrayTmaWarpSpecialized, EpilogueOpDefault, FINALIZE" in unit
     assert "cutlass::arch::Sm100, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, " in unit

@@ -165,6 +165,10 @@ def parallel_jobs(
     return max(1, min(cores, int(memory * 0.85) // per_job) // max(1, share))
 
 
+#: The name a unit's source has in its build directory (compile errors name it)
+UNIT_SOURCE = "tu.cu"
+
+
 class BuildCache:
     def __init__(
         self,
@@ -414,7 +418,7 @@ class BuildCache:
         for spec in specs:
             case_dir = workdir / spec.key
             case_dir.mkdir()
-            src = case_dir / "tu.cu"
+            src = case_dir / UNIT_SOURCE
             src.write_text(spec.source)
             out = case_dir / ARTIFACT
             roots = dict(spec.roots)

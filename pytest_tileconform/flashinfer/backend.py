@@ -37,7 +37,7 @@ from ..virtual.build import build_runtime, runtime_path
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
-from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, kernel_config, portable_build
+from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, front_end_command, kernel_config, portable_build
 from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
 from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig
@@ -50,9 +50,12 @@ from .environment import (
     usable_sources,
     usable_toolkit,
 )
+from .features import ReleaseFeatures, family, release_features
 from .harness_report import HarnessReport
 from .hostmemory import virtual_refusal
+from .nvcc_flags import nvcc_command
 from .planner import DEFAULT_GROUP, compile_ram, plan_units, unit_seconds
+from .probe import ReleaseProbe
 from .runner import HarnessRunner, build_runner
 from .sanitizer import SanitizerRun, find_sanitizer, sanitize
 from .settings import Settings
@@ -233,6 +236,36 @@ class FlashInferBackend:
             "virtual device, --tile-device compile only compiles it"
         )
 
+    # -- what the tool can build against these sources ----------------------------------
+    @property
+    def features(self) -> ReleaseFeatures:
+        """The pieces of the sources the harness and the generated unit use (:mod:`.features`)."""
+        return release_features(self.sources.root)
+
+    @functools.cached_property
+    def _probe(self) -> ReleaseProbe:
+        home, salt, _ = self.toolchain
+
+        def front_end(config: KernelConfig, src: Path, out: Path) -> list[str]:
+            return front_end_command(nvcc_command(config, self.sources, src, out, home), src, out)
+
+        return ReleaseProbe(
+            self.settings.cache_dir, self.features, salt, front_end, lambda c: " ".join(self._command(c)[0])
+        )
+
+    def _limitations(self, cases: Sequence[Case], jobs: int = 1) -> dict[Case, NotJudgeable]:
+        """The cases whose family the tool cannot build against these sources (a piece they
+        lack, or the probe's error: :mod:`.probe`), each with the reason; ``jobs`` probes at once."""
+        if not cases:
+            return {}
+        self._probe.probe([kernel_config(case) for case in cases], jobs)
+        found = {case: self._probe.known[family(kernel_config(case))] for case in cases}
+        return {
+            case: NotJudgeable(limit.reason(self.sources.version))
+            for case, limit in found.items()
+            if limit is not None
+        }
+
     # -- building ----------------------------------------------------------------------
     def _command(self, config: KernelConfig) -> tuple[tuple[str, ...], Roots]:
         """The portable build script for ``config``'s arch (:func:`.buildscript.portable_build`),
@@ -251,7 +284,7 @@ class FlashInferBackend:
         label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
         path_s, cpu_s = unit_seconds(cases[0].sm, len(configs), configs[0].mixed)
         return BuildSpec(
-            source=generate_translation_unit(configs, self.sources.version),
+            source=generate_translation_unit(configs, self.features, self.sources.version),
             command=command,
             salt=self.toolchain[1],
             ram_bytes=compile_ram(cases[0].sm, len(configs)),
@@ -290,6 +323,12 @@ class FlashInferBackend:
                 continue
             except UnsupportedConfig as exc:
                 self._builds[case] = self._unsupported(exc)
+        # before any compile, the families the tool cannot build against these sources; those
+        # whose builds are all cached were built by this tool already
+        unbuilt = [case for case, spec in specs.items() if self.cache.lookup(spec) is None]
+        for case, limitation in self._limitations(unbuilt, self._jobs(list(specs.values()))[1]).items():
+            self._builds[case] = limitation
+            del specs[case]
         if not specs:
             return
         workers = max(1, self.settings.worker_count)
@@ -427,6 +466,8 @@ class FlashInferBackend:
                 spec = self._spec([case])
             except UnsupportedConfig as exc:
                 return self._unsupported(exc)
+            if self.cache.lookup(spec) is None and (limitation := self._limitations([case])):
+                return limitation[case]
             self._build_runtime()
             built = self.cache.build([spec], self._jobs([spec])[1], cores=self._cores())
             self._builds[case] = built[spec.key]
@@ -459,9 +500,10 @@ class FlashInferBackend:
                 compile_failed_message([build.environment], jobs, ram, self.settings.cache_dir)
             )
         if not build.ok and harness_error(build.first_error):
-            # our harness, not the instantiation, failed to compile: no verdict on the case
+            # our harness or generated unit, not the instantiation, failed to compile: no verdict
             raise NotJudgeable(
-                f"the harness does not compile against FlashInfer {self.sources.version}: {build.first_error}"
+                f"the tool's harness or generated unit does not compile against FlashInfer "
+                f"{self.sources.version} ({family(kernel_config(case))}): {build.first_error}"
             )
         if not build.ok:
             return Verdict(

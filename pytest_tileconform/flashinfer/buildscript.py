@@ -68,6 +68,13 @@ SCRIPT = (
 )
 
 
+def front_end_command(hardware_command: list[str], src: Path, out: Path) -> list[str]:
+    """The host front end alone (``nvcc -cuda``: preprocessing and cudafe++, no device code) of
+    ``src`` with :func:`codegen.nvcc_command`'s flags: what :mod:`.probe` runs."""
+    cudart = hardware_command.index("--cudart=static")
+    return [*hardware_command[:cudart], "-cuda", str(src), "-o", str(out)]
+
+
 def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
     """One build, two programs: compile the unit once to objects, then link the hardware
     harness (a shared library with static cudart, which the runner loads: :mod:`.runner`) and

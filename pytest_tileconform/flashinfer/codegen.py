@@ -33,6 +33,7 @@ from .configs import (
     d_dtype,
     pre_mma_scales,
 )
+from .features import INTERLEAVE, ReleaseFeatures, harness_defines
 from .sources import LAUNCHER_INL, MIXED_LAUNCHER_INL, MIXED_UTILS_CU
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
@@ -84,39 +85,54 @@ def _mixed_launcher(config: KernelConfig) -> tuple[str, str]:
     return name, args
 
 
-def _mixed_instantiation(config: KernelConfig) -> str:
-    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+def _cuda_type(dtype: str, features: ReleaseFeatures | None, mixed: bool) -> str:
+    """The C++ type of ``dtype`` as the release's generator names it: FP4 is the launcher's
+    ``SafeFP4`` only where that launcher declares one (``features``; None: as :data:`DTYPES`
+    names it, the current generator's spelling, for comparisons with a generator)."""
+    cuda_type = DTYPES[dtype].cuda_type
+    if cuda_type == "SafeFP4" and features is not None:
+        return features.fp4_type(mixed)
+    return cuda_type
+
+
+def _mixed_instantiation(config: KernelConfig, features: ReleaseFeatures | None) -> str:
+    act, weight, out = (_cuda_type(d, features, True) for d in (config.act, config.weight, config.out))
     name, args = _mixed_launcher(config)
-    types = f"{act.cuda_type}, {weight.cuda_type}, {out.cuda_type}"
+    types = f"{act}, {weight}, {out}"
     return (
         f"\ntemplate void {name}<{types},\n{args}> (\n"
-        f"GroupedGemmInput<{types}, {out.cuda_type}>inputs, "
+        f"GroupedGemmInput<{types}, {out}>inputs, "
         "TmaWarpSpecializedGroupedGemmInput hopper_inputs, int sm_count_, size_t* workspace_size);\n"
     )
 
 
-def instantiation(config: KernelConfig) -> str:
+def instantiation(config: KernelConfig, features: ReleaseFeatures | None = None) -> str:
     """The ``INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM`` block, formatted exactly as
     ``instantiate_operation_tma_warp_specialized`` in generate_kernels.py formats it (for SM90's
-    mixed-input kernels the explicit instantiation of their launcher that it writes instead)."""
+    mixed-input kernels the explicit instantiation of their launcher that it writes instead),
+    with the types the release of ``features`` names."""
     check_config(config)
     if config.mixed:
-        return _mixed_instantiation(config)
-    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+        return _mixed_instantiation(config, features)
+    act, weight = DTYPES[config.act], DTYPES[config.weight]
+    act_type, weight_type, out_type = (
+        _cuda_type(d, features, False) for d in (config.act, config.weight, config.out)
+    )
     m, n, k = config.tile
     cm, cn, ck = config.cluster
     return f"""
 #if {act.guard} && {weight.guard}
-        INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm{config.tag}, {act.cuda_type}, {weight.cuda_type}, {out.cuda_type},
+        INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM(Sm{config.tag}, {act_type}, {weight_type}, {out_type},
         {_epilogue_schedule(config)}, EpilogueOpDefault, {_macro_fusion(config)},
         {m}, {n}, {k}, {cm}, {cn}, {ck},
         {str(act.mx or weight.mx).lower()}, {str(config.dynamic_cga).lower()}, false, {str(config.swap_ab).lower()});
 #endif"""  # noqa: E501  (kept byte-identical to FlashInfer's template)
 
 
-def _qualified(cuda_type: str) -> str:
+def _qualified(dtype: str, features: ReleaseFeatures | None, mixed: bool) -> str:
     """``SafeFP4`` is an alias the launcher .inl declares in ``cutlass_kernels_oss``; the
     harness names it from outside that namespace."""
+    cuda_type = _cuda_type(dtype, features, mixed)
     return f"tensorrt_llm::kernels::cutlass_kernels_oss::{cuda_type}" if cuda_type == "SafeFP4" else cuda_type
 
 
@@ -125,10 +141,10 @@ def _launcher_epilogue_schedule(config: KernelConfig) -> str:
     return f"cutlass::epilogue::{schedule}" if config.arch in SM10X else schedule
 
 
-def launcher_template_args(config: KernelConfig) -> str:
+def launcher_template_args(config: KernelConfig, features: ReleaseFeatures | None = None) -> str:
     """Template arguments of the instantiated ``tma_warp_specialized_generic_moe_gemm_kernelLauncher``."""
     check_config(config)
-    act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
+    act, weight = DTYPES[config.act], DTYPES[config.weight]
     fusion = (
         "tensorrt_llm::kernels::cutlass_kernels::TmaWarpSpecializedGroupedGemmInput::"
         f"EpilogueFusion::{_macro_fusion(config)}"
@@ -138,9 +154,9 @@ def launcher_template_args(config: KernelConfig) -> str:
     return ", ".join(
         [
             f"cutlass::arch::Sm{config.tag}",
-            _qualified(act.cuda_type),
-            _qualified(weight.cuda_type),
-            _qualified(out.cuda_type),
+            _qualified(config.act, features, False),
+            _qualified(config.weight, features, False),
+            _qualified(config.out, features, False),
             _launcher_epilogue_schedule(config),
             "tensorrt_llm::cutlass_extensions::EpilogueOpDefault",
             fusion,
@@ -174,24 +190,27 @@ def _block_scale_kind(config: KernelConfig) -> int:
     return 1 if config.act == "nvfp4" else 0
 
 
-#: FlashInfer's ``quant_type`` of ``interleave_moe_weights_for_sm90_mixed_gemm`` per mixed pair:
-#: 0 int4 (W4A8), 1 fp4 (bf16 activations), 2 fp4 for the fp8 pre-MMA path
-_INTERLEAVE = {("fp8_e4m3", "int4"): 0, ("bf16", "mxfp4"): 1, ("fp8_e4m3", "mxfp4"): 2}
+def _launcher_pointer(function: str, probe: bool) -> str:
+    """The case's ``launcher``: the instantiated function; in a probe (:func:`probe_unit`) a null
+    pointer of its type, which names the declaration without instantiating the kernel."""
+    if probe:
+        return f"static constexpr decltype(&{function}) launcher = nullptr;"
+    return f"static constexpr auto* launcher =\n      &{function};"
 
 
-def _mixed_case_struct(config: KernelConfig, index: int) -> str:
+def _mixed_case_struct(config: KernelConfig, index: int, features: ReleaseFeatures, probe: bool) -> str:
     act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[config.out])
     name, args = _mixed_launcher(config)
     group = weight.block_size
     scale_bytes = 2 if weight.scale_format == "bf16" else 1
     small_k = str(config.mainloop in SMALL_K_MAINLOOPS).lower()
-    interleave = _INTERLEAVE[(config.act, config.weight)]
+    interleave = INTERLEAVE[(config.act, config.weight)]
+    function = f"tensorrt_llm::kernels::cutlass_kernels_oss::{name}<Act, Weight, Out, {args}>"
     return f"""struct Case{index} {{  // {config.name}
-  using Act = {_qualified(act.cuda_type)};
-  using Weight = {_qualified(weight.cuda_type)};
-  using Out = {_qualified(out.cuda_type)};
-  static constexpr auto* launcher =
-      &tensorrt_llm::kernels::cutlass_kernels_oss::{name}<Act, Weight, Out, {args}>;
+  using Act = {_qualified(config.act, features, True)};
+  using Weight = {_qualified(config.weight, features, True)};
+  using Out = {_qualified(config.out, features, True)};
+  {_launcher_pointer(function, probe)}
   static constexpr int arch = {config.arch};
   static constexpr int act_bits = {act.bits}, weight_bits = {weight.bits}, out_bits = {out.bits};
   static constexpr int block_scale = 0;
@@ -203,17 +222,19 @@ def _mixed_case_struct(config: KernelConfig, index: int) -> str:
 }};"""
 
 
-def _case_struct(config: KernelConfig, index: int) -> str:
+def _case_struct(config: KernelConfig, index: int, features: ReleaseFeatures, probe: bool = False) -> str:
     if config.mixed:
-        return _mixed_case_struct(config, index)
+        return _mixed_case_struct(config, index, features, probe)
     d = d_dtype(config.act, config.out, config.fusion)
     act, weight, out = (DTYPES[config.act], DTYPES[config.weight], DTYPES[d])
     swap_ab, finalize = str(config.swap_ab).lower(), str(config.fusion == "finalize").lower()
     activation = str(config.fusion == "activation").lower()
+    function = (
+        "tensorrt_llm::kernels::cutlass_kernels_oss::tma_warp_specialized_generic_moe_gemm_kernelLauncher<\n"
+        f"          {launcher_template_args(config, features)}>"
+    )
     return f"""struct Case{index} {{  // {config.name}
-  static constexpr auto* launcher =
-      &tensorrt_llm::kernels::cutlass_kernels_oss::tma_warp_specialized_generic_moe_gemm_kernelLauncher<
-          {launcher_template_args(config)}>;
+  {_launcher_pointer(function, probe)}
   static constexpr int arch = {config.arch};
   static constexpr int act_bits = {act.bits}, weight_bits = {weight.bits}, out_bits = {out.bits};
   static constexpr int block_scale = {_block_scale_kind(config)};
@@ -224,13 +245,31 @@ def _case_struct(config: KernelConfig, index: int) -> str:
 }};"""
 
 
-def generate_translation_unit(configs: Sequence[KernelConfig], flashinfer_version: str = "unknown") -> str:
-    """The complete ``.cu`` file: launcher include + the instantiations + harness + case table.
+def generate_translation_unit(
+    configs: Sequence[KernelConfig], features: ReleaseFeatures, flashinfer_version: str = "unknown"
+) -> str:
+    """The complete ``.cu`` file: launcher include + the instantiations + harness + case table,
+    for the release whose pieces ``features`` lists (:func:`.features.release_features`).
 
     Several configurations share one file as in FlashInfer's generated files (one front-end
     pass for all of them); they must be for one arch, whose flags they share.
     ``flashinfer_version`` is only echoed into verdict.json's ``config``.
     """
+    return _unit(configs, features, flashinfer_version, probe=False)
+
+
+def probe_unit(configs: Sequence[KernelConfig], features: ReleaseFeatures) -> str:
+    """:func:`generate_translation_unit` of ``configs`` without their instantiations: the harness,
+    instantiated for each case, and the generated declarations (types, the launcher's signature),
+    with the launcher named but never instantiated. Its host front end (seconds, not the minutes
+    of a kernel) says whether the tool can build these families against a release: an error there
+    is the tool's, never a kernel's."""
+    return _unit(configs, features, "probe", probe=True)
+
+
+def _unit(
+    configs: Sequence[KernelConfig], features: ReleaseFeatures, flashinfer_version: str, probe: bool
+) -> str:
     configs = list(dict.fromkeys(configs))
     if not configs:
         raise ValueError("a translation unit needs at least one configuration")
@@ -243,8 +282,8 @@ def generate_translation_unit(configs: Sequence[KernelConfig], flashinfer_versio
         if configs[0].mixed
         else f'#include "{LAUNCHER_INL}"'
     )
-    instantiations = "\n".join(instantiation(c) for c in configs)
-    structs = "\n".join(_case_struct(c, i) for i, c in enumerate(configs))
+    instantiations = "" if probe else "\n".join(instantiation(c, features) for c in configs)
+    structs = "\n".join(_case_struct(c, i, features, probe) for i, c in enumerate(configs))
     entries = []
     for i, c in enumerate(configs):
         config_json = json.dumps({**c.as_dict(), "flashinfer_version": flashinfer_version})
@@ -270,6 +309,7 @@ namespace cutlass_kernels_oss
 }} // namespace kernels
 }} // namespace tensorrt_llm
 
+{harness_defines(features)}
 #include "harness.cu"
 {'#include "harness_mixed.h"' if configs[0].mixed else ""}
 

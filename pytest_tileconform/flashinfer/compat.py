@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..compile.cache import UNIT_SOURCE
 from .codegen import HARNESS_DIR
 from .configs import KernelConfig
 from .sources import LAUNCHER_INL
@@ -114,14 +115,16 @@ def incompatibility(data_dir: Path) -> str | None:
 
 
 def harness_error(first_error: str) -> bool:
-    """Whether a compile error (nvcc's first error line) is located in the harness's own files:
-    the harness does not fit these sources, which is no verdict on the instantiation. An error
-    in FlashInfer's, TensorRT-LLM's or CUTLASS's files (a static_assert of the launcher, a
-    CUTLASS builder refusing the tile) is a verdict and stays one."""
+    """Whether a compile error (nvcc's first error line) is located in the tool's own code: the
+    harness's files or the generated unit (a name or type the tool wrote that the release does
+    not declare). Either does not fit these sources, which is no verdict on the instantiation.
+    An error in FlashInfer's, TensorRT-LLM's or CUTLASS's files (a static_assert of the launcher,
+    a CUTLASS builder refusing the tile) is a verdict and stays one."""
     location = re.match(r"^(?P<file>[^\s(:]+)[(:]\d+", first_error.strip())
     if location is None:
         return False
-    return Path(location.group("file")).resolve().parent == HARNESS_DIR
+    path = Path(location.group("file"))
+    return path.name == UNIT_SOURCE or path.resolve().parent == HARNESS_DIR
 
 
 # -- what FlashInfer's generator emits ---------------------------------------------------------

@@ -55,6 +55,11 @@
 #undef cudaLaunchKernelEx
 #undef cudaGetLastError
 
+// What differs between FlashInfer releases is defined by the generated unit before it includes
+// this file (features.harness_defines, read from the release's own sources).
+#if !defined(TILECONFORM_HAS_ACTIVATION_FUSION) || !defined(TILECONFORM_HAS_PRECOMPUTED_SCHEDULER)
+#error "the generated unit defines the release's pieces (TILECONFORM_HAS_*) before harness.cu"
+#endif
 #include "harness_inputs.h"
 #include "harness_stages.h"
 #include "harness_verdict.h"

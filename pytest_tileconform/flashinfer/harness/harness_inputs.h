@@ -336,9 +336,14 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const Operands& ops) {
   GemmSetup setup;
   GemmInput& in = setup.input;
   in.swap_ab = kSwapAB;
+#if TILECONFORM_HAS_ACTIVATION_FUSION
   in.fusion = kFinalize       ? GemmInput::EpilogueFusion::FINALIZE
               : C::activation ? GemmInput::EpilogueFusion::ACTIVATION
                               : GemmInput::EpilogueFusion::NONE;
+#else
+  static_assert(!C::activation, "this FlashInfer release has no EpilogueFusion::ACTIVATION");
+  in.fusion = kFinalize ? GemmInput::EpilogueFusion::FINALIZE : GemmInput::EpilogueFusion::NONE;
+#endif
   in.fpX_block_scaling_type = BS::type;
   in.enable_pdl = p.enable_pdl;
 
@@ -442,6 +447,7 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const Operands& ops) {
     fin.ptr_router_scales = keep(setup, ptr_router);
     fin.ptr_source_token_index = keep(setup, ptr_index);
   } else {
+#if TILECONFORM_HAS_ACTIVATION_FUSION
     if (C::activation) {
       // computeStridesTmaWarpSpecializedKernel + the runner's fused_activation_epilogue: the
       // model-wide limit, and for MXFP8 D the per-expert SF pointers and norm_constant 1
@@ -452,6 +458,7 @@ GemmSetup make_gemm_input(const ProblemInfo& p, const Operands& ops) {
         act.norm_constant = keep(setup, std::vector<float>{1.0f});
       }
     }
+#endif
     in.ptr_d = keep(setup, ptr_d);
     in.stride_d = kSwapAB ? static_cast<void*>(keep(setup, stride_d_t))
                           : static_cast<void*>(keep(setup, stride_d));

@@ -25,13 +25,20 @@ DeviceBuffer interleave_weights(const DeviceBuffer& b, const ProblemInfo& p) {
   for (int e = 0; e < p.experts; ++e) {
     uint8_t* src = b.as<uint8_t>() + e * per_expert;
     uint8_t* dst = out.as<uint8_t>() + e * per_expert;
-    if constexpr (C::interleave == 0) {
-      tk::interleave_int4_weights_for_sm90_mixed_gemm(src, dst, n, k, nullptr);
-    } else if constexpr (C::interleave == 1) {
-      tk::interleave_fp4_weights_for_sm90_mixed_gemm(src, dst, n, k, nullptr);
-    } else {
-      tk::interleave_fp4_fp8_weights_for_sm90_mixed_gemm(src, dst, n, k, nullptr);
-    }
+    // each kernel only where the release has it (features.missing_piece keeps the others out)
+    static_assert((C::interleave == 0 && TILECONFORM_HAS_INTERLEAVE_0) ||
+                      (C::interleave == 1 && TILECONFORM_HAS_INTERLEAVE_1) ||
+                      (C::interleave == 2 && TILECONFORM_HAS_INTERLEAVE_2),
+                  "this FlashInfer release has no interleave kernel for the case's pair");
+#if TILECONFORM_HAS_INTERLEAVE_0
+    if constexpr (C::interleave == 0) tk::interleave_int4_weights_for_sm90_mixed_gemm(src, dst, n, k, nullptr);
+#endif
+#if TILECONFORM_HAS_INTERLEAVE_1
+    if constexpr (C::interleave == 1) tk::interleave_fp4_weights_for_sm90_mixed_gemm(src, dst, n, k, nullptr);
+#endif
+#if TILECONFORM_HAS_INTERLEAVE_2
+    if constexpr (C::interleave == 2) tk::interleave_fp4_fp8_weights_for_sm90_mixed_gemm(src, dst, n, k, nullptr);
+#endif
   }
   check_cuda(cudaGetLastError(), "interleave_*_weights_for_sm90_mixed_gemm (launch)");
   check_cuda(cudaDeviceSynchronize(), "interleave_*_weights_for_sm90_mixed_gemm");
@@ -107,14 +114,17 @@ GemmSetup make_mixed_input(const ProblemInfo& p, const Operands& ops) {
   in.stride_c = nullptr;
   in.alpha_scale_ptr_array = has_alpha ? keep(setup, ptr_alpha) : nullptr;
 
+#if TILECONFORM_HAS_PRECOMPUTED_SCHEDULER
   // The precomputed scheduler's buffer, sized as the runner sizes it for its largest GEMM; the
-  // launcher fills it (work tiles, TMA descriptors) before each run.
+  // launcher fills it (work tiles, TMA descriptors) before each run; releases without the
+  // field have no such scheduler.
   namespace detail = tensorrt_llm::kernels::cutlass_kernels_oss::detail;
   const int64_t total = p.total_rows();
   in.precomputed_scheduler_workspace_size = detail::precomputed_scheduler_workspace_size(E, total, p.n);
   setup.buffers.emplace_back(in.precomputed_scheduler_workspace_size);
   in.precomputed_scheduler_workspace = setup.buffers.back().as<uint8_t>();
   in.precomputed_scheduler_total_routed_tokens = total;
+#endif
   setup.d_base = ops.d.as<void>();
   return setup;
 }
