@@ -74,16 +74,18 @@ def test_plan_groups_gathers_interleaved_families() -> None:
 
 
 # A stand-in for nvcc: the "unit" lists its cases one per line; a case named in FAIL_ON fails to
-# compile, and so does every unit that holds it.
+# compile, and so does every unit that holds it, with an error located in the kernel's sources
+# (CUTLASS's headers, under the folder the spec names as FlashInfer's), as a real verdict is.
 FAKE_COMPILER = """
 import pathlib, sys
 src, out = map(pathlib.Path, sys.argv[1:3])
 text = src.read_text()
-if len(sys.argv) > 3:  # a log of the unit sizes compiled
+if len(sys.argv) > 4:  # a log of the unit sizes compiled (the last argument: the sources)
     with open(sys.argv[3], "a") as log:
         log.write(f"{len(text.splitlines())} ")
 if "128x256x64" in text:
-    print("cutlass/include/cute/arch/mma_sm90.hpp(3): error: static assertion failed with \\"tile too big\\"")
+    header = sys.argv[-1] + "/cutlass/include/cute/arch/mma_sm90.hpp"
+    print(f"{header}(3): error: static assertion failed with \\"tile too big\\"")
     sys.exit(1)
 out.write_text(text)
 """
@@ -96,10 +98,12 @@ def fake_spec(compiler: Path, log: Path | None = None) -> Callable[[Sequence[Cas
     def spec(cases: Sequence[Case]) -> BuildSpec:
         return BuildSpec(
             source="".join(f"{c.id}\n" for c in cases),
-            command=(sys.executable, str(compiler), "{src}", "{out}", *extra),
+            command=(sys.executable, str(compiler), "{src}", "{out}", *extra, "{flashinfer}"),
             salt="fake",
             ram_bytes=1,
             label=cases[0].id,
+            roots=(("flashinfer", str(compiler.parent)),),
+            sources=("flashinfer",),
         )
 
     return spec

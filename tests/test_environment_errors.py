@@ -72,6 +72,8 @@ def _spec(self, cases):
         salt="stand-in",
         ram_bytes=1,
         label=cases[0].id,
+        roots=(("flashinfer", os.environ["TILECONFORM_FLASHINFER_SOURCES"]),),
+        sources=("flashinfer",),
     )
 
 
@@ -283,7 +285,8 @@ def test_a_compile_error_stays_the_case_verdict(
     compiler.write_text(
         STAND_IN_NVCC.replace(
             'if "KILL"',
-            'if "256x128x64" in text:\n    print(f"{src}(1): error: too big"); sys.exit(1)\nif "KILL"',
+            'if "256x128x64" in text:\n    fi = os.environ["TILECONFORM_FLASHINFER_SOURCES"]\n'
+            '    print(f"{fi}/cutlass/include/cute/x.hpp(1): error: too big"); sys.exit(1)\nif "KILL"',
         )
     )
     result = host.runpytest("--tile-matrix", "m.yaml", "--tile-device", "compile", *QUIET)
