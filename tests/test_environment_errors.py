@@ -54,6 +54,7 @@ from pytest_tileconform.compile.cache import BuildSpec
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.buildscript import kernel_config
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit
+from pytest_tileconform.flashinfer.features import release_features
 
 HERE = Path(__file__).parent
 _patch = pytest.MonkeyPatch()
@@ -61,7 +62,8 @@ _patch = pytest.MonkeyPatch()
 
 def _source(backend, cases):
     if os.environ.get("STAND_IN_CODEGEN"):
-        return generate_translation_unit([kernel_config(c) for c in cases], backend.features)
+        features = release_features(backend.sources.root)
+        return generate_translation_unit([kernel_config(c) for c in cases], features)
     return os.environ.get("STAND_IN_SOURCE", "") + "".join(f"{c.id}\\n" for c in cases)
 
 

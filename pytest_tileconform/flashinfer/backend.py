@@ -37,7 +37,7 @@ from ..virtual.build import build_runtime, runtime_path
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
-from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, front_end_command, kernel_config, portable_build
+from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, kernel_config, portable_build
 from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
 from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig
@@ -50,12 +50,11 @@ from .environment import (
     usable_sources,
     usable_toolkit,
 )
-from .features import ReleaseFeatures, family, release_features
+from .features import family, release_features
 from .harness_report import HarnessReport
 from .hostmemory import virtual_refusal
-from .nvcc_flags import nvcc_command
 from .planner import DEFAULT_GROUP, compile_ram, plan_units, unit_seconds
-from .probe import ReleaseProbe
+from .probe import ReleaseProbe, front_end
 from .runner import HarnessRunner, build_runner
 from .sanitizer import SanitizerRun, find_sanitizer, sanitize
 from .settings import Settings
@@ -236,35 +235,20 @@ class FlashInferBackend:
             "virtual device, --tile-device compile only compiles it"
         )
 
-    # -- what the tool can build against these sources ----------------------------------
-    @property
-    def features(self) -> ReleaseFeatures:
-        """The pieces of the sources the harness and the generated unit use (:mod:`.features`)."""
-        return release_features(self.sources.root)
-
+    # -- what the tool can build against these sources (:mod:`.probe`) ------------------
     @functools.cached_property
     def _probe(self) -> ReleaseProbe:
         home, salt, _ = self.toolchain
-
-        def front_end(config: KernelConfig, src: Path, out: Path) -> list[str]:
-            return front_end_command(nvcc_command(config, self.sources, src, out, home), src, out)
-
+        features, front = release_features(self.sources.root), front_end(self.sources, home)
         return ReleaseProbe(
-            self.settings.cache_dir, self.features, salt, front_end, lambda c: " ".join(self._command(c)[0])
+            self.settings.cache_dir, features, salt, front, lambda c: " ".join(self._command(c)[0])
         )
 
     def _limitations(self, cases: Sequence[Case], jobs: int = 1) -> dict[Case, NotJudgeable]:
-        """The cases whose family the tool cannot build against these sources (a piece they
-        lack, or the probe's error: :mod:`.probe`), each with the reason; ``jobs`` probes at once."""
-        if not cases:
-            return {}
-        self._probe.probe([kernel_config(case) for case in cases], jobs)
-        found = {case: self._probe.known[family(kernel_config(case))] for case in cases}
-        return {
-            case: NotJudgeable(limit.reason(self.sources.version))
-            for case, limit in found.items()
-            if limit is not None
-        }
+        """The cases whose family the tool cannot build against these sources, each with why."""
+        found = self._probe.limitations([kernel_config(case) for case in cases], jobs)
+        version = self.sources.version
+        return {c: NotJudgeable(found[k].reason(version)) for c in cases if (k := kernel_config(c)) in found}
 
     # -- building ----------------------------------------------------------------------
     def _command(self, config: KernelConfig) -> tuple[tuple[str, ...], Roots]:
@@ -284,7 +268,7 @@ class FlashInferBackend:
         label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
         path_s, cpu_s = unit_seconds(cases[0].sm, len(configs), configs[0].mixed)
         return BuildSpec(
-            source=generate_translation_unit(configs, self.features, self.sources.version),
+            source=generate_translation_unit(configs, self._probe.features, self.sources.version),
             command=command,
             salt=self.toolchain[1],
             ram_bytes=compile_ram(cases[0].sm, len(configs)),
@@ -323,8 +307,7 @@ class FlashInferBackend:
                 continue
             except UnsupportedConfig as exc:
                 self._builds[case] = self._unsupported(exc)
-        # before any compile, the families the tool cannot build against these sources; those
-        # whose builds are all cached were built by this tool already
+        # before any compile, the families the tool cannot build here (cached builds were built)
         unbuilt = [case for case, spec in specs.items() if self.cache.lookup(spec) is None]
         for case, limitation in self._limitations(unbuilt, self._jobs(list(specs.values()))[1]).items():
             self._builds[case] = limitation

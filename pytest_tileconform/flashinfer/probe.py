@@ -29,9 +29,12 @@ from pathlib import Path
 
 from ..compile.failure import first_error_line
 from ..files import write_atomic
+from .buildscript import front_end_command
 from .codegen import probe_unit
 from .configs import KernelConfig
 from .features import ReleaseFeatures, family, missing_piece
+from .nvcc_flags import nvcc_command
+from .sources import FlashInferSources
 
 PROBES_DIR = "probes"
 PROBE_SCHEMA = "tileconform.flashinfer.probe/1"
@@ -40,6 +43,16 @@ PROBE_TIMEOUT_S = 900.0
 
 #: ``front_end(config, src, out)``: the command that runs the host front end of ``src``
 FrontEnd = Callable[[KernelConfig, Path, Path], list[str]]
+
+
+def front_end(sources: FlashInferSources, cuda_home: Path) -> FrontEnd:
+    """The probe's compile: the unit's own nvcc flags (:func:`.nvcc_flags.nvcc_command`), host
+    front end only (:func:`.buildscript.front_end_command`)."""
+
+    def command(config: KernelConfig, src: Path, out: Path) -> list[str]:
+        return front_end_command(nvcc_command(config, sources, src, out, cuda_home), src, out)
+
+    return command
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,13 @@ class ReleaseProbe:
         self.front_end = front_end
         self.key_command = key_command
         self.known: dict[str, Unbuildable | None] = {}
+
+    def limitations(self, configs: Sequence[KernelConfig], jobs: int) -> dict[KernelConfig, Unbuildable]:
+        """The configurations among ``configs`` whose family the tool cannot build, each with
+        why (:meth:`probe` first, ``jobs`` front ends at a time)."""
+        self.probe(configs, jobs)
+        found = {config: self.known[family(config)] for config in configs}
+        return {config: why for config, why in found.items() if why is not None}
 
     def limitation(self, config: KernelConfig) -> Unbuildable | None:
         """Why ``config``'s family cannot be built (probing it if not yet known), or None."""
