@@ -39,6 +39,7 @@ from ..backend import UnusableEnvironment
 from . import ninja
 from . import progress as progress_module
 from .failure import Failure, classify
+from .inputs import BuildInput, stage, unstage
 from .progress import UnitEstimate
 from .trust import (
     ENTRY_FILE,
@@ -47,6 +48,7 @@ from .trust import (
     Untrusted,
     check_files,
     check_folder,
+    check_inputs,
     file_digests,
     lock_mode,
     read_meta,
@@ -76,6 +78,10 @@ class BuildSpec:
     #: failed compile is cached as a verdict only for a diagnostic in one of them
     #: (:mod:`.failure`). Not part of the key
     sources: tuple[str, ...] = ()
+    #: what the build reads under its roots, with the digests they were checked with
+    #: (:mod:`.inputs`): recorded in the entry's manifest, and staged for a signed build. Not
+    #: part of the key (the salt and the command cover them)
+    inputs: tuple[BuildInput, ...] = ()
 
     @property
     def key(self) -> str:
@@ -189,13 +195,14 @@ class BuildCache:
         self.heartbeat_s = heartbeat_s
         self.trust = trust or TrustPolicy.from_env()
         self._verified: set[Path] = set()
+        self._staged: dict[str, str] = {}  # input name -> its private copy, while a signed build runs
         self._refused_root = False
 
     def entry(self, spec: BuildSpec) -> Path:
         return self.root / spec.key[:2] / spec.key
 
     def lookup(self, spec: BuildSpec) -> BuildResult | None:
-        return self._read(self.entry(spec))
+        return self._read(self.entry(spec), inputs={item.name: item.digest for item in spec.inputs})
 
     def has(self, spec: BuildSpec) -> bool:
         """Whether ``spec`` has an entry (its own or a shared unit's), without reading or
@@ -214,9 +221,12 @@ class BuildCache:
             path = self.root / unit[:2] / unit
         return False
 
-    def _read(self, path: Path, pointer: bool = True) -> BuildResult | None:
-        """The entry at ``path`` if it passes every check (:mod:`.trust`); a refused entry is
-        reported to ``progress`` and treated as missing, so it is built again, never run."""
+    def _read(
+        self, path: Path, pointer: bool = True, inputs: dict[str, str] | None = None
+    ) -> BuildResult | None:
+        """The entry at ``path`` if it passes every check (:mod:`.trust`) and was built from
+        ``inputs`` (name: digest, :func:`check_inputs`); a refused entry is reported to
+        ``progress`` and treated as missing, so it is built again, never run."""
         if not path.exists() and not path.is_symlink():
             return None  # the common miss: nothing to report
         try:
@@ -229,7 +239,8 @@ class BuildCache:
                     raise Untrusted(f"{path} points at a pointer")
                 if not isinstance(unit, str) or not KEY_NAME.match(unit):
                     raise Untrusted(f"{path} points outside the cache ({unit!r})")
-                return self._read(self.root / unit[:2] / unit, pointer=False)
+                return self._read(self.root / unit[:2] / unit, pointer=False, inputs=inputs)
+            check_inputs(path, meta, inputs or {}, self.trust)
             if path not in self._verified:
                 check_files(path, meta, self.trust)
                 self._verified.add(path)
@@ -413,7 +424,10 @@ class BuildCache:
         cores: float | None,
         deadline: float | None,
     ) -> dict[str, BuildResult]:
-        """:meth:`_compile` in ``workdir``, a private folder of the cache removed afterwards."""
+        """:meth:`_compile` in ``workdir``, a private folder of the cache removed afterwards. A
+        signed build compiles from private copies of its inputs (:mod:`.inputs`)."""
+        signed = self.trust.signing_key is not None
+        self._staged = stage((i for s in specs for i in s.inputs), workdir / ".inputs") if signed else {}
         compiles = []
         for spec in specs:
             case_dir = workdir / spec.key
@@ -421,7 +435,7 @@ class BuildCache:
             src = case_dir / UNIT_SOURCE
             src.write_text(spec.source)
             out = case_dir / ARTIFACT
-            roots = dict(spec.roots)
+            roots = {**dict(spec.roots), **{i.name: self._staged[i.name] for i in spec.inputs if signed}}
             command = [part.format(src=src, out=out, **roots) for part in spec.command]
             estimate = UnitEstimate(spec.label, spec.path_s, spec.cpu_s)
             compiles.append(ninja.Compile(spec.key, command, out, src, case_dir / "build.log", estimate))
@@ -470,6 +484,9 @@ class BuildCache:
     def _publish(self, spec: BuildSpec, case_dir: Path, seconds: float) -> BuildResult:
         log_path = case_dir / "build.log"
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        if self._staged and log:  # it names the copies: name the inputs, as an unsigned build would
+            log = unstage(log, self._staged, spec.inputs)
+            log_path.write_text(log)
         ok = (case_dir / ARTIFACT).exists()
         first_error = ""
         if not ok:
@@ -488,6 +505,7 @@ class BuildCache:
             "first_error": first_error,
             "label": spec.label,
             "command": list(spec.command),
+            "inputs": {item.name: item.digest for item in spec.inputs},
             "sha256": file_digests(case_dir, self.trust),
         }
         write_meta(case_dir, meta, self.trust)

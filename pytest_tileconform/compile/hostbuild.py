@@ -132,6 +132,19 @@ def verified(final: Path, trust: TrustPolicy) -> str | None:
     return None
 
 
+def artifact_digest(path: Path, trust: TrustPolicy | None = None) -> str:
+    """The SHA-256 that ``path``'s checked (and, with a key, signed) ``build.json`` lists for it:
+    what a build that reads it must read (:mod:`.inputs`). Raises :class:`HostBuildError`."""
+    trust = trust or TrustPolicy.from_env()
+    try:
+        sums = read_meta(path.parent, path.parent.name, trust).get("sha256")
+    except (Untrusted, OSError) as exc:
+        raise HostBuildError(f"{path.parent} in the build cache refused: {exc}") from None
+    if not isinstance(sums, dict) or not isinstance(found := sums.get(path.name), str):
+        raise HostBuildError(f"{path.parent}/build.json lists no sum for {path.name}")
+    return found
+
+
 def _writable(path: Path) -> bool:
     while not path.exists() and path.parent != path:
         path = path.parent

@@ -289,6 +289,25 @@ def check_files(directory: Path, meta: dict[str, Any], policy: TrustPolicy) -> N
         raise Untrusted(f"cache entry {directory} fails its checksums")
 
 
+def check_inputs(
+    directory: Path, meta: dict[str, Any], expected: dict[str, str], policy: TrustPolicy
+) -> None:
+    """Refuse an entry whose manifest (``inputs``: what the build read, by digest) differs from
+    ``expected`` (an empty digest: not known here, not compared). Without a key an entry from
+    before manifests named inputs is taken, as it was; a signed one must name them."""
+    recorded = meta.get("inputs")
+    if recorded is None and policy.verifier is None:
+        return
+    if not isinstance(recorded, dict):
+        raise Untrusted(f"{directory / ENTRY_FILE} does not list what the build read")
+    for name, digest in expected.items():
+        if digest and recorded.get(name) != digest:
+            raise Untrusted(
+                f"{directory} was built from {name} sha256:{str(recorded.get(name))[:16]}..., not from the "
+                f"{name} checked here (sha256:{digest[:16]}...)"
+            )
+
+
 def write_meta(
     directory: Path, meta: dict[str, Any], policy: TrustPolicy, entry_file: str = ENTRY_FILE
 ) -> None:

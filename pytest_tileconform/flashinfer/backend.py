@@ -29,7 +29,8 @@ from ..compile.cache import (
     available_memory,
     parallel_jobs,
 )
-from ..compile.hostbuild import HostBuildError
+from ..compile.hostbuild import HostBuildError, artifact_digest
+from ..compile.inputs import BuildInput
 from ..core.devices import Gpu, current_gpu
 from ..matrix.cases import Case
 from ..verdict import Device, NotJudgeable, Stage, Verdict
@@ -37,7 +38,7 @@ from ..virtual.build import build_runtime, runtime_path
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
-from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, kernel_config, portable_build
+from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, build_inputs, kernel_config, portable_build
 from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
 from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig
@@ -100,7 +101,8 @@ class FlashInferBackend:
         self._inputs: dict[str, InputCache] = {}  # per device, made at its first case: it needs torch
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
-        self._runtime_built = False
+        self._runtime_digest = ""  # the virtual runtime's checked sum, once it is built or checked
+        self._input_list: tuple[str, tuple[BuildInput, ...]] | None = None  # by that sum
         self._commands: dict[int, tuple[tuple[str, ...], Roots]] = {}
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
 
@@ -140,15 +142,15 @@ class FlashInferBackend:
         return self._toolchain
 
     def _build_runtime(self) -> None:
-        """The virtual runtime every build links (its path is in their commands)."""
-        if self._runtime_built:
+        """The virtual runtime every build links (its path is in their commands), and the sum
+        its checked entry lists, which the builds must read (:func:`.buildscript.build_inputs`)."""
+        if self._runtime_digest:
             return
         try:
-            build_runtime(self.settings.cache_dir, self.toolchain[0])
+            self._runtime_digest = artifact_digest(build_runtime(self.settings.cache_dir, self.toolchain[0]))
         except HostBuildError as exc:
             first = str(exc).splitlines()[0]
             raise UnusableEnvironment(f"{PREFIX}the virtual runtime does not build here: {first}") from None
-        self._runtime_built = True
 
     def check_environment(self, cases: Sequence[Case]) -> None:
         """Whether this host can judge ``cases`` at all, before any is built: the device can
@@ -277,7 +279,18 @@ class FlashInferBackend:
             path_s=path_s,
             cpu_s=cpu_s,
             sources=SOURCE_ROOTS,
+            inputs=self._build_inputs(),
         )
+
+    def _build_inputs(self) -> tuple[BuildInput, ...]:
+        """What every unit's build reads besides its source (the runtime once it is checked)."""
+        if self._input_list is None or self._input_list[0] != self._runtime_digest:
+            _, _, runtime = self.toolchain
+            cache = self.settings.cache_dir
+            fingerprint = self.sources.remembered_fingerprint(cache)
+            inputs = build_inputs(self.sources, fingerprint, cache, runtime, self._runtime_digest)
+            self._input_list = (self._runtime_digest, inputs)
+        return self._input_list[1]
 
     def is_built(self, case: Case) -> bool | None:
         """Whether ``case``'s build is in the cache (an entry's presence: it is checked when
@@ -322,7 +335,8 @@ class FlashInferBackend:
         deadline = None if limit is None else self.cache.clock() + limit
         missing = [case for case in builds if self.cache.lookup(specs[case]) is None]
         if missing:
-            self._build_runtime()
+            self._build_runtime()  # the builds read it: their inputs now name its checked sum
+            specs = {case: self._spec([case]) for case in specs}
         most = self.settings.group or DEFAULT_GROUP
         if len(missing) > 1 and most > 1:
             self._build_shared(missing, specs, most, deadline)
@@ -446,12 +460,13 @@ class FlashInferBackend:
     def _build(self, case: Case) -> BuildResult | Verdict | NotJudgeable:
         if case not in self._builds:
             try:
-                spec = self._spec([case])
+                self._spec([case])  # an instantiation codegen refuses is a verdict, with no build
             except UnsupportedConfig as exc:
                 return self._unsupported(exc)
             if self.cache.lookup(spec) is None and (limitation := self._limitations([case])):
                 return limitation[case]
             self._build_runtime()
+            spec = self._spec([case])
             built = self.cache.build([spec], self._jobs([spec])[1], cores=self._cores())
             self._builds[case] = built[spec.key]
         return self._builds[case]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import shutil
 import sys
+from functools import cache
 from pathlib import Path
 
 from ..compile import nvcc_pipeline
 from ..compile.cache import Roots, portable
+from ..compile.inputs import FILE, TREE, BuildInput, digest, read_tree
 from ..matrix.cases import Case
 from .codegen import HARNESS_DIR
 from .configs import KernelConfig
@@ -123,3 +125,23 @@ def portable_build(
         "tileconform": PIPELINE_SCRIPT.parent,
     }
     return portable(build_script(command, runtime), roots)
+
+
+@cache
+def _harness_input() -> BuildInput:
+    files = tuple(sorted(p.name for p in HARNESS_DIR.iterdir() if p.suffix in (".cu", ".h")))
+    return BuildInput("harness", HARNESS_DIR, files, digest(TREE, read_tree(HARNESS_DIR, files)))
+
+
+def build_inputs(
+    sources: FlashInferSources, fingerprint: str, cache_dir: Path, runtime: Path, runtime_digest: str
+) -> tuple[BuildInput, ...]:
+    """What a unit's build reads under its roots (:mod:`..compile.inputs`): FlashInfer's sources
+    (``fingerprint``, the one in the build's salt), the harness sources and, once its checked
+    digest is known (``runtime_digest``, before any build), the virtual runtime under the cache."""
+    inputs = [BuildInput("flashinfer", sources.root, sources.build_files, fingerprint), _harness_input()]
+    if runtime_digest:
+        inputs.append(
+            BuildInput("cache", cache_dir, (runtime.relative_to(cache_dir).as_posix(),), runtime_digest, FILE)
+        )
+    return tuple(inputs)

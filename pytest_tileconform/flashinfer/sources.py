@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from ..compile.inputs import TREE, digest, read_tree
 from ..files import write_atomic
 
 ENV_SOURCES = "TILECONFORM_FLASHINFER_SOURCES"
@@ -130,16 +131,16 @@ class FlashInferSources:
         return listing
 
     @cached_property
+    def build_files(self) -> tuple[str, ...]:
+        """Every file a harness build can include from here (relative to ``root``), in the
+        order :attr:`fingerprint` reads them: what a signed build copies (:mod:`..compile.inputs`)."""
+        return tuple(relative for relative, _ in self._fingerprinted_files())
+
+    @cached_property
     def fingerprint(self) -> str:
         """SHA-256 over the names, sizes and contents of every file a harness build can include
         from here: csrc/nv_internal and the CCCL, CUTLASS, FlashInfer and spdlog headers."""
-        digest = hashlib.sha256()
-        for relative, path in self._fingerprinted_files():
-            data = Path(path).read_bytes()
-            digest.update(relative.encode())
-            digest.update(len(data).to_bytes(8, "little"))
-            digest.update(data)
-        return digest.hexdigest()
+        return digest(TREE, read_tree(self.root, self.build_files))
 
     def remembered_fingerprint(self, memo_dir: Path) -> str:
         """:attr:`fingerprint`, remembered in ``memo_dir`` under a signature of the files'
