@@ -77,9 +77,8 @@ class CaseSettling:
 
             torch.set_num_threads(self._threads)
             self._threads = None
-        for callback in self._callbacks:
-            if callback in gc.callbacks:
-                gc.callbacks.remove(callback)
+        if COLLECTOR_TIME._record in self._callbacks:
+            COLLECTOR_TIME.uninstall()  # and its guard of Ctrl-C
         self._callbacks = []
         if self._frozen:
             gc.unfreeze()
