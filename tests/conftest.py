@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -16,6 +17,17 @@ from pytest_tileconform.core.runoptions import DeviceChoice
 from pytest_tileconform.flashinfer.generator import load_generator
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.sources import FlashInferSources, FlashInferSourcesError, find_sources
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite builds into a cache of its own, never the user's (``~/.cache/pytest-tileconform``,
+    whose entries a user's runs trust): ``TILECONFORM_CACHE_DIR`` is what the plugin, the commands
+    and every pytester run (in process or not) read. It persists between runs, so the compile-heavy
+    tests are warm the second time: ``.tileconform-test-cache/`` in the checkout, or
+    ``TILECONFORM_TEST_CACHE_DIR``. Tests that name a cache of their own still set theirs."""
+    given = os.environ.get("TILECONFORM_TEST_CACHE_DIR")
+    base = Path(given) if given else config.rootpath / ".tileconform-test-cache"
+    os.environ["TILECONFORM_CACHE_DIR"] = str(base / "builds")
 
 
 @pytest.fixture(scope="session")

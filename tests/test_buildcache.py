@@ -305,3 +305,13 @@ def test_a_relative_cache_folder_builds(
     relative = spec("relative\n", compiler)
     result = BuildCache(Path("cache")).build([relative], jobs=1)[relative.key]
     assert result.ok and result.environment is None, result.first_error
+
+
+def test_the_suite_builds_into_a_cache_of_its_own() -> None:
+    """tests/conftest.py points the plugin at the suite's cache: no test writes into the user's."""
+    from pytest_tileconform.compile.cache import default_cache_dir
+
+    home_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    users = (home_cache / "pytest-tileconform").resolve()
+    ours = default_cache_dir().resolve()
+    assert ours != users and not ours.is_relative_to(users) and not users.is_relative_to(ours)

@@ -186,7 +186,7 @@ def test_corrupt_tactics_file(sources, tmp_path: Path, capsys: pytest.CaptureFix
 
 @pytest.mark.slow
 def test_probe_reproduces_the_recorded_output(flashinfer_074, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Builds the tactics probe (about 65 s and 2 GB once; cached in the user build cache) and asks
+    """Builds the tactics probe (about 65 s and 2 GB once; cached in the suite's build cache) and asks
     the installed FlashInfer itself: its output for sm120 must be the recorded one."""
     from pytest_tileconform.compile.cache import default_cache_dir
     from pytest_tileconform.flashinfer.tactics.offered import offered_tactics

@@ -183,7 +183,7 @@ def test_committed_outputs_are_current(flashinfer_074: FlashInferSources) -> Non
 
 @pytest.mark.slow
 def test_probe_reproduces_sm90_and_sm100(flashinfer_074: FlashInferSources) -> None:
-    """Builds the tactics probe (about 65 s and 2 GB once; cached in the user build cache)."""
+    """Builds the tactics probe (about 65 s and 2 GB once; cached in the suite's build cache)."""
     from pytest_tileconform.compile.cache import default_cache_dir
     from pytest_tileconform.flashinfer.tactics.offered import offered_tactics
 

@@ -3,7 +3,7 @@ sm90 device, through the plugin as users run it, checked against the verdicts th
 the same cases (results/). The two cases (one dtype: a shared unit never mixes dtypes) are
 compiled together in one shared translation unit (one compile job), so this also checks that
 grouped builds judge as single builds did on the H200: about 80-100 s and 6.6 GB here (nvcc's
-passes side by side), kept in a cache of the test's own next to the user cache. The unit's
+passes side by side), kept in a cache of the test's own next to the suite's. The unit's
 hardware form (a shared library) is then run by the case runner, which on this GPU-less machine
 gets as far as the device query."""
 
@@ -28,7 +28,7 @@ from pytest_tileconform.matrix.load import load_matrix
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("sm90-bf16-128x128x64-c1x1x1-none", "sm90-bf16-128x16x64-c1x1x1-finalize-swapab")
 HARDWARE_REPORT = ROOT / "results" / "h200-2026-11-29" / "smoke-hardware.json"
-# a cache of this test's own, kept between runs: in the user cache one of the cases may already
+# a cache of this test's own, kept between runs: in the suite's cache one of the cases may already
 # have been built by another unit, and then the other would be built alone
 UNIT_CACHE = default_cache_dir().with_name(f"{default_cache_dir().name}-e2e-shared-unit")
 
