@@ -104,6 +104,8 @@ def allowed_escape(mutation: str, combo: tuple[str, str, str], fusion: str, prob
         return "no e4m3 block scale (ue8m0 has no mantissa)"
     if fusion == "finalize" and problem == "top8" and mutation in HIDDEN_BY_TOP8[out]:
         return "within what the order of eight rounded adds may do"
+    if mutation == "double-rounding" and out == "fp16" and act in ("fp16", "fp32"):
+        return "it moves D only within 1/16 ulp of a midpoint, inside the interval of 22-bit products"
     if out == "fp32" and mutation in FP32_ROUNDING:
         if fusion == "none" and act not in ("fp8_e4m3", "nvfp4"):
             return "nothing is rounded: D is the fp32 accumulator"

@@ -37,6 +37,7 @@ from .reference import (
     _check_generatable,
     dequantize,
     expected_output,
+    make_inputs,
     output_dtype,
     simulate_routing,
     storage_dtype,
@@ -217,8 +218,6 @@ def make_family_inputs(
     case: Case, seed: int, family: str, device: torch.device | str | None = None
 ) -> GroupedInputs:
     """``family``'s inputs for ``case``."""
-    from .reference import make_inputs
-
     if family == EXACT:
         return make_inputs(case, seed, device)
     if family == FULL:
@@ -244,11 +243,12 @@ def accumulation_interval(
 
     Each element sums at most ``m`` non-zero products (``m`` = the smaller count of non-zeros of
     its row of A and of B_e), each a multiple of ``Q`` (the product of those rows' quanta), of
-    magnitudes adding to ``S``. Adding 0 is exact; an add of p-bit floating point that aligns
-    its operands and truncates (a tensor core) loses less than one unit in the p-th bit of its
-    largest operand per non-zero operand, and no operand exceeds ``S``: at most ``2 m`` such
-    losses, so ``|acc - sum| <= 2 m 2**(1 - p) S``. Where ``S < 2**p Q`` every partial sum is
-    representable and the accumulator is exact (bound 0)."""
+    magnitudes adding to ``S``. Adding 0 is exact. An add of ``k >= 2`` non-zero p-bit operands
+    that aligns them to the largest and truncates (a tensor core), then truncates the sum to p
+    bits, loses less than ``k + 1`` units of ``2**(1 - p) S`` (no operand, no result exceeds
+    ``S``); such an add merges k running sums into one, so over all adds ``sum (k - 1) <= m - 1``
+    and ``sum (k + 1) <= 3 (m - 1)``: ``|acc - sum| <= 3 m 2**(1 - p) S``. Where ``S < 2**p Q``
+    every partial sum is representable and the accumulator is exact (bound 0)."""
     accumulate = torch.float64 if inputs.device.type == "cpu" else torch.float32
     a_sf = None if inputs.a_sf is None else inputs.a_sf[rows]
     b_sf = None if inputs.b_sf is None else inputs.b_sf[expert]
@@ -264,7 +264,7 @@ def accumulation_interval(
     total = total * (1 + m * 2.0 ** (1 - ref_bits))
     ref = torch.where(total < q * 2.0**ref_bits, 0.0, 2 * m * 2.0 ** (1 - ref_bits) * total)
     p = accumulator_bits(inputs.act)
-    kernel = torch.where(total < q * 2.0**p, 0.0, 2 * m * 2.0 ** (1 - p) * total)
+    kernel = torch.where(total < q * 2.0**p, 0.0, 3 * m * 2.0 ** (1 - p) * total)
     return acc, kernel + ref
 
 
