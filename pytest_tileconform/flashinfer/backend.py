@@ -460,7 +460,7 @@ class FlashInferBackend:
     def _build(self, case: Case) -> BuildResult | Verdict | NotJudgeable:
         if case not in self._builds:
             try:
-                self._spec([case])  # an instantiation codegen refuses is a verdict, with no build
+                spec = self._spec([case])  # an instantiation codegen refuses is a verdict, with no build
             except UnsupportedConfig as exc:
                 return self._unsupported(exc)
             if self.cache.lookup(spec) is None and (limitation := self._limitations([case])):
