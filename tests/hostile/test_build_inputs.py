@@ -36,11 +36,13 @@ crypto = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519"
 serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")
 
 #: links "the harness": the unit, the header it includes and the runtime it links, as read when
-#: it runs; with WAIT_FOR set it first waits (up to 10 s) for that file to appear
+#: it runs; with WAIT_FOR set it first says it started (that file's name + ".started", as the
+#: build folder's compiles do) and waits (up to 10 s) for that file to appear
 COMPILER = """
 import os, pathlib, sys, time
 src, out, header, runtime = map(pathlib.Path, sys.argv[1:5])
 if wait := os.environ.get("WAIT_FOR"):
+    pathlib.Path(wait + ".started").touch()
     for _ in range(200):
         if os.path.exists(wait):
             break
@@ -137,7 +139,7 @@ def test_a_swap_after_the_copy_does_not_get_in(
     spec = world.spec()
     marker = tmp_path / "swapped"
     monkeypatch.setenv("WAIT_FOR", str(marker))
-    swapper = threading.Thread(target=swap_when_building, args=(world.cache, world.runtime, marker))
+    swapper = threading.Thread(target=swap_when_building, args=(world.runtime, marker))
     swapper.start()
     built = BuildCache(world.cache, trust=world.trust).build([spec], jobs=1)[spec.key]
     swapper.join()
@@ -145,9 +147,12 @@ def test_a_swap_after_the_copy_does_not_get_in(
     assert built.artifact.read_text().endswith(GENUINE)
 
 
-def swap_when_building(cache: Path, runtime: Path, marker: Path) -> None:
+def swap_when_building(runtime: Path, marker: Path) -> None:
+    """Once the compile runs (CI's build folder is there and its compiler started), replace the
+    runtime in place and let the compiler go on."""
+    started = Path(f"{marker}.started")
     for _ in range(400):
-        if list(cache.glob(".build-*")):
+        if started.exists():
             break
         time.sleep(0.025)
     runtime.write_text(SWAPPED)
@@ -232,7 +237,7 @@ def member() -> Iterator[tuple[pwd.struct_passwd, int]]:
         subprocess.run(["groupdel", TEAM], capture_output=True)
 
 
-def as_member(user: pwd.struct_passwd, team: int, runtime: Path, marker: Path, cache: Path) -> dict[str, Any]:
+def as_member(user: pwd.struct_passwd, team: int, runtime: Path, marker: Path) -> dict[str, Any]:
     """``M`` (a forked child with ``M``'s ids) waits for CI's build folder, then rewrites the
     team-writable runtime in place."""
     readable, writable = os.pipe()
@@ -243,7 +248,7 @@ def as_member(user: pwd.struct_passwd, team: int, runtime: Path, marker: Path, c
             os.setgroups([user.pw_gid, team])
             os.setgid(user.pw_gid)
             os.setuid(user.pw_uid)
-            swap_when_building(cache, runtime, marker)
+            swap_when_building(runtime, marker)
             data = json.dumps({"swapped": runtime.read_text() == SWAPPED}).encode()
         except BaseException as exc:
             data = json.dumps({"crash": repr(exc)}).encode()
@@ -279,7 +284,7 @@ def test_a_member_swaps_the_runtime_while_ci_builds(
             monkeypatch.setenv("WAIT_FOR", str(marker))
             result: dict[str, Any] = {}
             swapper = threading.Thread(
-                target=lambda: result.update(as_member(user, team, world.runtime, marker, world.cache))
+                target=lambda: result.update(as_member(user, team, world.runtime, marker))
             )
             swapper.start()
             built = BuildCache(world.cache, trust=world.trust).build([spec], jobs=1)[spec.key]
