@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from . import newhooks
+from .archs import KNOWN
 from .core.devices import gpu_for_worker, visible_gpus
 from .core.environment import EnvironmentGuard
 from .core.inikeys import add_ini_key
@@ -120,15 +121,13 @@ def _matrix_paths(config: pytest.Config) -> list[Path]:
 
 
 def _check_archs(given: str | None, archs: frozenset[str] | None) -> None:
-    """``--tile-arch`` names only architectures this package knows (those with a virtual-device
-    profile): a typo would otherwise deselect every case and pass."""
-    from .virtual.profiles import BUILTIN
-
+    """``--tile-arch`` names only architectures this package knows (:data:`.archs.KNOWN`): a typo
+    would otherwise deselect every case and pass."""
     if given is not None and not archs:
-        raise pytest.UsageError(f"--tile-arch {given!r}: names no architecture; known: {', '.join(BUILTIN)}")
-    unknown = sorted((archs or frozenset()) - set(BUILTIN))
+        raise pytest.UsageError(f"--tile-arch {given!r}: names no architecture; known: {', '.join(KNOWN)}")
+    unknown = sorted((archs or frozenset()) - set(KNOWN))
     if unknown:
-        raise pytest.UsageError(f"--tile-arch: unknown {', '.join(unknown)}; known: {', '.join(BUILTIN)}")
+        raise pytest.UsageError(f"--tile-arch: unknown {', '.join(unknown)}; known: {', '.join(KNOWN)}")
 
 
 def _check_report(path: Path) -> None:

@@ -221,16 +221,17 @@ def test_drift_and_export_blocklist_share_their_options() -> None:
 
 
 def test_every_command_takes_the_same_archs() -> None:
-    """One list: the virtual device's profiles, which FlashInfer's generator and the tactics probe
-    (less sm103) are read for."""
+    """One list, the architecture registry's: the virtual device has a profile for each (named as
+    its key), and FlashInfer's generator and the tactics probe are read for them."""
     import argparse
 
+    from pytest_tileconform.archs import KNOWN as ARCHS
     from pytest_tileconform.commands.cli import build_parser
-    from pytest_tileconform.commands.options import ARCHS
     from pytest_tileconform.flashinfer.generator import GENERATOR_ARCH
     from pytest_tileconform.flashinfer.tactics.offered import PROBE_SMS
     from pytest_tileconform.virtual.profiles import BUILTIN
 
+    assert all(profile.arch == arch for arch, profile in BUILTIN.items())
     assert tuple(BUILTIN) == ARCHS and set(GENERATOR_ARCH) == set(ARCHS) and set(PROBE_SMS) <= set(ARCHS)
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     taking = {

@@ -6,12 +6,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from ..virtual.profiles import BUILTIN
-
-#: Every architecture the commands take: the ones the package has a virtual-device profile for,
-#: which are also the ones FlashInfer's generator is read for. A command that can answer for
-#: fewer (the tactics probe has no sm103) says so when it is asked.
-ARCHS: tuple[str, ...] = tuple(BUILTIN)
+from ..archs import KNOWN
 
 #: ``--results``, kept so that command lines written before results files became positional
 #: still work; :func:`results_files` warns about it.
@@ -21,7 +16,7 @@ DEPRECATED_RESULTS = "--results"
 def add_arch(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, text: str = "the GPU architecture"
 ) -> None:
-    parser.add_argument("--arch", required=True, type=str.lower, choices=ARCHS, help=text)
+    parser.add_argument("--arch", required=True, type=str.lower, choices=KNOWN, help=text)
 
 
 def add_results(parser: argparse.ArgumentParser, *, required: bool) -> None:

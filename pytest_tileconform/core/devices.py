@@ -9,6 +9,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..archs import arch_name
+
 NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 
 
@@ -60,7 +62,7 @@ class Gpu:
 
     @property
     def arch(self) -> str:
-        return f"sm{self.sm}"
+        return arch_name(self.sm)
 
     def describe(self) -> str:
         return f"{self.name}, CC {self.sm // 10}.{self.sm % 10}"

@@ -12,6 +12,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from ..archs import arch_number
 from ..compile import nvcc_pipeline
 from ..compile.cache import Roots, portable
 from ..compile.inputs import FILE, TREE, BuildInput, digest, read_tree
@@ -43,7 +44,7 @@ def kernel_config(case: Case) -> KernelConfig:
         epilogue=case.epilogue or "",
         dynamic_cga=case.dynamic_cluster is not None,
         mainloop=case.mainloop or "",
-        kernel_arch=int(case.kernel_arch[2:]) if case.kernel_arch else 0,
+        kernel_arch=arch_number(case.kernel_arch) if case.kernel_arch else 0,
     )
 
 

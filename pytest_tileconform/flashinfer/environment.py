@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..archs import arch_order
 from ..backend import UnusableEnvironment
 from ..compile.failure import Cause, Failure
 from ..compile.hostbuild import HostBuildError, compiler_id, cxx
@@ -44,7 +45,7 @@ def check_device(device: DeviceChoice, archs: Iterable[str]) -> None:
     """``--tile-device virtual:<arch>`` with cases of other ``archs``: their code cannot be
     loaded by that profile, as it could not by a GPU of that arch."""
     arch = device.arch
-    others = sorted({a for a in archs if a != arch}, key=lambda a: int(a[2:]))
+    others = sorted({a for a in archs if a != arch}, key=arch_order)
     if device.kind != "virtual" or not arch or not others:
         return
     raise UnusableEnvironment(

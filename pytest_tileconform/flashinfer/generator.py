@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ..archs import KNOWN, arch_name, arch_number
 from ..dtypes import DTYPES, dtype_label, from_library
 from .codegen import instantiation
 from .configs import KERNEL_ARCHES, KernelConfig, UnsupportedConfig
@@ -26,7 +27,7 @@ from .sources import FlashInferSources
 _PACKAGE = "_tileconform_flashinfer_cutlass_gen"
 
 #: the arch whose operations an arch's devices run (SM121 builds FlashInfer's SM120 kernel set)
-GENERATOR_ARCH = {"sm90": 90, "sm100": 100, "sm103": 103, "sm120": 120, "sm121": 120}
+GENERATOR_ARCH = {arch: {"sm121": 120}.get(arch, arch_number(arch)) for arch in KNOWN}
 
 
 class GeneratorError(RuntimeError):
@@ -165,7 +166,7 @@ def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
     exactly FlashInfer's instantiation of it. SM90's mixed-input kernels are the swapped product
     (the launcher's only form) without fusion, told apart by their mainloop."""
     mixed = _is_mixed(op)
-    own = GENERATOR_ARCH.get(f"sm{arch}", arch)
+    own = GENERATOR_ARCH.get(arch_name(arch), arch)
     if not mixed and op.arch != own and op.arch not in KERNEL_ARCHES.get(arch, ()):
         raise UnsupportedConfig(f"an Sm{op.arch} kernel in FlashInfer's sm{arch} module")
     fusions = {
@@ -204,7 +205,7 @@ def instantiated_configs(sources: FlashInferSources, arch: str) -> tuple[list[Ke
         known = ", ".join(GENERATOR_ARCH)
         raise GeneratorError(f"arch {arch!r}: FlashInfer generates MoE grouped GEMMs for {known}")
     generator = load_generator(sources)
-    number = int(arch[2:])
+    number = arch_number(arch)
     configs: list[KernelConfig] = []
     skipped: list[Skipped] = []
     try:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..archs import arch_number
 from ..dtypes import shape_label
 from .schema import Expectation, Problem, Shape
 
@@ -78,7 +79,7 @@ class Case:
     @property
     def sm(self) -> int:
         """The arch as a number: ``sm120`` -> 120."""
-        return int(self.arch[2:])
+        return arch_number(self.arch)
 
     def describe(self) -> dict[str, Any]:
         """The case's coordinates, for reports and junit properties. ``pdl`` and the problem's

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..archs import arch_order
 from ..core.expect import describe_expected
 from ..dtypes import dtype_label as _dtype_label
 from ..verdict import EXPECTATIONS, UNRUN, Stage, kernel_ran
@@ -151,11 +152,6 @@ def _tile_key(tile: str) -> tuple[int, ...]:
         return tuple(int(v) for v in tile.split("x"))
     except ValueError:
         return (1 << 30,)
-
-
-def _arch_key(arch: str) -> tuple[int, str]:
-    digits = arch[2:]
-    return (int(digits) if digits.isdigit() else 1 << 30, arch)
 
 
 def judged_cases(
@@ -375,7 +371,7 @@ def summary_text(merged: Merged) -> str:
 
 # -- Markdown ------------------------------------------------------------------------------------
 def sections(merged: Merged) -> list[tuple[str, str]]:
-    return sorted(merged.cells, key=lambda s: (_arch_key(s[0]), s[1]))
+    return sorted(merged.cells, key=lambda s: (arch_order(s[0]), s[1]))
 
 
 def tiles_of(rows: dict[DeviceKey, dict[str, Cell]]) -> list[str]:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..archs import arch_name
 from ..verdict import Device
 
 KIB = 1024
@@ -112,7 +113,7 @@ class ArchProfile:
 
     @property
     def arch(self) -> str:
-        return f"sm{self.sm}"
+        return arch_name(self.sm)
 
     @property
     def device(self) -> Device:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...archs import arch_name
 from ...commands.inputs import load_results
 from ...commands.output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message
 from .inputs import installed_sources, offered
@@ -42,7 +43,7 @@ def tactic_ids_of(path: Path) -> Callable[[CaseRecord], str]:
     offered: dict[tuple[str, ConfigKey], list[tuple[int, int]]] = {}
     for t in tactics:
         if t.tma_ws:
-            offered.setdefault((f"sm{t.sm}", tactic_key(t)), []).append((t.gemm, t.tactic))
+            offered.setdefault((arch_name(t.sm), tactic_key(t)), []).append((t.gemm, t.tactic))
     return lambda case: format_ids(offered.get((case.arch, record_key(case, case.arch)), []))
 
 

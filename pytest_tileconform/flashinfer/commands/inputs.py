@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...archs import arch_name
 from ...commands.output import EXIT_ENVIRONMENT, CommandError, emit, message
 
 if TYPE_CHECKING:
@@ -92,6 +93,6 @@ def offered(args: argparse.Namespace, arch: str, sources: FlashInferSources | No
     from ..tactics.offered import ProbeError, parse
 
     try:
-        return [t for t in parse(tactic_lines(args, arch, sources)) if f"sm{t.sm}" == arch]
+        return [t for t in parse(tactic_lines(args, arch, sources)) if arch_name(t.sm) == arch]
     except ProbeError as exc:
         raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None

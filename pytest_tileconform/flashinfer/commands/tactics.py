@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...archs import arch_name, arch_number
 from ...commands.output import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, CommandError, emit, message
 from ...dtypes import label_dtypes, shape_label
 from ..tactics.offered import (
@@ -176,7 +177,7 @@ class Row:
         t = self.tactic
         tile = t.tile_elements() if t.tma_ws else None
         return {
-            "arch": f"sm{t.sm}",
+            "arch": arch_name(t.sm),
             "runner": t.runner,
             "gemm": t.gemm,
             "tactic": t.tactic,
@@ -192,7 +193,7 @@ class Row:
             "fusion": t.fusion if t.tma_ws else None,
             "swap_ab": t.swap_ab if t.tma_ws else None,
             "dispatch": t.dispatch,
-            "kernel_arch": f"sm{t.kernel_arch}" if t.kernel_arch else None,
+            "kernel_arch": arch_name(t.kernel_arch) if t.kernel_arch else None,
             "dispatch_error": t.error or None,
             "expected": self.expected,
             "observed": self.observed,
@@ -405,13 +406,13 @@ def main(args: argparse.Namespace) -> int:
     problems = []
     for runner in runners:
         try:
-            listed = runner_tactics(everything, int(arch[2:]), runner)
+            listed = runner_tactics(everything, arch_number(arch), runner)
         except ProbeError as exc:
             raise CommandError(f"{args.tactics or 'tactics probe'}: {exc}", EXIT_ENVIRONMENT) from None
         if not args.fused_finalize:
             listed = without_fused_finalize(listed)
         if args.clamped_relu2:
-            if fuses_activation(int(arch[2:]), runner):
+            if fuses_activation(arch_number(arch), runner):
                 listed = with_fused_activation(listed)
             else:
                 message(

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ...archs import KNOWN, arch_number
 from ...compile.cache import BuildCache, BuildSpec, CacheUnusable
 from ...compile.signing import SigningError
 from ...dtypes import dtype, label_dtypes, tile_k_elements
@@ -44,7 +45,7 @@ HEURISTIC_CPP = "tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp"
 PROBE_RAM = 2_500_000_000
 #: architectures the probe is asked about (SM103 is left out: its dispatch branch depends on a
 #: macro of FlashInfer's separate SM103 module)
-PROBE_SMS = {"sm90": 90, "sm100": 100, "sm103": 103, "sm120": 120, "sm121": 121}
+PROBE_SMS = {arch: arch_number(arch) for arch in KNOWN}
 #: EpilogueScheduleType and MainloopScheduleType (cutlass_extensions/gemm_configs.h) in enum
 #: order: the probe prints their numbers (:func:`numbering_digest` covers that header)
 EPILOGUE_SCHEDULES = ("auto", "no_smem", "tma")
@@ -407,7 +408,7 @@ def case_key(
     variant = mainloop or ""
     if arch in ("sm100", "sm103"):
         variant = schedule_variant(epilogue or "tma", dynamic is not None)
-    variant += kernel_arch_variant(int(kernel_arch[2:]) if kernel_arch else 0)
+    variant += kernel_arch_variant(arch_number(kernel_arch) if kernel_arch else 0)
     return ConfigKey(dtypes, tile, cluster, swap_ab, fusion, variant, dynamic)
 
 
