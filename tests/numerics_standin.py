@@ -97,8 +97,20 @@ DOUBLE_EXTRA_BITS = 3
 def operands(
     inputs: GroupedInputs, e2m1: tuple[float, ...] = E2M1_VALUES, *, pow2_scales: bool = False
 ) -> Operands:
-    """The operands dequantized, by default as a correct kernel reads them; ``e2m1`` another
-    decode of the fp4 codes, ``pow2_scales`` e4m3 block scales with their mantissa dropped."""
+    """The operands dequantized, by default as a correct kernel reads them (made once per inputs;
+    mutations change copies); ``e2m1`` another decode of the fp4 codes, ``pow2_scales`` e4m3
+    block scales with their mantissa dropped."""
+    if e2m1 == E2M1_VALUES and not pow2_scales:
+        return _correct_operands(inputs)
+    return _dequantized(inputs, e2m1, pow2_scales)
+
+
+@functools.cache
+def _correct_operands(inputs: GroupedInputs) -> Operands:
+    return _dequantized(inputs, E2M1_VALUES, False)
+
+
+def _dequantized(inputs: GroupedInputs, e2m1: tuple[float, ...], pow2_scales: bool) -> Operands:
 
     def one(t: torch.Tensor, name: str, scales: torch.Tensor | None) -> torch.Tensor:
         if scales is not None and pow2_scales and dtype(name).scale_format == "e4m3":

@@ -1,6 +1,7 @@
 """A case on the GPU: its inputs written, the harness run in this worker's runner (:mod:`.runner`),
-D checked against torch's reference, then the stages that run the case again (``graph``,
-``repeat``, ``sanitize``), and where the case's time went.
+D checked against torch's reference, the case run once more on the full-mantissa input family
+(:mod:`.numerics.full`: precision, where the exact family sees layout), then the stages that run
+the case again (``graph``, ``repeat``, ``sanitize``), and where the case's time went.
 
 The stages are judged in their order (:class:`..verdict.Stage`): a case whose checked run is
 wrong fails at ``numerics`` even when a later stage also went wrong. D of a graph replay or of
