@@ -15,11 +15,11 @@ import pytest
 from test_environment_errors import QUIET, host  # noqa: F401 (a fixture)
 from test_reference import make_case
 
-from pytest_tileconform.flashinfer.hostmemory import VIRTUAL_COPIES, operand_bytes, virtual_refusal
+from pytest_tileconform.flashinfer.hostmemory import operand_bytes, virtual_need, virtual_refusal
 from pytest_tileconform.matrix.schema import Problem
 
 # 400,000 rows of k 4,096 (8 experts of 50,000), n 4,096, bf16: 6.8 GB of operands, inside the
-# matrix bounds; a 16 GB host
+# matrix bounds, about 29.6 GB at the peak; a host with 16 GB available
 MODEL_SIZED = """\
 version: 1
 backend: flashinfer-cutlass-moe
@@ -66,7 +66,7 @@ def test_a_model_sized_problem_is_not_judged_on_a_small_host(
     assert result.ret == pytest.ExitCode.OK, text + result.stderr.str()
     result.assert_outcomes(skipped=1)
     assert (
-        "the problem 'prefill400k' (400,000 rows over 8 experts, n 4,096, k 4,096) needs about 27.3 GB"
+        "the problem 'prefill400k' (400,000 rows over 8 experts, n 4,096, k 4,096) needs about 29.6 GB"
         in text
     )
     assert "more than the 16.0 GB this host has available" in text
@@ -76,7 +76,8 @@ def test_a_model_sized_problem_is_not_judged_on_a_small_host(
 def test_the_estimate_and_a_problem_that_fits() -> None:
     small = make_case()
     big = replace(small, problem=Problem(rows=(50_000,) * 8, n=4096, k=4096))
-    assert operand_bytes(big) == (400_000 * 4096 + 8 * 4096 * 4096 + 400_000 * 4096) * 2
-    assert virtual_refusal(big, available=VIRTUAL_COPIES * operand_bytes(big)) is None
-    assert virtual_refusal(big, available=VIRTUAL_COPIES * operand_bytes(big) - 1) is not None
+    assert operand_bytes(big) == (400_000 * 4096 * 2, 8 * 4096 * 4096 * 2, 400_000 * 4096 * 2)
+    assert virtual_need(big) == int(4.5 * (3_276_800_000 + 268_435_456) + 2 * 6_822_035_456)
+    assert virtual_refusal(big, available=virtual_need(big)) is None
+    assert virtual_refusal(big, available=virtual_need(big) - 1) is not None
     assert virtual_refusal(small, available=1 << 30) is None
