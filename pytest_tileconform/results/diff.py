@@ -112,7 +112,7 @@ def state_of(entry: CaseEntry) -> State:
     return State(
         category=category,
         expected=entry.expected or "?",
-        verdict=verdict.outcome if verdict is not None else "no verdict",
+        verdict=verdict.reported if verdict is not None else "no verdict",
         status=verdict.status if verdict is not None else "",
         through=partly_judged(entry),
         smem=smem,
