@@ -13,7 +13,7 @@ import pytest
 from fake_backend import TileRun
 
 from pytest_tileconform.commands.cli import main
-from pytest_tileconform.results.compare import EXACT_FIELDS
+from pytest_tileconform.results.compare import EXACT_FIELDS, UNRUN_AGREE
 from pytest_tileconform.results.store import read_results, write_results
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ def test_hardware_against_virtual_either_way_round(capsys: pytest.CaptureFixture
     for a, b in ((HARDWARE, VIRTUAL), (VIRTUAL, HARDWARE)):
         status, out, _ = compare(capsys, a, b)
         assert status == 0
-        assert out == ["6/6 cases agree (stage and shared memory requested)"]
+        assert out == [f"6/6 cases agree (stage and shared memory requested); 6 {UNRUN_AGREE}"]
 
 
 def test_hardware_against_virtual_disagreement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -63,7 +63,7 @@ def test_hardware_against_virtual_disagreement(tmp_path: Path, capsys: pytest.Ca
         assert out == [
             f"DISAGREE {case_id}: hardware launch accepted smem={hardware_smem[case_id]} "
             "| virtual initialize smem=1",
-            "5/6 cases agree (stage and shared memory requested)",
+            f"5/6 cases agree (stage and shared memory requested); 5 {UNRUN_AGREE}",
         ]
 
 
@@ -148,7 +148,7 @@ def test_cases_in_one_file_only_are_listed(tmp_path: Path, capsys: pytest.Captur
     assert status == 0
     assert out == [
         f"JUDGED ONLY IN {VIRTUAL}: {first}",
-        "5/5 cases agree (stage and shared memory requested)",
+        f"5/5 cases agree (stage and shared memory requested); 5 {UNRUN_AGREE}",
     ]
 
 

@@ -44,6 +44,8 @@ EXACT_FIELDS = (
 #: a hardware verdict past launch: the launch was accepted, as a virtual pass says
 BEYOND_LAUNCH = ("pass", *(s.value for s in Stage if s.order > Stage.LAUNCH.order))
 HARDWARE_VIRTUAL = "hardware vs virtual"
+#: how the summary counts the hardware-vs-virtual agreements that hold through launch only
+UNRUN_AGREE = "through launch only (unrun on the virtual device)"
 EXACT = "exact"
 
 
@@ -66,6 +68,8 @@ class Comparison:
     only_b: list[str] = field(default_factory=list)
     judged_only_a: list[str] = field(default_factory=list)  # listed, not a disagreement
     judged_only_b: list[str] = field(default_factory=list)
+    #: hardware-vs-virtual pairs that agree only through launch: the virtual verdict is unrun
+    unrun_agreeing: int = 0
 
     @property
     def compared(self) -> int:
@@ -176,6 +180,8 @@ def compare(a: ResultsDocument, b: ResultsDocument) -> Comparison:
             ka, kb = _hardware_virtual_keys(va, vb, virtual_side)
             if ka == kb:
                 result.agreeing[HARDWARE_VIRTUAL] += 1
+                virtual = {"a": va, "b": vb}.get(virtual_side or "")
+                result.unrun_agreeing += virtual is not None and virtual.unrun
             else:
                 text_a, text_b = f"{ka[0]} smem={ka[1]}", f"{kb[0]} smem={kb[1]}"
                 result.disagreements.append(Disagreement(case_id, HARDWARE_VIRTUAL, text_a, text_b))
@@ -213,5 +219,6 @@ def report_lines(result: Comparison, name_a: str, name_b: str) -> list[str]:
         how = "exact: " + ", ".join(EXACT_FIELDS)
     else:
         how = f"{result.agreeing[HARDWARE_VIRTUAL]} hardware vs virtual, {result.agreeing[EXACT]} exact"
-    lines.append(f"{agreeing}/{total} cases agree ({how})")
+    unrun = f"; {result.unrun_agreeing} {UNRUN_AGREE}" if result.unrun_agreeing else ""
+    lines.append(f"{agreeing}/{total} cases agree ({how}){unrun}")
     return lines
