@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .backend import Backend
     from .core.runoptions import RunOptions
     from .matrix.cases import Case
+    from .results.merge import CaseNote
     from .verdict import Verdict
 
 
@@ -71,3 +72,16 @@ def pytest_tileconform_add_commands(subparsers: argparse._SubParsersAction[argpa
     a backend's commands come with its pytest plugin. Import what a command needs when it runs:
     every ``tileconform --help`` calls this.
     """
+
+
+@pytest.hookspec
+def pytest_tileconform_add_merge_options(parser: argparse.ArgumentParser) -> None:
+    """Add options to ``tileconform report merge`` that ask this plugin for a note column
+    (:func:`pytest_tileconform_merge_note`)."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_tileconform_merge_note(args: argparse.Namespace) -> CaseNote | None:
+    """The column this plugin adds to the notable cases of ``report merge``, as its options in
+    ``args`` ask (None: they ask for none). Raise ``commands.output.CommandError`` for an input
+    that cannot be read."""

@@ -4,10 +4,14 @@ core's and the FlashInfer wing's, without any edit to the command line's module.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
 from pytest_tileconform.commands.cli import build_parser, main
+from pytest_tileconform.results.merge import CaseNote
+
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "sm120-virtual-2026-11-29.json"
 
 
 class Greeter:
@@ -19,6 +23,12 @@ class Greeter:
         hello = subparsers.add_parser("hello", help="say hello")
         hello.add_argument("--name", default="world")
         hello.set_defaults(handler=lambda args: print(f"hello {args.name}") or 7)
+
+    def pytest_tileconform_add_merge_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--shout", action="store_true")
+
+    def pytest_tileconform_merge_note(self, args: argparse.Namespace) -> CaseNote | None:
+        return CaseNote("tile, loud", lambda case: case.tile.upper(), "?") if args.shout else None
 
 
 def _commands(parser: argparse.ArgumentParser) -> set[str]:
@@ -39,3 +49,14 @@ def test_the_flashinfer_commands_come_from_its_installed_plugin() -> None:
     flashinfer = {"gen-matrix", "drift", "tactics", "export-blocklist", "bisect", "matrices"}
     assert _commands(build_parser()) == {"report", *flashinfer}
     assert _commands(build_parser([Greeter()])) == {"report", "hello", *flashinfer}
+
+
+def test_a_plugin_adds_a_column_to_report_merge(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "merge", str(RESULTS), "--shout"], plugins=[Greeter()]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("| row | case |"))
+    assert header.rstrip(" |").endswith("| tile, loud")
+    row = next(line for line in out.splitlines() if "`sm120-nvfp4-bf16-128x256x128-c1x1x1-finalize`" in line)
+    assert row.rstrip(" |").split("| ")[-1] == "128X256X128"
+    assert main(["report", "merge", str(RESULTS)], plugins=[Greeter()]) == 0
+    assert "tile, loud" not in capsys.readouterr().out

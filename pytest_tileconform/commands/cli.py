@@ -8,28 +8,25 @@ Data goes to stdout (or to ``-o FILE``, written atomically), messages to stderr.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .inputs import read_document
 from .output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message, quiet_stdout
-from .plugins import command_plugins
+from .plugins import CommandPlugins, command_plugins
 
 
 # -- report ------------------------------------------------------------------------------------
-def _report_merge(args: argparse.Namespace) -> int:
+def _report_merge(plugins: CommandPlugins, args: argparse.Namespace) -> int:
     from ..results.merge import merge, to_markdown
     from ..results.merge_html import to_html
     from ..results.store import ReportError
 
-    tactic_ids = None
-    if args.tactics:
-        from ..flashinfer.commands.cli import tactic_ids_of  # FlashInfer's tactic ids
-
-        tactic_ids = tactic_ids_of(args.tactics)
+    note = plugins.hook.pytest_tileconform_merge_note(args=args)
     try:
-        merged = merge(args.results, tactic_ids)
+        merged = merge(args.results, note)
     except ReportError as exc:
         raise CommandError(str(exc)) from None
     for warning in merged.warnings:
@@ -78,7 +75,9 @@ def _report_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_report(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], plugins: CommandPlugins
+) -> None:
     from . import apply
     from .options import add_output
 
@@ -104,15 +103,8 @@ def _add_report(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     merge.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json", help="--tile-report files")
     merge.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="write Markdown here")
     merge.add_argument("--html", type=Path, default=None, metavar="FILE", help="write an HTML page here")
-    merge.add_argument(
-        "--tactics",
-        type=Path,
-        default=None,
-        metavar="JSONL",
-        help="a tactics probe output (drift/tactics --save-tactics): name FlashInfer's tactic ids "
-        "of each listed case's kernel",
-    )
-    merge.set_defaults(handler=_report_merge)
+    plugins.hook.pytest_tileconform_add_merge_options(parser=merge)
+    merge.set_defaults(handler=functools.partial(_report_merge, plugins))
     compare = actions.add_parser(
         "compare",
         help="compare two results files case by case (hardware vs virtual, or exactly)",
@@ -170,8 +162,9 @@ def build_parser(plugins: Iterable[object] = ()) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    _add_report(subparsers)
-    command_plugins(plugins).hook.pytest_tileconform_add_commands(subparsers=subparsers)
+    found = command_plugins(plugins)
+    _add_report(subparsers, found)
+    found.hook.pytest_tileconform_add_commands(subparsers=subparsers)
     return parser
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from ..core.runoptions import RunOptions
     from ..matrix.cases import Case
+    from ..results.merge import CaseNote
     from .backend import FlashInferBackend
 
 
@@ -129,3 +130,24 @@ def pytest_tileconform_add_commands(subparsers: argparse._SubParsersAction[argpa
     from .commands.cli import add_commands
 
     add_commands(subparsers)
+
+
+def pytest_tileconform_add_merge_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tactics",
+        type=Path,
+        default=None,
+        metavar="JSONL",
+        help="a tactics probe output (drift/tactics --save-tactics): name FlashInfer's tactic ids "
+        "of each listed case's kernel",
+    )
+
+
+def pytest_tileconform_merge_note(args: argparse.Namespace) -> CaseNote | None:
+    """``report merge --tactics``: FlashInfer's tactic ids of each notable case's kernel."""
+    if getattr(args, "tactics", None) is None:
+        return None
+    from ..results.merge import CaseNote
+    from .commands.cli import tactic_ids_of
+
+    return CaseNote("FlashInfer tactic ids", tactic_ids_of(args.tactics), "none offered")

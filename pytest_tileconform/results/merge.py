@@ -76,11 +76,18 @@ class Judged:
     smem_limit: int | None
     judged_through: str
     file: Path
-    tactics: str = ""  # FlashInfer's tactic ids that select the case's kernel (``G1:#3 G2:#27``)
+    note: str = ""  # the case's text in the note column (:class:`CaseNote`)
 
 
-#: The tactic ids of a case's kernel, given its coordinates (what ``report merge --tactics`` reads)
-TacticIds = Callable[[CaseRecord], str]
+@dataclass(frozen=True)
+class CaseNote:
+    """A column a plugin adds to the notable cases (FlashInfer's tactic ids of each case's
+    kernel, ``report merge --tactics``): its title, a case's text given its coordinates, and
+    the text of a case it has nothing for."""
+
+    title: str
+    of: Callable[[CaseRecord], str]
+    missing: str = ""
 
 
 @dataclass
@@ -127,7 +134,7 @@ class Merged:
     cells: dict[tuple[str, str], dict[DeviceKey, dict[str, Cell]]]  # (arch, dtypes) -> row -> tile
     unplaced: Counter[str]  # cases in no table, by why: pytest's outcome of those without a verdict
     warnings: list[str]
-    with_tactics: bool = False  # the notable cases name FlashInfer's tactic ids
+    note: CaseNote | None = None  # a column a plugin adds to the notable cases
 
     def row_ids(self) -> dict[DeviceKey, str]:
         return {key: f"D{i}" for i, key in enumerate(sorted(self.devices), start=1)}
@@ -155,7 +162,7 @@ def _tile_key(tile: str) -> tuple[int, ...]:
 
 
 def judged_cases(
-    path: Path, document: ResultsDocument, tactic_ids: TacticIds | None = None
+    path: Path, document: ResultsDocument, note: CaseNote | None = None
 ) -> tuple[list[Judged], Counter[str]]:
     """The verdicts of one results file, and the cases that cannot be placed in a table (no
     verdict, hence no device; or no coordinates), counted by pytest's outcome."""
@@ -185,22 +192,22 @@ def judged_cases(
                 smem_limit=verdict.smem_limit,
                 judged_through=verdict.judged_through.value,
                 file=path,
-                tactics=tactic_ids(case) if tactic_ids is not None else "",
+                note=note.of(case) if note is not None else "",
             )
         )
     return found, unplaced
 
 
-def merge(paths: Sequence[Path], tactic_ids: TacticIds | None = None) -> Merged:
+def merge(paths: Sequence[Path], note: CaseNote | None = None) -> Merged:
     """Read every results file (all errors, as ``store.ReportError``, are raised before anything
-    is merged); with ``tactic_ids``, each case carries the tactic ids of its kernel."""
+    is merged); with ``note``, each case carries its text in that column."""
     documents = [(path, read_results(path)) for path in paths]
     cells: dict[tuple[str, str], dict[DeviceKey, dict[str, Cell]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(Cell))
     )
-    merged = Merged(list(paths), Counter(), cells, Counter(), [], with_tactics=tactic_ids is not None)
+    merged = Merged(list(paths), Counter(), cells, Counter(), [], note=note)
     for path, document in documents:
-        items, unplaced = judged_cases(path, document, tactic_ids)
+        items, unplaced = judged_cases(path, document, note)
         merged.unplaced.update(unplaced)
         for item in items:
             cell = merged.cells[item.arch, item.dtypes][item.key][item.tile]
@@ -386,11 +393,10 @@ def device_columns(key: DeviceKey) -> list[str]:
 
 DEVICE_HEADER = ["row", "device", "kind", "CC", "opt-in smem (B)", "driver", "CUDA", "FlashInfer", "nvcc"]
 NOTABLE_HEADER = ["row", "case", "category", "expected", "verdict", "status", "smem asked (B)", "limit (B)"]
-TACTICS_COLUMN = "FlashInfer tactic ids"
 
 
 def notable_header(merged: Merged) -> list[str]:
-    return [*NOTABLE_HEADER, TACTICS_COLUMN] if merged.with_tactics else NOTABLE_HEADER
+    return [*NOTABLE_HEADER, merged.note.title] if merged.note else NOTABLE_HEADER
 
 
 NOTABLE_TITLE = f"Cases other than pass and {UNRUN}"
@@ -474,7 +480,7 @@ def notable_rows(merged: Merged) -> list[list[str]]:
             j.status,
             number(j.smem_requested),
             number(j.smem_limit),
-            *([j.tactics or "none offered"] if merged.with_tactics else []),
+            *([j.note or merged.note.missing] if merged.note else []),
         ]
         for _, j in found
     ]
