@@ -176,7 +176,12 @@ def test_an_unknown_fault_is_a_usage_error(tc: TileRun, runner: StandInRunner, t
 
 
 def test_without_the_option_every_case_passes(tc: TileRun, runner: StandInRunner, tmp_path: Path) -> None:
-    result = tc.run(*_args(tmp_path))
+    """...on both input families: the report says what each family's check found."""
+    report = tmp_path / "report.json"
+    result = tc.run(*_args(tmp_path), "--tile-report", str(report))
     assert result.ret == 0, output(result)
     assert _outcomes(tc) == {FAULTY: "pass", GOOD: "pass"}
+    for case in json.loads(report.read_text())["cases"]:
+        extra = case["verdict"]["extra"]
+        assert extra["numerics"].startswith("ok: 0/") and extra["numerics_full"].startswith("ok: 0/")
     assert not any("hook" in problem for problem in runner.problems.values())
