@@ -322,6 +322,10 @@ def test_the_queue_watch(
     which; shards queued behind a busy runner do not."""
     runners = workflow["jobs"]["runners"]
     assert runners["permissions"] == {"actions": "write"} and runners["runs-on"] == "ubuntu-latest"
+    queue = re.fullmatch(
+        r"\$\{\{ vars.TILECONFORM_QUEUE_MINUTES \|\| '(\d+)' \}\}", runners["env"]["QUEUE_MINUTES"]
+    )
+    assert queue and int(queue[1]) < runners["timeout-minutes"]
     script = _step(runners, "Wait until each GPU label's runner has taken a job")["run"]
     store = tmp_path / "store"
     (store / "gh").mkdir(parents=True)
