@@ -315,3 +315,13 @@ def test_the_suite_builds_into_a_cache_of_its_own() -> None:
     users = (home_cache / "pytest-tileconform").resolve()
     ours = default_cache_dir().resolve()
     assert ours != users and not ours.is_relative_to(users) and not users.is_relative_to(ours)
+
+
+def test_a_line_break_in_the_cache_path_is_refused(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
+    """No ninja file can hold a line break in a command: one refusal, nothing compiled."""
+    from pytest_tileconform.compile.cache import CacheUnusable
+
+    broken = spec("line break\n", compiler)
+    with pytest.raises(CacheUnusable, match="holds a line break, which a ninja build file cannot"):
+        BuildCache(tmp_path / "cache\nhere").build([broken], jobs=1)
+    assert invocations(compiler) == []

@@ -59,6 +59,10 @@ class Failure:
         return self.cause is not Cause.SOURCE
 
 
+#: the causes the compiler's own words name (a signal, memory, disk space, a tool): a rerun with
+#: the cause removed may well pass, so not even a tool's limitation may be concluded from them
+HOST_CAUSES = frozenset({Cause.SIGNAL, Cause.MEMORY, Cause.SPACE, Cause.TOOL})
+
 _MEMORY = re.compile(
     r"out of memory|cannot allocate memory|virtual memory exhausted|std::bad_alloc|"
     r"memory allocation failure|failed to map segment from shared object|"

@@ -48,6 +48,7 @@ from .environment import (
     check_device,
     compile_failed_message,
     usable_host_compiler,
+    usable_paths,
     usable_sources,
     usable_toolkit,
 )
@@ -127,6 +128,13 @@ class FlashInferBackend:
         if self._toolchain is None:
             usable_host_compiler()
             home, _ = usable_toolkit()
+            usable_paths(
+                {
+                    "the build cache": (self.settings.cache_dir, "point --tile-cache-dir elsewhere"),
+                    "FlashInfer's sources": (self.sources.root, "copy them to a folder without these"),
+                    "the CUDA toolkit": (home, "link it from a folder without them, CUDA_HOME there"),
+                }
+            )
             try:
                 salt = build_salt(self.sources, home, self.settings.cache_dir)
             except FlashInferSourcesError as exc:

@@ -138,6 +138,25 @@ def _first_sentence(text: str) -> str:
     return text.split("; ")[0].split(". ")[0]
 
 
+#: What a path nvcc is given may not hold: nvcc runs its passes through a shell with paths in
+#: double quotes (so ``"``, ``$`` and a backquote are the shell's), and a line break cannot be
+#: written into the build's ninja file. Spaces, single quotes and the rest are fine.
+PATH_UNSAFE = '"$`\n\r'
+
+
+def usable_paths(paths: dict[str, tuple[Path, str]]) -> None:
+    """Refuse a path of the build (what it is: its path and what to change) holding a character
+    of :data:`PATH_UNSAFE`, before anything is compiled from it."""
+    for what, (path, change) in paths.items():
+        found = sorted({c for c in str(path) if c in PATH_UNSAFE})
+        if found:
+            shown = " ".join(repr(c) for c in found)
+            raise UnusableEnvironment(
+                f"{PREFIX}{what} {str(path)!r} holds {shown}, which a build cannot pass to nvcc (it "
+                f"runs its passes through a shell): {change}"
+            )
+
+
 def usable_host_compiler() -> None:
     """The C++ compiler that builds the virtual runtime and the case runner (``$CXX``, g++)."""
     try:

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..compile.failure import first_error_line
+from ..compile.failure import HOST_CAUSES, classify, first_error_line
 from ..files import write_atomic
 from .buildscript import front_end_command
 from .codegen import probe_unit
@@ -154,7 +154,10 @@ class ReleaseProbe:
                 return None
             if run.returncode < 0:  # killed (out of memory): asked again next time
                 return None
-        error = "" if run.returncode == 0 else first_error_line(run.stderr + run.stdout)
+            output = run.stderr + run.stdout
+            if run.returncode != 0 and classify(output, Path(tmp), []).cause in HOST_CAUSES:
+                return None  # out of memory or disk space, a tool missing: the host's, asked again
+        error = "" if run.returncode == 0 else first_error_line(output)
         families = [family(c) for c in configs]
         write_atomic(entry, json.dumps({"schema": PROBE_SCHEMA, "first_error": error, "families": families}))
         return error

@@ -7,9 +7,10 @@ signal, a tool missing or a failure without such a diagnostic end the session wi
 The plugin runs as users run it, through its real build script, ninja file and nvcc pipeline,
 with a stand-in CUDA toolkit whose ``nvcc`` makes objects and programs from the unit's text, or
 prints what a real nvcc prints for the cause it is told to show. Every folder involved (the
-toolkit, FlashInfer's sources, the build cache) has a space, a quote and a ``$`` in its path,
-and the stand-in refuses a path it cannot find, as nvcc does, so a path split or expanded on
-the way fails the run.
+toolkit, FlashInfer's sources, the build cache) has a space, a quote, parentheses and a ``;`` in
+its path, and the stand-in refuses a path it cannot find, as nvcc does, so a path split on the
+way fails the run. A ``$``, a double quote or a backquote nvcc itself cannot take (it runs its
+passes through a shell): such a path is one line before anything is compiled.
 """
 
 from __future__ import annotations
@@ -43,21 +44,18 @@ def pytest_unconfigure(config):
     _patch.undo()
 """
 
-# nvcc as the build script calls it: --version; --dryrun (refused: the pipeline then runs this
-# nvcc unchanged); -c SOURCES -odir DIR; and the two links (OBJECTS [RUNTIME] -o OUT).
-# STAND_IN_CAUSE makes a compile whose unit holds STAND_IN_ON (default: every one) fail as
-# nvcc fails for that cause; STAND_IN_STATUS is then its exit status.
+# nvcc as the build script and the release probe call it: --version; -cuda SOURCE -o OUT (the
+# probe's host front end); --dryrun (refused: the pipeline then runs this nvcc unchanged);
+# -c SOURCES -odir DIR; and the two links (OBJECTS [RUNTIME] -o OUT). STAND_IN_CAUSE makes a
+# compile whose unit holds STAND_IN_ON (default: every one) fail as nvcc fails for that cause,
+# STAND_IN_STATUS its exit status; a probe fails too for the causes the host is to blame for.
 STAND_IN_NVCC = r"""
 import os, signal, sys
 from pathlib import Path
 
 args = sys.argv[1:]
-if args == ["--version"]:
-    print("Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/stand-in")
-    sys.exit(0)
-if "--dryrun" in args:
-    print("nvcc fatal   : the stand-in makes no plan", file=sys.stderr)
-    sys.exit(1)
+cause = os.environ.get("STAND_IN_CAUSE", "")
+release = Path(os.environ["TILECONFORM_FLASHINFER_SOURCES"])
 
 
 def fatal(text):
@@ -69,6 +67,37 @@ def value(option):
     return args[args.index(option) + 1] if option in args else None
 
 
+def fail(unit):
+    status = int(os.environ.get("STAND_IN_STATUS", "1"))
+    where = release / "cutlass/include/cute/layout.hpp"
+    if cause == "signal":
+        os.kill(os.getpid(), signal.SIGKILL)
+    said = {
+        "oom": f"{where}(1077): catastrophic error: out of memory\n"
+        f'1 catastrophic error detected in the compilation of "{unit}".\nCompilation terminated.',
+        "space": "nvcc error   : Could not write to '/tmp/tmpxft_00000001_00000000-6_tu.ptx': "
+        "No space left on device",
+        "tool": "sh: 1: cicc: not found",
+        "silent": "",
+        "outside": "/usr/include/c++/12/bits/stl_algo.h(5): error: expected a declaration",
+        "unit": f'{unit}(3): error: static assertion failed with "tile too big"',
+        "release": f'{where}(1077): error: static assertion failed with "Stride Divisibility"',
+    }[cause]
+    if said:
+        print(said, file=sys.stderr)
+    sys.exit(status)  # nvcc under a memory limit may exit normally, having written nothing
+
+
+if args == ["--version"]:
+    print("Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/stand-in")
+    sys.exit(0)
+if "-cuda" in args:
+    if cause in ("oom", "space", "signal", "tool") and not os.environ.get("STAND_IN_ON"):
+        fail(value("-o"))
+    Path(value("-o")).write_text("")
+    sys.exit(0)
+if "--dryrun" in args:
+    fatal("the stand-in makes no plan")
 if "-c" in args:
     sources = [Path(a) for a in args if a.endswith((".cu", ".cpp"))]
     for path in sources:
@@ -81,29 +110,8 @@ if "-c" in args:
     text = unit.read_text()
     with open(os.environ["STAND_IN_LOG"], "a") as log:
         log.write(f"compile {unit.parent.name}\n")
-    cause = os.environ.get("STAND_IN_CAUSE", "")
-    release = Path(os.environ["TILECONFORM_FLASHINFER_SOURCES"])
     if cause and os.environ.get("STAND_IN_ON", "") in text:
-        status = int(os.environ.get("STAND_IN_STATUS", "1"))
-        where = release / "cutlass/include/cute/layout.hpp"
-        if cause == "signal":
-            os.kill(os.getpid(), signal.SIGKILL)
-        said = {
-            "oom": f"{where}(1077): catastrophic error: out of memory\n"
-            f'1 catastrophic error detected in the compilation of "{unit}".\nCompilation terminated.',
-            "space": "nvcc error   : Could not write to '/tmp/tmpxft_00000001_00000000-6_tu.ptx': "
-            "No space left on device",
-            "tool": "sh: 1: cicc: not found",
-            "silent": "",
-            "outside": "/usr/include/c++/12/bits/stl_algo.h(5): error: expected a declaration",
-            "unit": f'{unit}(3): error: static assertion failed with "tile too big"',
-            "release": f'{where}(1077): error: static assertion failed with "Stride Divisibility"',
-        }[cause]
-        if said:
-            print(said, file=sys.stderr)
-        if status:
-            sys.exit(status)
-        sys.exit(0)  # nvcc under a memory limit may exit normally, having written nothing
+        fail(unit)
     for path in sources:
         (odir / (path.stem + ".o")).write_text(text if path == unit else path.name)
     sys.exit(0)
@@ -132,10 +140,10 @@ def _toolkit(root: Path) -> Path:
 @pytest.fixture
 def kit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester folder with the matrix (3 cases), the stand-in toolkit and FlashInfer
-    sources, and a build cache, each at a path with a space, a quote and a ``$``."""
+    sources, and a build cache, each at a path with a space, a quote, parentheses and a ``;``."""
     for var in ("CI", "CUDA_VISIBLE_DEVICES", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
         monkeypatch.delenv(var, raising=False)
-    odd = "it's $HOME"
+    odd = "it's (a) b;c"
     monkeypatch.setenv("CUDA_HOME", str(_toolkit(pytester.path / f"cuda {odd}")))
     monkeypatch.setenv(ENV_SOURCES, str(make_sources(pytester.path / f"flashinfer {odd}")))
     monkeypatch.setenv("TILECONFORM_CACHE_DIR", str(pytester.path / f"build cache {odd}"))
@@ -160,8 +168,8 @@ def cached_failures(kit: pytest.Pytester) -> list[dict[str, object]]:
     return [meta for meta in entries if meta.get("ok") is False]
 
 
-def test_paths_with_spaces_quotes_and_dollars_compile(kit: pytest.Pytester) -> None:
-    result = kit.runpytest(*ARGS)
+def test_paths_with_spaces_and_quotes_compile(kit: pytest.Pytester) -> None:
+    result = kit.runpytest(*ARGS, "-rs")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
     assert result.parseoutcomes() == {"unrun": 3}  # compile only: built, nothing ran
     assert compiled(kit) >= 1 and not cached_failures(kit)
@@ -249,12 +257,20 @@ def test_a_diagnostic_of_the_kernels_source_is_its_cached_verdict(
     assert "stage: compile" in (kit.path / "m.yaml").read_text()
 
 
-def test_a_path_ninja_cannot_hold_is_one_line(kit: pytest.Pytester) -> None:
-    """A line break: the one character no ninja file can carry in a command."""
-    cache = kit.path / "cache\nwith a line break"
-    error = short_refusal(kit.runpytest(*ARGS, "--tile-cache-dir", str(cache)), most_lines=30)
-    assert "holds a line break, which a ninja build file cannot" in error
-    assert "use a build cache (--tile-cache-dir), FlashInfer sources and CUDA toolkit" in error
+@pytest.mark.parametrize(
+    ("odd", "held"),
+    [("$HOME", "$"), ('"', '"'), ("`x`", "`"), ("\n", "\n")],
+    ids=["dollar", "double-quote", "backquote", "newline"],
+)
+def test_a_path_nvcc_cannot_take_is_one_line(kit: pytest.Pytester, odd: str, held: str) -> None:
+    """nvcc expands ``$`` and backquotes in the paths it is given (its passes run through a
+    shell, paths in double quotes), and no ninja file can hold a line break: refused before
+    anything is compiled, naming the path and what to change."""
+    cache = kit.path / f"cache {odd}"
+    error = short_refusal(kit.runpytest(*ARGS, "--tile-cache-dir", str(cache)), most_lines=14)
+    assert f"the build cache {str(cache)!r} holds {held!r}" in error, error
+    assert "which a build cannot pass to nvcc (it runs its passes through a shell)" in error
+    assert "point --tile-cache-dir elsewhere" in error
     assert compiled(kit) == 0
 
 
