@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .backend import Backend
     from .core.runoptions import RunOptions
     from .matrix.cases import Case
+    from .results.fingerprint import HostColumn
     from .results.merge import CaseNote
     from .verdict import Verdict
 
@@ -60,6 +61,12 @@ def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]
     ``tileconform``; a None value adds nothing. Keep it cheap and free of imports that
     initialize devices.
     """
+
+
+@pytest.hookspec
+def pytest_tileconform_host_columns() -> list[HostColumn]:  # type: ignore[empty-body]
+    """The fields of this plugin's host fingerprint that ``report merge`` shows as columns of its
+    device rows (FlashInfer: its version), between the core's CUDA and nvcc columns."""
 
 
 @pytest.hookspec

@@ -4,11 +4,13 @@ core's and the FlashInfer wing's, without any edit to the command line's module.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
 
 from pytest_tileconform.commands.cli import build_parser, main
+from pytest_tileconform.results.fingerprint import HostColumn
 from pytest_tileconform.results.merge import CaseNote
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "sm120-virtual-2026-11-29.json"
@@ -26,6 +28,9 @@ class Greeter:
 
     def pytest_tileconform_add_merge_options(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--shout", action="store_true")
+
+    def pytest_tileconform_host_columns(self) -> list[HostColumn]:
+        return [HostColumn("python_of_host", "host's python")]
 
     def pytest_tileconform_merge_note(self, args: argparse.Namespace) -> CaseNote | None:
         return CaseNote("tile, loud", lambda case: case.tile.upper(), "?") if args.shout else None
@@ -60,3 +65,20 @@ def test_a_plugin_adds_a_column_to_report_merge(capsys: pytest.CaptureFixture[st
     assert row.rstrip(" |").split("| ")[-1] == "128X256X128"
     assert main(["report", "merge", str(RESULTS)], plugins=[Greeter()]) == 0
     assert "tile, loud" not in capsys.readouterr().out
+
+
+def test_a_plugin_adds_a_device_column_to_report_merge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A backend's field of the host fingerprint becomes a column of every device row, beside
+    FlashInfer's."""
+    document = json.loads(RESULTS.read_text())
+    document["host"].setdefault("fingerprint", {})["python_of_host"] = "3.99"
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(document))
+    assert main(["report", "merge", str(results)], plugins=[Greeter()]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("| row | device |"))
+    assert "| FlashInfer |" in header and "| host's python |" in header
+    rows = [line for line in lines if line.startswith("| D1 |") and "virtual" in line]
+    assert rows and all("| 3.99 |" in row for row in rows)

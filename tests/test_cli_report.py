@@ -12,6 +12,7 @@ import pytest
 from fake_backend import TileRun
 
 from pytest_tileconform.commands.cli import main
+from pytest_tileconform.flashinfer.plugin import pytest_tileconform_host_columns
 from pytest_tileconform.results.merge import merge, to_markdown
 from pytest_tileconform.results.merge_html import to_html
 
@@ -148,7 +149,7 @@ def test_rows_per_device_fingerprint(tmp_path: Path) -> None:
     )
     (tmp_path / "hw.json").write_text(json.dumps(hw))
     (tmp_path / "v.json").write_text(json.dumps(virtual))
-    merged = merge([tmp_path / "hw.json", tmp_path / "v.json"])
+    merged = merge([tmp_path / "hw.json", tmp_path / "v.json"], columns=pytest_tileconform_host_columns())
     text = to_markdown(merged)
     assert (
         "| D1 | NVIDIA H200 | hardware | 9.0 | 232,448 | 580.159.04 | 13.0 | 0.7.4 "

@@ -25,8 +25,9 @@ def _report_merge(plugins: CommandPlugins, args: argparse.Namespace) -> int:
     from ..results.store import ReportError
 
     note = plugins.hook.pytest_tileconform_merge_note(args=args)
+    columns = [column for found in plugins.hook.pytest_tileconform_host_columns() for column in found]
     try:
-        merged = merge(args.results, note)
+        merged = merge(args.results, note, columns)
     except ReportError as exc:
         raise CommandError(str(exc)) from None
     for warning in merged.warnings:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from ..core.runoptions import RunOptions
     from ..matrix.cases import Case
+    from ..results.fingerprint import HostColumn
     from ..results.merge import CaseNote
     from .backend import FlashInferBackend
 
@@ -115,6 +116,14 @@ def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]
     except (FlashInferSourcesError, IndexError):
         nvcc = None
     return {"nvcc": nvcc, "flashinfer": version}
+
+
+def pytest_tileconform_host_columns() -> list[HostColumn]:
+    """The FlashInfer version of each merged device row (a verdict of a ``--tile-flashinfer``
+    run names its release, the host fingerprint the installed one)."""
+    from ..results.fingerprint import HostColumn
+
+    return [HostColumn("flashinfer", "FlashInfer")]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

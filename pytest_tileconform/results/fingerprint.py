@@ -18,7 +18,7 @@ import importlib.metadata
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,16 @@ def host_fingerprint(contributions: Iterable[Mapping[str, Any]] = ()) -> Fingerp
     return Fingerprint.model_validate(data)
 
 
+@dataclass(frozen=True)
+class HostColumn:
+    """A column a backend adds to each row of a merged table: a key of the host fingerprint its
+    plugin records (``pytest_tileconform_host_fingerprint``), which a verdict's ``extra`` may
+    name more exactly (the FlashInfer release a run judged), and the column's title."""
+
+    key: str
+    title: str
+
+
 @dataclass(frozen=True, order=True)
 class DeviceKey:
     """One row of a merged compatibility table."""
@@ -87,7 +97,7 @@ class DeviceKey:
     smem_optin: str
     driver: str
     cuda: str
-    flashinfer: str
+    backend: tuple[str, ...]  # the values of the backends' columns (:class:`HostColumn`)
     nvcc: str
 
     def label(self) -> str:
@@ -113,11 +123,17 @@ def _reported_optin(verdict: VerdictRecord) -> Any:
     return reported.get("max_smem_per_block_optin") if isinstance(reported, dict) else None
 
 
-def device_key(verdict: VerdictRecord, host: Host) -> DeviceKey:
-    """The fingerprint of the device that produced ``verdict``. A verdict without a ``device``
-    (its backend did not say) is keyed as a build-stage one."""
+def host_value(verdict: VerdictRecord, host: Host, key: str) -> str:
+    """A backend's fingerprint field for ``verdict``: its ``extra[key]``, else the host's."""
     fp = host.fingerprint or Fingerprint()
-    flashinfer = _text(verdict.extra.get("flashinfer") or fp.flashinfer)
+    return _text(verdict.extra.get(key) or getattr(fp, key, None))
+
+
+def device_key(verdict: VerdictRecord, host: Host, columns: Sequence[HostColumn] = ()) -> DeviceKey:
+    """The fingerprint of the device that produced ``verdict``, with the backends' ``columns``. A
+    verdict without a ``device`` (its backend did not say) is keyed as a build-stage one."""
+    fp = host.fingerprint or Fingerprint()
+    backend = tuple(host_value(verdict, host, column.key) for column in columns)
     nvcc = _text(fp.nvcc)
     device = verdict.device
     if device is not None and device.kind == "hardware":
@@ -128,7 +144,7 @@ def device_key(verdict: VerdictRecord, host: Host) -> DeviceKey:
             smem_optin=_text(_reported_optin(verdict) or verdict.smem_limit),
             driver=_text(fp.driver),
             cuda=_text(fp.cuda_driver),
-            flashinfer=flashinfer,
+            backend=backend,
             nvcc=nvcc,
         )
     if device is not None and device.kind == "virtual":
@@ -139,7 +155,7 @@ def device_key(verdict: VerdictRecord, host: Host) -> DeviceKey:
             smem_optin=_text(verdict.smem_limit or _reported_optin(verdict)),
             driver=NOT_APPLICABLE,
             cuda=_text(_cuda_of_nvcc(fp.nvcc)),
-            flashinfer=flashinfer,
+            backend=backend,
             nvcc=nvcc,
         )
     # compile-stage verdicts (nvcc errors, configurations codegen cannot express, compile only)
@@ -150,6 +166,6 @@ def device_key(verdict: VerdictRecord, host: Host) -> DeviceKey:
         smem_optin=NOT_APPLICABLE,
         driver=NOT_APPLICABLE,
         cuda=_text(_cuda_of_nvcc(fp.nvcc)),
-        flashinfer=flashinfer,
+        backend=backend,
         nvcc=nvcc,
     )

@@ -2,7 +2,8 @@
 
 Rows are keyed by a device fingerprint (:class:`~pytest_tileconform.results.fingerprint.DeviceKey`):
 GPU name or virtual profile, compute capability, opt-in shared memory, driver and CUDA versions,
-FlashInfer version and nvcc version. There is one table per architecture and dtype combination;
+the columns the backends add (:class:`~.fingerprint.HostColumn`: FlashInfer's version) and the
+nvcc version. There is one table per architecture and dtype combination;
 its columns are the CTA tiles (M x N x K, K in elements) and each cell aggregates the cases of
 that tile (clusters, swap_ab, fusion, problems) by :class:`~.category.Category`: the verdict
 against what the matrix expected, so a known-bad tile reads differently from a regression and a
@@ -31,7 +32,7 @@ from ..core.expect import describe_expected
 from ..dtypes import dtype_label as _dtype_label
 from ..verdict import EXPECTATIONS, UNRUN, Stage, kernel_ran
 from .category import MEANING, Category, category_of, partly_judged
-from .fingerprint import DeviceKey, device_key
+from .fingerprint import DeviceKey, HostColumn, device_key
 from .model import CaseRecord, ResultsDocument
 from .store import read_results
 
@@ -135,6 +136,7 @@ class Merged:
     unplaced: Counter[str]  # cases in no table, by why: pytest's outcome of those without a verdict
     warnings: list[str]
     note: CaseNote | None = None  # a column a plugin adds to the notable cases
+    columns: tuple[HostColumn, ...] = ()  # the columns the backends add to the device rows
 
     def row_ids(self) -> dict[DeviceKey, str]:
         return {key: f"D{i}" for i, key in enumerate(sorted(self.devices), start=1)}
@@ -162,7 +164,7 @@ def _tile_key(tile: str) -> tuple[int, ...]:
 
 
 def judged_cases(
-    path: Path, document: ResultsDocument, note: CaseNote | None = None
+    path: Path, document: ResultsDocument, note: CaseNote | None = None, columns: Sequence[HostColumn] = ()
 ) -> tuple[list[Judged], Counter[str]]:
     """The verdicts of one results file, and the cases that cannot be placed in a table (no
     verdict, hence no device; or no coordinates), counted by pytest's outcome."""
@@ -176,7 +178,7 @@ def judged_cases(
         problem = case.problem.model_dump() if case.problem is not None else {}
         found.append(
             Judged(
-                key=device_key(verdict, document.host),
+                key=device_key(verdict, document.host, columns),
                 arch=case.arch,
                 dtypes=_dtype_label(case.act, case.weight, case.out),
                 tile=case.tile,
@@ -198,16 +200,17 @@ def judged_cases(
     return found, unplaced
 
 
-def merge(paths: Sequence[Path], note: CaseNote | None = None) -> Merged:
+def merge(paths: Sequence[Path], note: CaseNote | None = None, columns: Sequence[HostColumn] = ()) -> Merged:
     """Read every results file (all errors, as ``store.ReportError``, are raised before anything
-    is merged); with ``note``, each case carries its text in that column."""
+    is merged); with ``note``, each case carries its text in that column; ``columns`` are the
+    backends' columns of the device rows."""
     documents = [(path, read_results(path)) for path in paths]
     cells: dict[tuple[str, str], dict[DeviceKey, dict[str, Cell]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(Cell))
     )
-    merged = Merged(list(paths), Counter(), cells, Counter(), [], note=note)
+    merged = Merged(list(paths), Counter(), cells, Counter(), [], note=note, columns=tuple(columns))
     for path, document in documents:
-        items, unplaced = judged_cases(path, document, note)
+        items, unplaced = judged_cases(path, document, note, columns)
         merged.unplaced.update(unplaced)
         for item in items:
             cell = merged.cells[item.arch, item.dtypes][item.key][item.tile]
@@ -386,12 +389,16 @@ def tiles_of(rows: dict[DeviceKey, dict[str, Cell]]) -> list[str]:
 
 
 def device_columns(key: DeviceKey) -> list[str]:
-    cols = [key.device, key.kind, key.cc, key.smem_optin, key.driver, key.cuda, key.flashinfer, key.nvcc]
+    cols = [key.device, key.kind, key.cc, key.smem_optin, key.driver, key.cuda, *key.backend, key.nvcc]
     cols[3] = f"{int(cols[3]):,}" if cols[3].isdigit() else cols[3]
     return cols
 
 
-DEVICE_HEADER = ["row", "device", "kind", "CC", "opt-in smem (B)", "driver", "CUDA", "FlashInfer", "nvcc"]
+def device_header(merged: Merged) -> list[str]:
+    titles = [column.title for column in merged.columns]
+    return ["row", "device", "kind", "CC", "opt-in smem (B)", "driver", "CUDA", *titles, "nvcc"]
+
+
 NOTABLE_HEADER = ["row", "case", "category", "expected", "verdict", "status", "smem asked (B)", "limit (B)"]
 
 
@@ -439,7 +446,9 @@ def to_markdown(merged: Merged) -> str:
         "## Devices",
         "",
     ]
-    lines += md_table(DEVICE_HEADER, [[ids[key], *device_columns(key)] for key in sorted(merged.devices)])
+    lines += md_table(
+        device_header(merged), [[ids[key], *device_columns(key)] for key in sorted(merged.devices)]
+    )
     lines += ["", VIRTUAL_NOTE, ""]
     for arch, dtypes in sections(merged):
         rows = merged.cells[arch, dtypes]

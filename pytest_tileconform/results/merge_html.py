@@ -11,7 +11,6 @@ import html
 
 from .category import Category
 from .merge import (
-    DEVICE_HEADER,
     LOUD,
     NOTABLE_TITLE,
     VIRTUAL_NOTE,
@@ -20,6 +19,7 @@ from .merge import (
     Part,
     cell_parts,
     device_columns,
+    device_header,
     legend_items,
     mark,
     notable_header,
@@ -119,7 +119,7 @@ def to_html(merged: Merged) -> str:
         '<span style="background:#fbefff">results disagree</span> cells are coloured by the '
         "category that needs a look first; hover a cell for its cases.</p>",
         "<h2>Devices</h2><table><tr>"
-        + "".join(f"<th>{e(h)}</th>" for h in [*DEVICE_HEADER, "verdicts"])
+        + "".join(f"<th>{e(h)}</th>" for h in [*device_header(merged), "verdicts"])
         + "</tr>",
     ]
     for key in sorted(merged.devices):

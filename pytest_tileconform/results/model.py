@@ -194,8 +194,9 @@ class GpuRecord(_Strict):
 
 class Fingerprint(BaseModel):
     """The host's part of where verdicts came from. The core fills ``gpus``, ``driver``,
-    ``cuda_driver`` and ``tileconform``; backends add theirs (``nvcc``, ``flashinfer``, or keys of
-    their own) through ``pytest_tileconform_host_fingerprint``."""
+    ``cuda_driver`` and ``tileconform``; backends add theirs (``nvcc``, the compiler of the core's
+    builds, or keys of their own: FlashInfer's ``flashinfer``) through
+    ``pytest_tileconform_host_fingerprint``."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -203,7 +204,6 @@ class Fingerprint(BaseModel):
     driver: str | None = None
     cuda_driver: str | None = Field(default=None, description="the CUDA version the driver reports")
     nvcc: str | None = Field(default=None, description="the last line of 'nvcc --version'")
-    flashinfer: str | None = Field(default=None, description="flashinfer-python's version")
     tileconform: str | None = None
 
 

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...results.fingerprint import UNKNOWN, device_key
+from ...results.fingerprint import UNKNOWN, host_value
 from ...results.model import ResultsDocument
 from ...verdict import UNRUN
 from ..tactics.offered import Tactic
@@ -125,7 +125,7 @@ def gather(results: Sequence[ResultsDocument], arch: str, *, accept_virtual: boo
                     continue
             else:
                 evidence.build += 1
-            flashinfer = device_key(verdict, document.host).flashinfer
+            flashinfer = host_value(verdict, document.host, "flashinfer")
             if flashinfer != UNKNOWN:
                 evidence.versions.add(flashinfer)
             key = record_key(entry.case, arch)
