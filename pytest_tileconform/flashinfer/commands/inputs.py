@@ -28,12 +28,12 @@ def installed_sources(override: Path | None) -> FlashInferSources:
 def probe_built(sources: FlashInferSources, cache: Path) -> bool:
     """Whether the tactics probe for ``sources`` is in the build cache already."""
     from ...compile.cache import BuildCache
-    from ..sources import FlashInferSourcesError, build_salt, find_cuda_home
+    from ..sources import FlashInferSourcesError, find_cuda_home
     from ..tactics.offered import probe_spec
 
     try:
         home = find_cuda_home()
-        spec = probe_spec(sources, home, build_salt(sources, home, cache))
+        spec = probe_spec(sources, home, cache)
     except (FlashInferSourcesError, OSError):
         return False  # the build says what is missing
     return BuildCache(cache).lookup(spec) is not None

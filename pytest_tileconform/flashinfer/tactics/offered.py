@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ...archs import KNOWN, arch_number
-from ...compile.cache import BuildCache, BuildSpec, CacheUnusable
+from ...compile.cache import BuildCache, BuildSpec, CacheUnusable, portable
+from ...compile.inputs import BuildInput
 from ...compile.signing import SigningError
 from ...dtypes import dtype, label_dtypes, tile_k_elements
 from ..configs import KERNEL_ARCHES
@@ -240,7 +241,9 @@ def parse(lines: Sequence[str]) -> list[Tactic]:
     return tactics
 
 
-def probe_spec(sources: FlashInferSources, cuda_home: Path, salt: str) -> BuildSpec:
+def probe_spec(sources: FlashInferSources, cuda_home: Path, cache_dir: Path) -> BuildSpec:
+    """The probe's build: FlashInfer's sources named by placeholder and listed as the build's
+    input (:mod:`...compile.inputs`), so a signed probe is compiled from checked copies."""
     includes = [f"-I{d}" for d in sources.include_dirs]
     system = [cuda_home / "include", *sources.system_include_dirs, find_cublas_include(cuda_home)]
     command = [
@@ -269,12 +272,16 @@ def probe_spec(sources: FlashInferSources, cuda_home: Path, salt: str) -> BuildS
         "-o",
         "{out}",
     ]
+    portable_command, roots = portable(command, {"flashinfer": sources.root})
+    fingerprint = sources.remembered_fingerprint(cache_dir)
     return BuildSpec(
         source=PROBE_SOURCE.read_text(),
-        command=tuple(command),
-        salt=salt,
+        command=portable_command,
+        salt=build_salt(sources, cuda_home, cache_dir),
         ram_bytes=PROBE_RAM,
         label="tactics probe (FlashInfer heuristic + dispatch, host only)",
+        roots=roots,
+        inputs=(BuildInput("flashinfer", sources.root, sources.build_files, fingerprint),),
     )
 
 
@@ -285,7 +292,7 @@ def build_probe(
     checked like any harness (:mod:`..compile.trust`); a cache that cannot give a trusted one
     (read-only and lacking it, a refused folder, an unusable key) is a :class:`ProbeError`."""
     home = find_cuda_home()
-    spec = probe_spec(sources, home, build_salt(sources, home, cache_dir))
+    spec = probe_spec(sources, home, cache_dir)
     try:
         result = BuildCache(cache_dir, progress).build([spec], 1)[spec.key]
     except (CacheUnusable, SigningError) as exc:
