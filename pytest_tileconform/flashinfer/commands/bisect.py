@@ -366,7 +366,7 @@ def flashinfer_judge(
 
 def outcome_of(verdict: Verdict, offered: bool | None, release: str) -> Outcome:
     """A verdict as bisection compares and shows it: a pass whose kernel did not run (the virtual
-    device's) is :data:`~..verdict.UNRUN`, in the table and the JSON alike, never ``pass``."""
+    device's) is :data:`~...verdict.UNRUN`, in the table and the JSON alike, never ``pass``."""
     return Outcome(
         verdict.reported,
         "" if verdict.passed else verdict.status,

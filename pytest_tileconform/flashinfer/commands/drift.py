@@ -118,7 +118,7 @@ def compare(
 ) -> Drift:
     """Join the four lists. ``results`` are --tile-report documents (``results.store``). A
     GEMM 1 tactic also offers its tile's activation-fusion kernel, which a ClampedRelu2 MoE runs
-    (:func:`~..flashinfer.tactics.offered.with_fused_activation`)."""
+    (:func:`~..tactics.offered.with_fused_activation`)."""
     rows: dict[ConfigKey, Row] = {}
     tactics = list(tactics)
     fused = [t for t in with_fused_activation(tactics) if t.fusion == "activation"]
