@@ -151,7 +151,9 @@ def unit_size(
     save compiler time but need more RAM each, so fewer of them run at once; ties go to the
     larger unit."""
     best: tuple[float, int] | None = None
-    for most_per_unit in range(1, max(1, most) + 1):
+    # past the largest family every bound plans the same units: a --tile-build-group of billions
+    # means "one unit per family", not billions of plans
+    for most_per_unit in range(1, max(1, min(most, max(families, default=1))) + 1):
         parts = [-(-cases // most_per_unit) for cases in families]  # as plan_groups splits them
         sizes = [-(-cases // n) for cases, n in zip(families, parts, strict=True)]
         size = max(sizes)

@@ -81,3 +81,17 @@ def test_the_estimate_and_a_problem_that_fits() -> None:
     assert virtual_refusal(big, available=virtual_need(big)) is None
     assert virtual_refusal(big, available=virtual_need(big) - 1) is not None
     assert virtual_refusal(small, available=1 << 30) is None
+
+
+def test_a_build_group_of_billions_plans_at_once(
+    host: pytest.Pytester,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--tile-build-group 3000000000 means units as large as the cases allow: the plan looked
+    at every size up to it, a loop of billions before anything compiled."""
+    monkeypatch.setenv("STAND_IN_HOST", "1")
+    args = ("--tile-matrix", "m.yaml", "--tile-device", "compile", "--tile-build-group", "3000000000")
+    result = host.runpytest(*args, *QUIET)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    assert result.parseoutcomes() == {"unrun": 3}
+    assert (host.path / "cache" / "compiles.log").read_text().split() == ["3"]  # one unit of all 3
