@@ -285,8 +285,10 @@ def check_files(directory: Path, meta: dict[str, Any], policy: TrustPolicy) -> N
     expected = meta.get("sha256")
     if not isinstance(expected, dict) or not all(FILE_NAME.match(str(n)) for n in expected):
         raise Untrusted(f"{directory / ENTRY_FILE} lists no valid checksums")
-    if file_digests(directory, policy) != expected:
-        raise Untrusted(f"cache entry {directory} fails its checksums")
+    found = file_digests(directory, policy)
+    if found != expected:
+        differ = sorted(n for n in set(found) | set(expected) if found.get(n) != expected.get(n))
+        raise Untrusted(f"cache entry {directory} fails its checksums ({', '.join(differ[:3])})")
 
 
 def check_inputs(

@@ -88,7 +88,8 @@ def _check_cache_dir(config: pytest.Config) -> None:
 def _cache_trust(config: pytest.Config) -> None:
     """The cache's trust options become the environment every build in this process and its
     xdist workers reads (:mod:`..compile.trust`: the cache, the host builds, the probe), checked
-    here so that a bad value is one usage error."""
+    here so that a bad value, or a key file that cannot be used or that someone else can change
+    (:func:`..compile.signing.check_key_file`), is one usage error."""
     from ..compile.trust import SIGNING_KEY_ENV, TRUST_ENV, VERIFY_KEY_ENV, TrustPolicy, TrustSettingError
 
     for option, variable in (
@@ -101,7 +102,12 @@ def _cache_trust(config: pytest.Config) -> None:
             if variable != TRUST_ENV and not Path(value).is_file():
                 raise pytest.UsageError(f"--{option.replace('_', '-')} {value}: no such file")
             os.environ[variable] = str(Path(value).resolve()) if variable != TRUST_ENV else value
+    from ..compile import signing
+
     try:
-        TrustPolicy.from_env()
-    except TrustSettingError as exc:
+        policy = TrustPolicy.from_env()
+        for key, own in ((policy.signing_key, True), (policy.verify_key, False)):
+            if key is not None:  # a key someone else can change is refused now, not at a first entry
+                signing.ready(key, own)
+    except (TrustSettingError, signing.SigningError) as exc:
         raise pytest.UsageError(str(exc)) from None

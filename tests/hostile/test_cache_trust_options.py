@@ -50,3 +50,26 @@ def pytest_collection_finish(session):
     )
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["TRUST=any"])
+
+
+@pytest.mark.parametrize(
+    ("option", "mode", "message"),
+    [
+        ("--tile-cache-verify-key", 0o666, "cache verify key {key} is writable by every user (mode)"),
+        ("--tile-cache-signing-key", 0o622, "cache signing key {key} is writable by every user (mode)"),
+        ("--tile-cache-verify-key", 0o644, "cache verify key {key}: "),  # not a key: checked at start too
+    ],
+)
+def test_a_key_file_that_cannot_be_trusted_is_one_usage_error(
+    pytester: pytest.Pytester, matrix: Path, option: str, mode: int, message: str
+) -> None:
+    """Refused when pytest starts, before any entry is read or signed with it."""
+    key = pytester.path / "cache.pem"
+    key.write_text("not a key\n")
+    key.chmod(mode)
+    result = pytester.runpytest_subprocess(
+        "--tile-matrix", str(matrix), "-p", "no:xdist", "--collect-only", option, str(key)
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR")]
+    assert len(errors) == 1 and message.format(key=key) in errors[0], errors

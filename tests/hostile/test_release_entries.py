@@ -43,10 +43,10 @@ FILES = {
 MEMBER, READER, TEAM = "tctrust-m", "tctrust-r", "tctrust-team"
 
 
-def make_wheel(directory: Path) -> Path:
+def make_wheel(directory: Path, files: dict[str, str] = FILES) -> Path:
     wheel = directory / "flashinfer_python-0.6.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
-        for member, text in FILES.items():
+        for member, text in files.items():
             zf.writestr(member, text)
         zf.writestr(
             "flashinfer_python-0.6.0.dist-info/METADATA", "Name: flashinfer-python\nVersion: 0.6.0\n\n"
@@ -299,3 +299,43 @@ def test_a_reader_that_cannot_repair_the_release_stops_naming_the_file(shared: d
     out = reader_resolves(shared)
     assert f"{entry}/{HEADER} fails its checksum" in out["error"]
     assert "read-only for you" in out["error"]
+
+
+def test_the_plugin_says_which_file_of_the_release_was_tampered_with(pytester: pytest.Pytester) -> None:
+    """Through pytest, as a user runs it: ``--tile-flashinfer WHEEL`` over a cache whose entry
+    for that wheel has a constructor added to a CUTLASS header. The run names the file, unpacks
+    the wheel again and goes on with the genuine header."""
+    from pytest_tileconform.flashinfer.compat import HARNESS_MACRO_PARAMS, MACRO
+
+    macro = f"#define {MACRO}({', '.join(HARNESS_MACRO_PARAMS)})"
+    nested = "namespace tensorrt_llm {\nnamespace kernels {\nnamespace cutlass_kernels_oss {\n"
+    launcher = {f"flashinfer/data/csrc/nv_internal/{LAUNCHER_INL}": f"{nested}{macro}\n}}\n}}\n}}\n"}
+    wheel = make_wheel(pytester.path, {**FILES, **launcher})
+    cache = pytester.path / "cache"
+    resolve(wheel, cache, TrustPolicy())
+    entry = entry_dir(cache, _sha(wheel))
+    plant(entry, resum=False)
+    (pytester.path / "m.yaml").write_text(
+        "version: 1\nbackend: flashinfer-cutlass-moe\nsuites:\n  - arch: sm90\n    dtype: bf16\n"
+        "    tile: [128x128x64]\n    problems: {experts: 2, rows: 8, n: 64, k: 64}\n"
+    )
+    result = pytester.runpytest(
+        "--tile-matrix",
+        "m.yaml",
+        "--tile-flashinfer",
+        str(wheel),
+        "--tile-cache-dir",
+        str(cache),
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    said = [line for line in result.errlines if "FlashInfer release in the build cache refused" in line]
+    assert (
+        len(said) == 1
+        and f"{entry}/{HEADER} fails its checksum" in said[0]
+        and "unpacking it again" in said[0]
+    )
+    assert (entry / HEADER).read_text() == GENUINE
