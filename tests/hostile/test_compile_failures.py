@@ -267,11 +267,17 @@ def test_a_path_nvcc_cannot_take_is_one_line(kit: pytest.Pytester, odd: str, hel
     shell, paths in double quotes), and no ninja file can hold a line break: refused before
     anything is compiled, naming the path and what to change."""
     cache = kit.path / f"cache {odd}"
-    error = short_refusal(kit.runpytest(*ARGS, "--tile-cache-dir", str(cache)), most_lines=14)
+    matrix = (kit.path / "m.yaml").read_bytes()
+    error = short_refusal(
+        kit.runpytest(*ARGS, "--tile-update", "--tile-cache-dir", str(cache)), most_lines=14
+    )
     assert f"the build cache {str(cache)!r} holds {held!r}" in error, error
     assert "which a build cannot pass to nvcc (it runs its passes through a shell)" in error
     assert "point --tile-cache-dir elsewhere" in error
-    assert compiled(kit) == 0
+    assert compiled(kit) == 0 and (kit.path / "m.yaml").read_bytes() == matrix
+    again = kit.runpytest(*ARGS, "--tile-update")  # the cache of the fixture: a space, a quote
+    assert again.ret == pytest.ExitCode.OK, again.stdout.str() + again.stderr.str()
+    assert again.parseoutcomes() == {"unrun": 3} and (kit.path / "m.yaml").read_bytes() == matrix
 
 
 # -- a real nvcc under a memory limit -----------------------------------------------------
