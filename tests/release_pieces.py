@@ -10,6 +10,7 @@ EVERY_PIECE = ReleaseFeatures(
     mixed_small_k=True,
     mixed_pre_mma=True,
     mixed_fp4_alias=True,
+    mixed_packed_scales=False,
     uniform_fp4_alias=True,
     interleaves=(True, True, True),
 )

@@ -8,10 +8,12 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from fake_backend import QUIET, TileRun, output
 from release_pieces import EVERY_PIECE
 from test_releases import KEPT, NV, make_wheel
 
+from pytest_tileconform.commands.cli import main as cli
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation, probe_unit
 from pytest_tileconform.flashinfer.compat import harness_error
 from pytest_tileconform.flashinfer.configs import KernelConfig
@@ -43,12 +45,14 @@ def sources(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-#: Shaped like FlashInfer 0.6.12: the mixed launcher without SafeFP4, small-K or pre-MMA scales,
-#: two of the three interleave kernels, no activation fusion and no precomputed scheduler
+#: Shaped like FlashInfer 0.6.12: the mixed launcher without SafeFP4, small-K or pre-MMA scales and
+#: with its scales packed per CTA K, two of the three interleave kernels, no activation fusion and
+#: no precomputed scheduler
 OLD = {
     GEMM_INPUT_H: "struct TmaWarpSpecializedGroupedGemmInput { FusedFinalizeEpilogue epilogue; };",
     LAUNCHER_INL: "#if defined(ENABLE_FP4)\nusing SafeFP4 = __nv_fp4_e2m1;\n#endif\n",
-    MIXED_LAUNCHER_INL: "void sm90_generic_mixed_moe_gemm_kernelLauncher(GroupedGemmInput<T> inputs);\n",
+    MIXED_LAUNCHER_INL: "void sm90_generic_mixed_moe_gemm_kernelLauncher(GroupedGemmInput<T> inputs);\n"
+    "using ElementScalePacked = cutlass::Array<ElementScale, PackedScalesNum>;\n",
     MIXED_UTILS_CU: "void interleave_int4_weights_for_sm90_mixed_gemm();\n"
     "void interleave_fp4_weights_for_sm90_mixed_gemm();\n",
 }
@@ -69,10 +73,14 @@ def test_what_a_release_lacks_is_read_from_its_sources(tmp_path: Path) -> None:
     assert new == EVERY_PIECE
     assert not (old.activation_fusion or old.precomputed_scheduler or old.mixed_fp4_alias)
     assert old.interleaves == (True, True, False) and old.uniform_fp4_alias and old.mixed_launcher
+    assert old.mixed_packed_scales and not new.mixed_packed_scales
     assert "TILECONFORM_HAS_ACTIVATION_FUSION 0" in harness_defines(old)
     assert "TILECONFORM_HAS_INTERLEAVE_2 0" in harness_defines(old)
     assert "TILECONFORM_HAS_PRECOMPUTED_SCHEDULER 1" in harness_defines(new)
     # the pieces a configuration needs and the release lacks, each named with its file
+    packed = missing_piece(old, W4A16)  # the scale layout the harness does not make
+    assert packed is not None and "reads the group scales packed per CTA K (ElementScalePacked)" in packed
+    old = replace(old, mixed_packed_scales=False)
     assert missing_piece(old, W4A16) is None
     assert (
         missing_piece(old, ACTIVATION)
@@ -196,7 +204,9 @@ suites:
 """
 
 
-def test_a_release_the_tool_cannot_build_for_is_never_a_compile_verdict(tc: TileRun, tmp_path: Path) -> None:
+def test_a_release_the_tool_cannot_build_for_is_never_a_compile_verdict(
+    tc: TileRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A release whose sources lack what the generated unit names (this one's launcher is only
     its macro: no tma_warp_specialized_generic_moe_gemm_kernelLauncher, no GEMM input with
     fused_activation_epilogue): each family is skipped before any compile, naming the release,
@@ -218,5 +228,8 @@ def test_a_release_the_tool_cannot_build_for_is_never_a_compile_verdict(tc: Tile
     assert "the tool cannot build sm90 bf16 x bf16 -> bf16 none against FlashInfer 0.6.4: " in bf16
     assert "error" in bf16  # nvcc's first error in the probe
     assert matrix.read_text() == before  # nothing recorded
+    assert cli(["report", "apply", str(matrix), str(report)]) == 2  # nor by report apply
+    assert "has a verdict in these files" in capsys.readouterr().err
+    assert matrix.read_text() == before
     assert "compiling" not in output(result)  # no unit was compiled
     assert list((cache / PROBES_DIR).glob("*.json"))  # the probe's answer is kept for the next run

@@ -72,8 +72,8 @@ SCRIPT = (
 
 
 def front_end_command(hardware_command: list[str], src: Path, out: Path) -> list[str]:
-    """The host front end alone (``nvcc -cuda``: preprocessing and cudafe++, no device code) of
-    ``src`` with :func:`codegen.nvcc_command`'s flags: what :mod:`.probe` runs."""
+    """``nvcc -cuda`` of ``src`` with :func:`codegen.nvcc_command`'s flags (its front ends, no
+    link; the output is the host's ``.ii``): what :mod:`.probe` runs."""
     cudart = hardware_command.index("--cudart=static")
     return [*hardware_command[:cudart], "-cuda", str(src), "-o", str(out)]
 

@@ -9,7 +9,11 @@ other pieces come and go:
 - the SM90 mixed-input launcher (``moe_gemm_tma_ws_mixed_input_launcher.inl``) declares its own
   ``SafeFP4`` alias only in some releases (the others' generator names ``__nv_fp4_e2m1``), and
   only some have the precomputed tile scheduler, the small-K launcher, the pre-MMA ue8m0 scale
-  mode and each of the weight interleave kernels (``moe_gemm_mixed_utils.cu``).
+  mode and each of the weight interleave kernels (``moe_gemm_mixed_utils.cu``); older ones read
+  the group scales packed CTA_K / group to an element (``ElementScalePacked``), a layout the
+  harness does not make (it folds them as ``interleave_moe_scales_for_sm90_mixed_gemm`` does for
+  the unpacked launcher: on the H200 FlashInfer 0.6.12's W4A8 and W4A16 kernels given those
+  scales wrote a D wrong in almost every element, the harness's doing, not the kernel's).
 
 :func:`release_features` reads these facts once per sources directory; :func:`harness_defines`
 tells the harness which of its code paths exist; :func:`missing_piece` says, before anything is
@@ -40,6 +44,7 @@ INTERLEAVE_FUNCTIONS = (
 MIXED_LAUNCHER = "sm90_generic_mixed_moe_gemm_kernelLauncher"
 SMALL_K_LAUNCHER = "sm90_generic_mixed_moe_small_k_kernelLauncher"
 PRE_MMA_MODE = "kPreMmaE8M0"
+PACKED_SCALES = "ElementScalePacked"
 #: What the generator names FP4 without the launcher's alias (its ``DataType.e2m1``)
 CUDA_FP4 = "__nv_fp4_e2m1"
 _SAFE_FP4 = re.compile(r"\busing\s+SafeFP4\s*=")
@@ -66,6 +71,7 @@ class ReleaseFeatures:
     mixed_small_k: bool  #: ... and the small-K launcher
     mixed_pre_mma: bool  #: ... and uses the pre-MMA ue8m0 scale mode
     mixed_fp4_alias: bool  #: ... and declares ``SafeFP4``
+    mixed_packed_scales: bool  #: ... and reads its scales packed per CTA K (``ElementScalePacked``)
     uniform_fp4_alias: bool  #: the uniform launcher .inl declares ``SafeFP4``
     interleaves: tuple[bool, bool, bool]  #: which of :data:`INTERLEAVE_FUNCTIONS` exist
 
@@ -91,6 +97,7 @@ def release_features(data_dir: Path) -> ReleaseFeatures:
         mixed_small_k=_declares(mixed, SMALL_K_LAUNCHER),
         mixed_pre_mma=_declares(mixed, PRE_MMA_MODE),
         mixed_fp4_alias=_SAFE_FP4.search(mixed) is not None,
+        mixed_packed_scales=_declares(mixed, PACKED_SCALES),
         uniform_fp4_alias=_SAFE_FP4.search(_read(nv / LAUNCHER_INL)) is not None,
         interleaves=(interleaves[0], interleaves[1], interleaves[2]),
     )
@@ -114,6 +121,11 @@ def missing_piece(features: ReleaseFeatures, config: KernelConfig) -> str | None
         return None
     if not features.mixed_launcher:
         return f"{MIXED_LAUNCHER_INL} defines no {MIXED_LAUNCHER}"
+    if features.mixed_packed_scales:
+        return (
+            f"{MIXED_LAUNCHER_INL} reads the group scales packed per CTA K ({PACKED_SCALES}), a "
+            "layout the harness does not make (it folds them for the unpacked launcher)"
+        )
     interleave = INTERLEAVE[(config.act, config.weight)]
     if not features.interleaves[interleave]:
         kernel = INTERLEAVE_FUNCTIONS[interleave]

@@ -5,11 +5,12 @@ Two checks, both about the tool's own code, never about a kernel:
 
 1. :func:`.features.missing_piece`: a piece the configuration needs that the release's sources
    lack (read from its files; nothing compiled).
-2. The host front end (``nvcc -cuda``) of :func:`.codegen.probe_unit`: the harness instantiated
-   for the case and the generated declarations, with the launcher named but not instantiated, so
-   no kernel is compiled and any error is the tool's (or the release's headers', with this
-   toolkit). The families of one arch and launcher are probed in one unit (one pass over the
-   headers); only when that fails is each probed alone, to say which.
+2. ``nvcc -cuda`` of :func:`.codegen.probe_unit` (both front ends, and ptxas for the harness's
+   own few kernels): the harness instantiated for the case and the generated declarations, with
+   the launcher named but not instantiated, so no MoE kernel is compiled and any error is the
+   tool's (or the release's headers', with this toolkit). The families of one arch and launcher
+   are probed in one unit (one pass over the headers); only when that fails is each probed
+   alone, to say which.
 
 Answers are cached in ``CACHE/probes/<key>.json``, keyed by the probe unit's text (which holds
 the harness's fingerprint and the release's features), the build command and the build salt
