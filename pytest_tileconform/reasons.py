@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from .compile.inputs import STAGED
+
 #: What may come before a path in a message and is not part of it (a path's characters are the rest).
 _PATH_CHAR = r"[^\s'\"()\[\]<>,;:=`]"
 
@@ -27,6 +29,14 @@ _TEMPORARY = re.compile(
     rf"(?:{_PATH_CHAR}*/)?"
     r"(?:\.[A-Za-z][\w.-]*-|tileconform-[a-z]+-|tmp)[a-z0-9_]{8}/"
     r"(?:[0-9a-f]{32}/)?"
+)
+
+#: A signed build's private copy of one of its inputs (:data:`.compile.inputs.STAGED`): its
+#: files are named as the input, ``<NAME>/...``, as a build from the input in place is named
+#: through the backend's places (``<flashinfer>/...``): compiled-in file names (a TensorRT-LLM
+#: assertion's ``__FILE__``) then read the same whether the harness was signed or not.
+_STAGED_INPUT = re.compile(
+    rf"(?:{_PATH_CHAR}*/)?\.[A-Za-z][\w.-]*-[a-z0-9_]{{8}}/{re.escape(STAGED)}/([A-Za-z_][A-Za-z0-9_]*)/"
 )
 
 #: An installed package's files, wherever the environment is.
@@ -51,6 +61,7 @@ def stable_reason(text: str, places: Mapping[str, Path | str] | None = None) -> 
     changes nothing.
     """
     text = _BACKTRACE_FRAME.sub("", text)
+    text = _STAGED_INPUT.sub(r"<\1>/", text)
     text = _TEMPORARY.sub("", text)
     named = []
     for name, path in (places or {}).items():

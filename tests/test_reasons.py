@@ -66,6 +66,16 @@ def test_a_cache_given_through_a_link_is_named_either_way(tmp_path: Path) -> Non
     assert stable_reason(f"{tmp_path}/link/ab/x and {real}/ab/y", places) == "<cache>/ab/x and <cache>/ab/y"
 
 
+def test_a_signed_builds_copy_of_an_input_reads_as_the_input() -> None:
+    """A signed harness is compiled from copies of FlashInfer's sources in its build folder
+    (``compile/inputs.py``): a file name compiled into it reads as the unsigned build's does."""
+    signed = "Assertion failed: x (/c/.build-ab12cd34/.inputs/flashinfer/csrc/nv_internal/a.h:512)"
+    unsigned = "Assertion failed: x (/opt/fi/flashinfer/data/csrc/nv_internal/a.h:512)"
+    expected = "Assertion failed: x (<flashinfer>/csrc/nv_internal/a.h:512)"
+    assert stable_reason(signed, {"<cache>": "/c"}) == expected
+    assert stable_reason(unsigned, {"<cache>": "/c", "<flashinfer>": "/opt/fi/flashinfer/data"}) == expected
+
+
 def test_shorten_keeps_text_within_the_limit() -> None:
     assert shorten("a" * 10, 10) == "a" * 10
 

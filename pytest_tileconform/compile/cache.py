@@ -39,7 +39,7 @@ from ..backend import UnusableEnvironment
 from . import ninja
 from . import progress as progress_module
 from .failure import Failure, classify
-from .inputs import BuildInput, stage, unstage
+from .inputs import STAGED, BuildInput, stage, unstage
 from .progress import UnitEstimate
 from .trust import (
     ENTRY_FILE,
@@ -427,7 +427,7 @@ class BuildCache:
         """:meth:`_compile` in ``workdir``, a private folder of the cache removed afterwards. A
         signed build compiles from private copies of its inputs (:mod:`.inputs`)."""
         signed = self.trust.signing_key is not None
-        self._staged = stage((i for s in specs for i in s.inputs), workdir / ".inputs") if signed else {}
+        self._staged = stage((i for s in specs for i in s.inputs), workdir / STAGED) if signed else {}
         compiles = []
         for spec in specs:
             case_dir = workdir / spec.key

@@ -21,6 +21,9 @@ from pathlib import Path
 
 from ..backend import UnusableEnvironment
 
+#: the folder of a build's private folder that :func:`stage` copies inputs into, one folder per
+#: input by its name (messages of a signed build name ``.../.build-XXXXXXXX/.inputs/NAME/...``)
+STAGED = ".inputs"
 #: what the digest of an input is taken over
 TREE = "tree"  # each file's relative path, length and bytes, in order (FlashInfer's fingerprint)
 FILE = "file"  # the SHA-256 of its one file's bytes (what build.json lists)
