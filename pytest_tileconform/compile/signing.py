@@ -78,12 +78,31 @@ def check_key_file(path: Path, what: str, secret: bool) -> None:
         )
 
 
+#: The most bytes of a key file: an Ed25519 PEM key is about a hundred; a larger file (a device,
+#: a sparse file of gigabytes) is refused before it is read.
+MAX_KEY_BYTES = 1 << 16
+
+
+def _read_key(path: Path, what: str) -> bytes:
+    """The bytes of key file ``path``, refused unless it is a regular file of a key's size."""
+    try:
+        with path.open("rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_KEY_BYTES:
+                raise SigningError(
+                    f"{what} {path} is not a key file (a regular file of at most {MAX_KEY_BYTES:,} bytes)"
+                )
+            return f.read(MAX_KEY_BYTES)
+    except OSError as exc:
+        raise SigningError(f"{what} {path}: {exc.strerror or exc}") from None
+
+
 @cache
 def _private_key(path: Path) -> Any:
     check_key_file(path, "cache signing key", secret=True)
     serialization, ed25519 = _backend()
     try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        key = serialization.load_pem_private_key(_read_key(path, "cache signing key"), password=None)
     except (OSError, ValueError, TypeError) as exc:
         raise SigningError(f"cache signing key {path}: {exc}") from None
     if not isinstance(key, ed25519.Ed25519PrivateKey):
@@ -96,7 +115,7 @@ def _public_key(path: Path) -> Any:
     check_key_file(path, "cache verify key", secret=False)
     serialization, ed25519 = _backend()
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
+        key = serialization.load_pem_public_key(_read_key(path, "cache verify key"))
     except (OSError, ValueError) as exc:
         raise SigningError(f"cache verify key {path}: {exc}") from None
     if not isinstance(key, ed25519.Ed25519PublicKey):

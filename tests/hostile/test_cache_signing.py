@@ -198,3 +198,17 @@ def test_unusable_signing_key_says_so(tmp_path: Path, compiler: tuple[Path, Path
     case = make_spec("x\n", compiler)
     with pytest.raises(SigningError, match="cache signing key"):
         BuildCache(tmp_path / "cache", trust=TrustPolicy(signing_key=bad)).build([case], jobs=1)
+
+
+def test_a_huge_sparse_key_file_is_refused_by_its_size(
+    tmp_path: Path, keys: tuple[Path, Path], compiler: tuple[Path, Path]
+) -> None:
+    """A 6 GB sparse file as the verify key: refused from its size, not read whole."""
+    huge = tmp_path / "huge.pub.pem"
+    with huge.open("wb") as f:
+        f.truncate(6_000_000_000)
+    huge.chmod(0o600)
+    case = make_spec("x\n", compiler)
+    BuildCache(tmp_path / "cache", trust=TrustPolicy()).build([case], jobs=1)
+    with pytest.raises(SigningError, match="is not a key file \\(a regular file of at most 65,536 bytes\\)"):
+        BuildCache(tmp_path / "cache", trust=TrustPolicy(verify_key=huge)).lookup(case)
