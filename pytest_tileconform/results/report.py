@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from ..archs import arch_order
 from ..core.session import Observation, TileSession
 from ..dtypes import shape_label
 from ..matrix.cases import Case
@@ -48,7 +49,7 @@ def grid_lines(session: TileSession, observations: Sequence[Observation]) -> lis
     if not cells:
         return []
     columns = [shape_label(t) for t in sorted(tiles)]
-    rows = sorted(cells, key=lambda r: (int(r[0][2:]), r[1]))
+    rows = sorted(cells, key=lambda r: (arch_order(r[0]), r[1]))
     header = ["arch", "dtypes", *columns]
     table = [[arch, dtypes, *(_cell(cells[arch, dtypes][c]) for c in columns)] for arch, dtypes in rows]
     widths = [max(len(str(r[i])) for r in [header, *table]) for i in range(len(header))]

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..archs import arch_name
 from ..files import read_regular, write_atomic
 from ..verdict import UNRUN, Stage, kernel_ran
 from .model import FORMAT, READABLE_FORMATS, ResultsDocument
@@ -135,7 +136,7 @@ def device_of_format_1(source: str) -> dict[str, Any]:
         return {
             "kind": "hardware",
             "name": match["name"],
-            "arch": f"sm{major}{minor}",
+            "arch": arch_name(int(major) * 10 + int(minor)),
             "cc": f"{major}.{minor}",
         }
     if match := _VIRTUAL_1.match(source):
