@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 from test_environment_errors import MATRIX, QUIET, make_sources, short_refusal
 
+from pytest_tileconform.compile.failure import Cause, classify
+from pytest_tileconform.compile.ninja import EXIT_MARK
 from pytest_tileconform.flashinfer.sources import ENV_SOURCES
 
 # Only the toolkit's compiles are stood in for: the virtual runtime is not built (nothing runs
@@ -352,3 +354,57 @@ def test_real_nvcc_out_of_memory_is_one_line_then_compiles(
     assert again.ret == pytest.ExitCode.OK, again.stdout.str() + again.stderr.str()
     assert again.parseoutcomes() == {"unrun": 3}
     assert (pytester.path / "m.yaml").read_bytes() == matrix
+
+
+# -- what each kind of compiler output is -------------------------------------------------
+
+RELEASE = Path("/opt/fi/data")
+UNIT = Path("/cache/.build-x/0123/tu.cu")
+# (what the compiler printed, its exit status, the cause); the lines are real nvcc 13.0 / gcc 12
+# output where noted
+OUTPUTS = [
+    (
+        f"{RELEASE}/cutlass/include/cute/arch/mma_sm90.hpp(370): error: static assertion failed",
+        1,
+        Cause.SOURCE,
+    ),
+    (f'{UNIT}(12): error: identifier "x" is undefined', 1, Cause.SOURCE),
+    (f"{UNIT}:12:3: error: expected ';'", 1, Cause.SOURCE),  # gcc's host pass
+    (
+        "ptxas error   : Entry function '_Z1kv' uses too much shared data (0x10000 bytes, 0xc000 max)",
+        255,
+        Cause.SOURCE,
+    ),
+    # nvcc under ulimit -v 120000 (real): located in a system header
+    (
+        "/usr/include/c++/12/bits/stl_iterator_base_funcs.h(191): catastrophic error: out of memory",
+        4,
+        Cause.MEMORY,
+    ),
+    (f"{RELEASE}/cutlass/include/cute/layout.hpp(9): catastrophic error: out of memory", 0, Cause.MEMORY),
+    # nvcc under ulimit -v 40000 (real)
+    (
+        "cc1plus: error while loading shared libraries: libgmp.so.10: "
+        "failed to map segment from shared object",
+        1,
+        Cause.MEMORY,
+    ),
+    ("g++: fatal error: Killed signal terminated program cc1plus", 1, Cause.SIGNAL),
+    ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)", 255, Cause.SIGNAL),
+    ("", 137, Cause.SIGNAL),
+    ("/tmp/tmpxft_1-6_tu.cudafe1.cpp: No space left on device", 1, Cause.SPACE),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_120f'", 1, Cause.TOOL),
+    ("sh: 1: g++: not found", 127, Cause.TOOL),
+    (f'{UNIT}(3): catastrophic error: cannot open source file "cublas_v2.h"', 1, Cause.TOOL),
+    ("/usr/include/c++/12/bits/stl_algo.h(5): error: expected a declaration", 1, Cause.UNKNOWN),
+    ("ld: undefined reference to `foo'", 1, Cause.UNKNOWN),
+    ("", 1, Cause.UNKNOWN),
+]
+
+
+@pytest.mark.parametrize(("output", "status", "cause"), OUTPUTS)
+def test_what_a_failed_compile_said(output: str, status: int, cause: Cause) -> None:
+    log = f"{output}\n{EXIT_MARK}{status}\n"
+    found = classify(log, UNIT.parent.parent, [UNIT.parent, RELEASE])
+    assert found.cause is cause, found
+    assert found.environment == (cause is not Cause.SOURCE)
