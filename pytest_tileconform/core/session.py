@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ..backend import BackendRegistry, CheckingBackend, FinishingBackend
-from ..matrix.bounds import MAX_CASES
+from ..matrix.bounds import MAX_CASES, MAX_CASES_RAISED
 from ..matrix.cases import Case
 from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
 from ..verdict import UNRUN, Verdict
@@ -38,6 +38,11 @@ def max_cases(config: pytest.Config) -> int:
         return MAX_CASES
     if value < 1:
         raise pytest.UsageError(f"--tile-max-cases {value}: must be at least 1")
+    if value > MAX_CASES_RAISED:
+        raise pytest.UsageError(
+            f"--tile-max-cases {value}: must be at most {MAX_CASES_RAISED:,} (each case is a pytest item "
+            "held in memory: a million take about 2.5 GB before any is judged)"
+        )
     return int(value)
 
 

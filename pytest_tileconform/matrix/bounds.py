@@ -40,6 +40,10 @@ MAX_DEPTH = 32
 #: Cases one matrix file may expand to: 50 times the largest shipped matrix, and about a second
 #: to load (pytest then makes an item of each); raised with the loader's ``max_cases``.
 MAX_CASES = 20_000
+#: The most ``--tile-max-cases`` may raise it to: a million cases are about 2.5 GB of pytest items
+#: before any is judged (collecting sm90.yaml's 2,880 took 7 MB more than the smoke matrix's 6,
+#: BENCHMARKS.md) and minutes to collect; more is a typo, not a run this tool can hold.
+MAX_CASES_RAISED = 1_000_000
 #: Rows per expert, ``n`` and ``k``: above 16 M a dimension is a typo, not a test (the element
 #: bound below is what keeps a problem's memory sane; a long thin one may still be wanted).
 MAX_DIM = 1 << 24

@@ -34,3 +34,12 @@ def test_a_limit_below_one_is_a_usage_error(pytester: pytest.Pytester, matrix: P
     result = pytester.runpytest("--tile-matrix", str(matrix), "-p", "no:xdist", "--tile-max-cases", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--tile-max-cases 0: must be at least 1" in result.stderr.str()
+
+
+def test_a_limit_no_host_can_hold_is_a_usage_error(pytester: pytest.Pytester, matrix: Path) -> None:
+    """3,000,000,000 would let a matrix of 60,000 YAML nodes expand to more pytest items than
+    any host holds."""
+    args = ("--tile-matrix", str(matrix), "-p", "no:xdist", "--tile-max-cases", "3000000000")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--tile-max-cases 3000000000: must be at most 1,000,000" in result.stderr.str()
