@@ -31,6 +31,9 @@ class Stage(str, enum.Enum):
     NUMERICS = "numerics"  # the kernel ran but the output disagrees with the reference
     GRAPH = "graph"  # captured in a CUDA graph, a replay faulted or changed D
     REPEAT = "repeat"  # run again, D changed beyond what the epilogue's order allows (a race)
+    # GEMM 1 -> GEMM 2 back to back without host synchronization, and in a replayed CUDA graph,
+    # as FlashInfer launches them: a fault, or D changed beyond what the epilogue's order allows
+    SEQUENCE = "sequence"
     SANITIZE = "sanitize"  # compute-sanitizer (memcheck, racecheck, ...) reported an error
 
     @property
@@ -59,7 +62,7 @@ def kernel_ran(judged_through: Stage) -> bool:
 
 def output_checked(judged_through: Stage) -> bool:
     """Whether a verdict judged through ``judged_through`` checked D against the reference: a
-    pass judged short of it holds only that far (``graph``, ``repeat`` and ``sanitize`` are
+    pass judged short of it holds only that far (``graph``, ``repeat``, ``sequence`` and ``sanitize`` are
     further checks a run may add, not part of every full judgment)."""
     return judged_through.order >= Stage.NUMERICS.order
 

@@ -100,7 +100,7 @@ def test_every_combination() -> None:
         # a pytest pass never hides a rejection; only a failure matching its expectation is known-bad
         assert (category is Category.KNOWN_BAD) == (rejected and verdict == expected)
     assert seen == set(Category)
-    assert len(OUTCOMES) * len(EXPECTED) * len(VERDICTS) * len(THROUGH) == 8 * 12 * 12 * 10
+    assert len(OUTCOMES) * len(EXPECTED) * len(VERDICTS) * len(THROUGH) == 8 * 13 * 13 * 11
 
 
 def test_category_order_puts_what_needs_action_first() -> None:

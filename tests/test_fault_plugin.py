@@ -46,11 +46,16 @@ FAULTS = {
     "uninit-workspace": "numerics",
     "unwritten-d": "numerics",
     "race": "graph",
+    "workspace-race": "sequence",
     "pending-error": "prepare",
     "pending-after": "run",
     "scale-d": "numerics",
 }
 GOOD = "sm90-bf16-128x128x64-c1x1x1-none"
+#: what a fault needs beside it: the workspace race is the sequence stage's, alone after the run
+STAGE_ARGS = {
+    "workspace-race": ("--tile-sequence", "1000", "--tile-graph-replays", "0", "--tile-repeats", "0"),
+}
 
 
 def reference_d(case: Case, run_dir: Path) -> bytes:
@@ -62,8 +67,9 @@ def reference_d(case: Case, run_dir: Path) -> bytes:
 class StandInRunner:
     """The case runner's part. A case whose problem.txt names a hook gets what the harness
     leaves behind with that fault (tileconform_faults_hook.cu on a GPU): the trap's sticky
-    error at run, a D the poison shows in, a graph replay that changed D, a pending error
-    cleared and failing the case at prepare; any other case writes the reference D and passes."""
+    error at run, a D the poison shows in, a graph replay or a sequence run that changed D, a
+    pending error cleared and failing the case at prepare; any other case writes the reference
+    D and passes."""
 
     def __init__(self, cases: list[Case]) -> None:
         self.cases = {kernel_config(case).name: case for case in cases}
@@ -96,6 +102,14 @@ class StandInRunner:
                 "changed_runs": 8,
                 "most_changed_elements": 128,
                 "saved": "d.graph.bin",
+            }
+        elif fault == "workspace-race" and "sequence 1000 1000" in problem.splitlines():
+            (run_dir / "d.sequence.bin").write_bytes(bytes([POISON_BYTE]) * 512 + bytes(d[512:]))
+            fields["sequence"] = {
+                "runs": 5000,
+                "changed_runs": 3,
+                "most_changed_elements": 256,
+                "saved": "d.sequence.bin",
             }
         elif fault == f"scale-d:{case.out}":
             scaled = torch.frombuffer(bytearray(d), dtype=output_dtype(case.out)).double() * 1.01
@@ -151,7 +165,7 @@ def test_an_injected_fault_fails_its_case_at_its_stage_and_no_other(
     tc: TileRun, runner: StandInRunner, tmp_path: Path, fault: str
 ) -> None:
     threads = torch.get_num_threads()
-    result = tc.run(*_args(tmp_path), "--tile-inject-fault", f"{FAULTY}={fault}")
+    result = tc.run(*_args(tmp_path), *STAGE_ARGS.get(fault, ()), "--tile-inject-fault", f"{FAULTY}={fault}")
     expected = FAULTS[fault]
     assert result.ret == (0 if expected == "pass" else 1), output(result)
     assert _outcomes(tc) == {FAULTY: expected, GOOD: "pass"}

@@ -1,4 +1,4 @@
-"""The hardware stages after numerics (graph, repeat, sanitize), how a case is launched (PDL) and
+"""The hardware stages after numerics (graph, repeat, sequence, sanitize), how a case is launched (PDL) and
 what its verdict records, on the CPU: a stand-in plays the harness (it writes verdict.json, D and
 the D a replaying stage saved, as harness.cu does), so everything around it runs as on a GPU
 host; and the options that turn the stages on, checked at startup."""
@@ -135,7 +135,23 @@ def test_without_graph_and_repeat_the_verdict_goes_through_numerics(settings: Se
     assert "graph_replays 0" in harness.problem and "repeats 0" in harness.problem
 
 
-@pytest.mark.parametrize("stage", ["graph", "repeat"])
+def test_the_sequence_stage_runs_after_repeat_when_asked_for(settings: Settings) -> None:
+    """``--tile-sequence N``: the harness gets ``sequence N N`` (N runs alone, N pairs, N graph
+    replays of a pair: 3N D's compared), and the verdict speaks for the stage it reported."""
+    case = make_case()
+    fields = passed(graph=replays(8), repeat=replays(3), sequence=replays(3000))
+    harness = Harness(fields, {"d.bin": d_bytes(case)})
+    verdict = judge(case, harness, dataclasses.replace(settings, sequence=1000))
+    assert verdict.passed and verdict.judged_through is Stage.SEQUENCE
+    assert verdict.extra["stages"] == ["numerics", "graph", "repeat", "sequence"]
+    assert verdict.extra["sequence"] == replays(3000) and verdict.extra["launches"] == 1 + 8 + 3 + 3000
+    assert "sequence 1000 1000" in harness.problem.splitlines()
+    harness = Harness(passed(), {"d.bin": d_bytes(case)})
+    judge(case, harness, settings)
+    assert "sequence" not in harness.problem
+
+
+@pytest.mark.parametrize("stage", ["graph", "repeat", "sequence"])
 def test_a_deterministic_epilogue_must_give_the_same_d_every_run(settings: Settings, stage: str) -> None:
     case = make_case()
     good = d_bytes(case)
@@ -159,7 +175,7 @@ def test_a_reduction_may_change_d_within_what_its_order_allows(settings: Setting
     assert verdict.failed_stage is Stage.GRAPH and "beyond what the reduction order allows" in verdict.detail
 
 
-@pytest.mark.parametrize("stage", ["graph", "repeat"])
+@pytest.mark.parametrize("stage", ["graph", "repeat", "sequence"])
 def test_a_runner_that_dies_in_a_later_stage_fails_there_unless_d_was_wrong(
     settings: Settings, stage: str
 ) -> None:
@@ -173,11 +189,12 @@ def test_a_runner_that_dies_in_a_later_stage_fails_there_unless_d_was_wrong(
     assert verdict.failed_stage is Stage.NUMERICS
 
 
-def test_a_fault_in_a_replay_is_that_stages_verdict(settings: Settings) -> None:
+@pytest.mark.parametrize("stage", ["graph", "sequence"])
+def test_a_fault_in_a_replay_is_that_stages_verdict(settings: Settings, stage: str) -> None:
     case = make_case()
-    fields = {"final": True, "stage": "graph", "status": "cudaErrorIllegalAddress", "message": "replay 3"}
+    fields = {"final": True, "stage": stage, "status": "cudaErrorIllegalAddress", "message": "replay 3"}
     verdict = judge(case, Harness(fields, {"d.bin": d_bytes(case)}), settings)
-    assert (verdict.failed_stage, verdict.status) == (Stage.GRAPH, "cudaErrorIllegalAddress")
+    assert (verdict.failed_stage, verdict.status) == (Stage(stage), "cudaErrorIllegalAddress")
 
 
 def test_a_pending_error_before_the_case_fails_it_at_prepare_and_is_recorded(settings: Settings) -> None:
@@ -244,6 +261,7 @@ def test_the_sanitize_stage_waits_for_numerics(settings: Settings) -> None:
     [
         (["--tile-graph-replays=-1"], "--tile-graph-replays -1: must be between 0 and 10,000"),
         (["--tile-repeats", "10001"], "--tile-repeats 10001: must be between 0 and 10,000"),
+        (["--tile-sequence", "-5"], "--tile-sequence -5: must be between 0 and 10,000"),
         (["--tile-sanitize", "leakcheck"], "--tile-sanitize leakcheck: must be one of memcheck, racecheck"),
     ],
 )
@@ -269,11 +287,15 @@ def test_the_stage_options_reach_the_backend(pytester: pytest.Pytester) -> None:
         "0",
         "--tile-sanitize",
         "synccheck",
+        "--tile-sequence",
+        "1000",
     )
     resolve(config)
     (backend,) = pytest_tileconform_register_backends(config, run_options(config))
-    assert (backend.settings.graph_replays, backend.settings.repeats, backend.settings.sanitize) == (
+    settings = backend.settings
+    assert (settings.graph_replays, settings.repeats, settings.sanitize, settings.sequence) == (
         2,
         0,
         "synccheck",
+        1000,
     )

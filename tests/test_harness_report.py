@@ -54,7 +54,7 @@ def test_the_stage_map_covers_exactly_what_the_harness_writes() -> None:
     names = _harness_stage_names()
     assert names - set(STAGES) == {"setup", "pass"}  # no stage of the case: a fault, or none
     assert set(STAGES) <= names
-    assert {"prepare", "graph", "repeat"} <= names
+    assert {"prepare", "graph", "repeat", "sequence"} <= names
 
 
 def test_the_poison_is_the_one_the_numerics_check_knows() -> None:
@@ -84,6 +84,7 @@ def test_a_missing_or_broken_report_is_empty(tmp_path: Path) -> None:
         ({"final": False, "stage": "run"}, Stage.RUN, False),
         ({"final": False, "stage": "graph"}, Stage.GRAPH, False),
         ({"final": False, "stage": "repeat"}, Stage.REPEAT, False),
+        ({"final": False, "stage": "sequence"}, Stage.SEQUENCE, False),
         ({"final": True, "stage": "graph"}, None, False),
         ({"final": True, "stage": "prepare"}, None, True),
         ({"final": True, "stage": "initialize"}, None, True),

@@ -62,6 +62,7 @@ def run_options(config: pytest.Config) -> RunOptions:
         worker_index=int(workerinput["workerid"].removeprefix("gw")) if workerinput else 0,
         graph_replays=config.getoption("tile_graph_replays"),
         repeats=config.getoption("tile_repeats"),
+        sequence=config.getoption("tile_sequence"),
         sanitize=config.getoption("tile_sanitize"),
         build_limit=config.getoption("tile_build_limit"),
     )

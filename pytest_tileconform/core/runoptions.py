@@ -246,6 +246,17 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         _replays,
     ),
     RunOption(
+        "sequence",
+        int,
+        0,
+        "on hardware, the sequence stage: run each case N times back to back without host "
+        "synchronization, then N times as FlashInfer's GEMM 1 -> GEMM 2 pair on one workspace "
+        "and stream, then that pair captured in a CUDA graph and replayed N times; every D is "
+        "compared with the checked run's on the device (default 0: no sequence stage)",
+        "N",
+        _replays,
+    ),
+    RunOption(
         "sanitize",
         str,
         None,
@@ -289,6 +300,8 @@ class RunOptions:
     #: and further runs after the checked one (the ``repeat`` stage); 0 leaves a stage out.
     graph_replays: int = 8
     repeats: int = 3
+    #: Hardware only: runs of each kind in the ``sequence`` stage (0 leaves it out).
+    sequence: int = 0
     #: Hardware only: the compute-sanitizer tool the ``sanitize`` stage runs (None: no stage).
     sanitize: str | None = None
     #: Seconds a worker may spend compiling before its first case runs (None: no limit); the

@@ -81,6 +81,8 @@ def harness_entries(case: Case, settings: Settings, *, on_hardware: bool) -> dic
             graph_replays=settings.graph_replays,
             repeats=settings.repeats,
         )
+        if settings.sequence > 0:
+            entries["sequence"] = (settings.sequence, settings.sequence)
     return entries
 
 
@@ -186,7 +188,12 @@ def hand_over(
         try:
             shared = prepared.shared()
             write_problem(inputs, run_dir, extra_problem=entries)
-            shared.write(run_dir, graph=settings.graph_replays > 0, repeat=settings.repeats > 0)
+            shared.write(
+                run_dir,
+                graph=settings.graph_replays > 0,
+                repeat=settings.repeats > 0,
+                sequence=settings.sequence > 0,
+            )
             return shared, "device memory"
         except SharingError as exc:
             how = f"files (device memory could not be shared: {exc})"
@@ -236,18 +243,20 @@ def judge(
             **launch_record(case, settings),
             "graph_replays": settings.graph_replays,
             "repeats": settings.repeats,
+            "sequence": settings.sequence,
             "gpu": f"{gpu.index} ({gpu.uuid})",
             "operands": handed,
             "seconds": seconds,
         }
-        extra.update(report.given("kernel_ms", "device", "cuda_error", "graph", "repeat"))
+        replaying = (Stage.GRAPH, Stage.REPEAT, Stage.SEQUENCE)
+        extra.update(report.given("kernel_ms", "device", "cuda_error", *(stage.value for stage in replaying)))
         # kernel runs of the case: the checked one, each replay and repeat, each timed call
         extra["launches"] = (
             1
             + settings.timing_iters
             + sum(
                 int(fields.get("runs", 0))
-                for fields in (extra.get("graph"), extra.get("repeat"))
+                for fields in (extra.get(stage.value) for stage in replaying)
                 if isinstance(fields, dict)
             )
         )
@@ -256,9 +265,7 @@ def judge(
         # the stages this verdict speaks for: numerics, those the harness says it ran, and
         # the sanitizer when asked for (taken back below if this host cannot run it)
         judged = [Stage.NUMERICS]
-        judged += [
-            stage for stage in (Stage.GRAPH, Stage.REPEAT) if isinstance(report.fields.get(stage.value), dict)
-        ]
+        judged += [stage for stage in replaying if isinstance(report.fields.get(stage.value), dict)]
         if settings.sanitize:
             judged.append(Stage.SANITIZE)
         extra["stages"] = [stage.value for stage in judged]
@@ -306,9 +313,12 @@ def judge(
                 return None
             full_dir = run_dir / "full"
             full_dir.mkdir()
-            once = dict(entries, timing_iters=0, graph_replays=0, repeats=0)
+            once = {**entries, "timing_iters": 0, "graph_replays": 0, "repeats": 0}
+            once.pop("sequence", None)
             full_started = time.perf_counter()
-            shared_full, _ = hand_over(full, full_dir, once, replace(settings, graph_replays=0, repeats=0))
+            shared_full, _ = hand_over(
+                full, full_dir, once, replace(settings, graph_replays=0, repeats=0, sequence=0)
+            )
             before_run(case, full_dir)
             full_report, full_fault = execute(build.artifact, full_dir, name)
             extra["launches"] += 1
@@ -337,13 +347,13 @@ def judge(
             raise RuntimeError(f"harness setup failed: {report.describe()}")
         if not report.passed:
             stage = report.stage or Stage.RUN
-            if stage in (Stage.GRAPH, Stage.REPEAT) and (wrong := numerics_failure()) is not None:
+            if stage in replaying and (wrong := numerics_failure()) is not None:
                 return finish(wrong)
             return finish(verdict(stage, report.status, report.message))
         if (wrong := numerics_failure() or full_failure()) is not None:
             return finish(wrong)
         deterministic = not report.use_reduction
-        for stage in (Stage.GRAPH, Stage.REPEAT):
+        for stage in replaying:
             fields = report.fields.get(stage.value)
             if isinstance(fields, dict) and (why := replay_failure(stage, fields, deterministic, check)):
                 return finish(verdict(stage, "changed", why))

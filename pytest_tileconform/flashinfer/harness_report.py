@@ -4,9 +4,9 @@ schema ``tileconform.flashinfer.verdict/1``), read from the case's run directory
 The harness names the stage it stopped at: ``setup`` (it never reached its own preparation of
 the launcher's inputs: bad inputs, no device), ``prepare`` (its preparation failed, or the
 launcher refused what it prepared before CUTLASS judged anything), ``can_implement``,
-``initialize``, ``launch``, ``run``, ``graph``, ``repeat`` or ``pass``. :data:`STAGES` is the one
-map from those names to the stages a case can fail at; the hardware run and the virtual device
-each decide from it which of them are verdicts where they judge.
+``initialize``, ``launch``, ``run``, ``graph``, ``repeat``, ``sequence`` or ``pass``.
+:data:`STAGES` is the one map from those names to the stages a case can fail at; the hardware
+run and the virtual device each decide from it which of them are verdicts where they judge.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ STAGES: dict[str, Stage] = {
     "run": Stage.RUN,
     "graph": Stage.GRAPH,
     "repeat": Stage.REPEAT,
+    "sequence": Stage.SEQUENCE,
 }
 #: The stages during which the harness writes a preliminary verdict (``final`` false): a
 #: process that ends then leaves that stage behind.
-RUNNING = ("run", "graph", "repeat")
+RUNNING = ("run", "graph", "repeat", "sequence")
 
 
 @dataclass(frozen=True)

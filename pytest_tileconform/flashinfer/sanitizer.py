@@ -26,7 +26,7 @@ REPORT = "sanitizer.log"
 #: compute-sanitizer's exit status when its tool reported an error (``--error-exitcode``)
 ERROR_EXIT = 86
 #: problem.txt keys the sanitized run leaves out (the stages that only repeat the kernel)
-REPEATING_KEYS = ("graph_replays", "repeats", "timing_iters")
+REPEATING_KEYS = ("graph_replays", "repeats", "sequence", "timing_iters")
 
 _SUMMARY = re.compile(r"(?:ERROR SUMMARY|RACECHECK SUMMARY):.*?(\d+) error", re.IGNORECASE)
 

@@ -9,6 +9,9 @@ trap (default)      run: a sticky error; the cases after it get a new runner and
 uninit-workspace    numerics: D computed from workspace memory nobody wrote (the poison shows)
 unwritten-d         numerics: D left as it was before the run
 race                graph (or repeat without graphs): a second kernel writes D racing the GEMM
+workspace-race      sequence (with the graph and repeat stages off): a second kernel keeps
+                    overwriting the CUTLASS workspace while each GEMM after the checked run
+                    reads it, as FlashInfer's GEMM 1 and GEMM 2 share it
 pending-error       prepare: a pending non-sticky error before the case is cleared, recorded and
                     fails the case (the state it would run in is not clean)
 pending-after       run: the same error left after the case's last stage fails the case
@@ -38,6 +41,7 @@ FAULTS = {
     "uninit-workspace": "numerics",
     "unwritten-d": "numerics",
     "race": "graph",
+    "workspace-race": "sequence",
     "pending-error": "prepare",
     "pending-after": "run",
     "scale-d": "numerics",

@@ -12,6 +12,12 @@
 //                     the first repeat), a kernel on a second stream, forked before the GEMM and
 //                     joined after it without any order between the two, writes into D after
 //                     ~2 ms: it races the GEMM and, given the GEMM's microseconds, wins late
+//   workspace-race    from the second launcher call on, a kernel on a second stream, forked
+//                     before the GEMM and joined after it, keeps writing the poison over the
+//                     whole CUTLASS workspace while the GEMM runs, as another GEMM on the same
+//                     workspace would rewrite the TMA descriptors this one reads (FlashInfer's
+//                     GEMM 1 and GEMM 2 share it); run with the graph and repeat stages off, the
+//                     calls after the checked run are the sequence stage's
 //   pending-error     before the case, a failed cudaMalloc in the harness's own runtime leaves
 //                     a pending (non-sticky) error: the case fails at prepare
 //   pending-after     the same after the case's last stage, as a launcher call that left an
@@ -38,6 +44,16 @@ __global__ void or_workspace_into_d(unsigned char* d, const unsigned char* tail,
 __global__ void late_writer(unsigned char* d, size_t n) {
   for (int i = 0; i < 2000; ++i) __nanosleep(1000);
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = 0x3C;  // a finite, wrong value
+}
+
+// Rewrites the workspace again and again for some tens of microseconds, longer than a smoke
+// GEMM runs, so that the GEMM launched beside it reads a workspace being overwritten.
+__global__ void scribble_workspace(unsigned char* workspace, size_t n) {
+  for (int round = 0; round < 400; ++round) {
+    for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+      workspace[i] = 0xFF;
+    __nanosleep(100);
+  }
 }
 
 constexpr float kScale = 1.01f;
@@ -77,7 +93,7 @@ extern "C" void tileconform_hook(const TileconformHookContext* c) {
         void* never = nullptr;
         c->runtime_malloc(&never, size_t{1} << 62);
       }
-      if (is(c, "race") && side == nullptr) {  // made before any capture: creating is no capture
+      if ((is(c, "race") || is(c, "workspace-race")) && side == nullptr) {  // made before any capture: creating is no capture
         cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
         cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming);
         cudaEventCreateWithFlags(&join_event, cudaEventDisableTiming);
@@ -89,6 +105,11 @@ extern "C" void tileconform_hook(const TileconformHookContext* c) {
         cudaStreamWaitEvent(side, fork_event, 0);
         late_writer<<<1, 256, 0, side>>>(static_cast<unsigned char*>(c->d), head);
       }
+      if (is(c, "workspace-race") && c->call >= 1 && c->workspace_bytes > 0) {
+        cudaEventRecord(fork_event, c->stream);
+        cudaStreamWaitEvent(side, fork_event, 0);
+        scribble_workspace<<<2, 256, 0, side>>>(static_cast<unsigned char*>(c->workspace), c->workspace_bytes);
+      }
       break;
     case TILECONFORM_HOOK_AFTER_LAUNCH:
       if (is(c, "trap") && c->call == 0) trap_kernel<<<1, 1, 0, c->stream>>>();
@@ -99,7 +120,7 @@ extern "C" void tileconform_hook(const TileconformHookContext* c) {
       }
       if (is(c, "unwritten-d")) cudaMemsetAsync(c->d, c->d_initial_byte, c->d_bytes, c->stream);
       if (std::strncmp(c->arg, "scale-d:", std::strlen("scale-d:")) == 0) scale_d_as(c);
-      if (is(c, "race") && c->call >= 1) {
+      if ((is(c, "race") || is(c, "workspace-race")) && c->call >= 1) {
         cudaEventRecord(join_event, side);
         cudaStreamWaitEvent(c->stream, join_event, 0);
       }

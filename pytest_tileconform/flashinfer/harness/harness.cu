@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -356,6 +357,10 @@ void repeat_stage(Runs<C>& runs, CheckedD& checked, const std::string& run_dir, 
   }
 }
 
+}  // namespace tileconform
+#include "harness_sequence.h"
+namespace tileconform {
+
 template <class C>
 void time_launcher(Runs<C>& runs, Verdict& verdict) {
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -372,6 +377,22 @@ void time_launcher(Runs<C>& runs, Verdict& verdict) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   verdict.kernel_ms = static_cast<double>(total_ms) / runs.p.timing_iters;
+}
+
+// The launcher's input for `ops`; a failure to build it is the harness's preparation failing.
+template <class C>
+GemmSetup make_setup(const ProblemInfo& p, const Operands& ops) {
+  try {
+    if constexpr (C::mixed) {
+      return make_mixed_input<C>(p, ops);
+    } else {
+      return make_gemm_input<C>(p, ops);
+    }
+  } catch (const StageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw StageError("prepare", "exception", e.what());
+  }
 }
 
 template <class C>
@@ -393,18 +414,7 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
 
   const Operands ops = load_operands<C>(run_dir, table, p);
 
-  GemmSetup setup;
-  try {
-    if constexpr (C::mixed) {
-      setup = make_mixed_input<C>(p, ops);
-    } else {
-      setup = make_gemm_input<C>(p, ops);
-    }
-  } catch (const StageError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw StageError("prepare", "exception", e.what());
-  }
+  GemmSetup setup = make_setup<C>(p, ops);
 
   cudaStream_t stream = nullptr;
   check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
@@ -442,9 +452,23 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
   runs.launch();
   runs.finish("run");
   checked.keep("run");
+  const bool sequence = p.sequence_runs > 0 || p.sequence_replays > 0;
+  std::unique_ptr<SequenceCheck> sequence_check;
+  if (sequence) {
+    sequence_check = std::make_unique<SequenceCheck>(ops.d, C::out_bits, table);
+    sequence_check->keep();
+  }
 
   if (p.graph_replays > 0) graph_stage(runs, checked, run_dir, verdict);
   if (p.repeats > 0) repeat_stage(runs, checked, run_dir, verdict);
+  if (sequence) {
+    // GEMM 2: its own launcher input and D, the workspace and stream of GEMM 1 (FlashInfer's)
+    GemmSetup second = make_setup<C>(p, with_d(ops, sequence_check->d2()));
+    second.input.gemm_workspace = workspace.as<uint8_t>();
+    second.input.gemm_workspace_size = workspace_bytes;
+    Runs<C> gemm2{second, p, sequence_check->d2(), sm, stream, hook};
+    sequence_stage(runs, gemm2, *sequence_check, run_dir, verdict);
+  }
   if (p.timing_iters > 0) time_launcher(runs, verdict);
 
   verdict.stage = "pass";

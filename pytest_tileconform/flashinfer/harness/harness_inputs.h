@@ -102,6 +102,10 @@ ProblemInfo read_problem(const std::string& path, bool finalize, bool dynamic_cg
       p.graph_replays = static_cast<int>(to_int(i++, key));
     } else if (key == "repeats") {
       p.repeats = static_cast<int>(to_int(i++, key));
+    } else if (key == "sequence") {
+      // sequence N M: N runs back to back without host synchronization, then M graph replays
+      p.sequence_runs = static_cast<int>(to_int(i++, key));
+      p.sequence_replays = static_cast<int>(to_int(i++, key));
     } else if (key == "cluster_shape" || key == "fallback_cluster_shape") {
       // cluster_shape M N / fallback_cluster_shape M N: a dynamic-CGA case's runtime clusters
       int* shape = key == "cluster_shape" ? p.cluster_shape : p.fallback_cluster_shape;
@@ -129,8 +133,9 @@ ProblemInfo read_problem(const std::string& path, bool finalize, bool dynamic_cg
   if (!have_n || !have_k || p.n <= 0 || p.k <= 0) {
     bad_input("problem.txt: 'n' and 'k' must be positive");
   }
-  if (p.timing_iters < 0 || p.graph_replays < 0 || p.repeats < 0) {
-    bad_input("problem.txt: 'timing_iters', 'graph_replays' and 'repeats' must be >= 0");
+  if (p.timing_iters < 0 || p.graph_replays < 0 || p.repeats < 0 || p.sequence_runs < 0 ||
+      p.sequence_replays < 0) {
+    bad_input("problem.txt: 'timing_iters', 'graph_replays', 'repeats' and 'sequence' must be >= 0");
   }
   if (finalize && p.out_rows <= 0) bad_input("problem.txt: finalize needs 'out_rows' > 0");
   if (dynamic_cga && (p.cluster_shape[0] == 0 || p.fallback_cluster_shape[0] == 0)) {

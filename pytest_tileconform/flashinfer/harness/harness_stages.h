@@ -96,13 +96,14 @@ struct GraphApi {
     return api;
   }
 
-  // A failed driver call ends the case at the graph stage, with the driver's error name.
-  void check(CUresult result, const char* what) const {
+  // A failed driver call ends the case at the stage replaying the graph, with the driver's
+  // error name.
+  void check(CUresult result, const char* what, const char* stage = "graph") const {
     if (result == CUDA_SUCCESS) return;
     const char* name = nullptr;
     error_name(result, &name);
     const std::string status = name != nullptr ? name : "CUDA_ERROR_UNKNOWN";
-    throw StageError("graph", status, std::string(what) + ": " + status);
+    throw StageError(stage, status, std::string(what) + ": " + status);
   }
 };
 

@@ -58,6 +58,8 @@ struct ProblemInfo {
   int timing_iters = 0;
   int graph_replays = 0;  // the graph stage: replays of the captured run (0: no such stage)
   int repeats = 0;        // the repeat stage: further runs after the checked one (0: none)
+  int sequence_runs = 0;     // the sequence stage: unsynchronized runs of each kind (0: no stage)
+  int sequence_replays = 0;  // and replays of its captured GEMM 1 -> GEMM 2 pair
   bool enable_pdl = false;
   int cluster_shape[2] = {0, 0};           // dynamic CGA: the runtime cluster (M, N)
   int fallback_cluster_shape[2] = {0, 0};  // and its fallback; 0: a static cluster
@@ -109,7 +111,7 @@ struct Verdict {
   DeviceInfo device;
   bool have_problem = false;
   ProblemInfo problem;
-  ReplayInfo graph, repeat;
+  ReplayInfo graph, repeat, sequence;
   std::vector<ClearedError> cleared_errors;
 
   std::string to_json() const {
@@ -152,6 +154,7 @@ struct Verdict {
     j << "  \"poison_byte\": " << (problem.poison ? std::to_string(kPoisonByte) : "null") << ",\n";
     j << "  \"graph\": " << graph.to_json() << ",\n";
     j << "  \"repeat\": " << repeat.to_json() << ",\n";
+    j << "  \"sequence\": " << sequence.to_json() << ",\n";
     if (have_device) {
       j << "  \"device\": {\"name\": " << json_string(device.name) << ", \"cc\": ["
         << device.cc_major << ", " << device.cc_minor << "], \"sm_count\": " << device.sm_count
@@ -166,6 +169,7 @@ struct Verdict {
         << ", \"timing_iters\": " << problem.timing_iters
         << ", \"graph_replays\": " << problem.graph_replays
         << ", \"repeats\": " << problem.repeats
+        << ", \"sequence\": [" << problem.sequence_runs << ", " << problem.sequence_replays << "]"
         << ", \"enable_pdl\": " << (problem.enable_pdl ? "true" : "false")
         << ", \"cluster_shape\": [" << problem.cluster_shape[0] << ", " << problem.cluster_shape[1]
         << "], \"fallback_cluster_shape\": [" << problem.fallback_cluster_shape[0] << ", "

@@ -34,7 +34,8 @@ struct TileconformHookContext {
   const char* case_name;
   const char* arg;  // the ARG of problem.txt's hook line ("" without one)
   // Launcher calls that computed D so far in this case (0 at the checked run; the graph capture
-  // and every repeat count one each; graph replays are not calls).
+  // and every repeat count one each, so does each GEMM of the sequence stage and of its capture;
+  // graph replays are not calls).
   int call;
   int capturing;  // the call is being captured into a CUDA graph
   cudaStream_t stream;  // null before the case's stream exists

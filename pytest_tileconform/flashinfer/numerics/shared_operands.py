@@ -32,7 +32,12 @@ from .tolerance import POISON_BYTE
 #: what the runner reads (harness/PROTOCOL.md)
 OPERANDS_FILE = "operands.txt"
 #: the D a replaying stage saved (verdict.json's ``saved``) -> the buffer it is in here
-SAVED_BUFFERS = {"d.bin": "d", "d.graph.bin": "d_graph", "d.repeat.bin": "d_repeat"}
+SAVED_BUFFERS = {
+    "d.bin": "d",
+    "d.graph.bin": "d_graph",
+    "d.repeat.bin": "d_repeat",
+    "d.sequence.bin": "d_sequence",
+}
 _HANDLE_BYTES = 64
 
 
@@ -121,7 +126,7 @@ class SharedOperands:
             _nbytes(t) for name, t in self.inputs.items() if name not in ("a", "b")
         )
 
-    def write(self, run_dir: Path, *, graph: bool, repeat: bool) -> None:
+    def write(self, run_dir: Path, *, graph: bool, repeat: bool, sequence: bool = False) -> None:
         """operands.txt for one case: every input, ``d`` and the buffers its stages need. ``d``
         is filled with the poison first, so a harness that never copied D into it fails.
 
@@ -129,6 +134,7 @@ class SharedOperands:
         of this process's streams, so inputs still being made (or the poison still being
         written) would race the harness's reads and its copy of D."""
         wanted = ["d", *(["d_graph"] if graph else []), *(["d_repeat"] if repeat else [])]
+        wanted += ["d_sequence"] if sequence else []
         self.outputs["d"].fill_(POISON_BYTE)
         torch.cuda.synchronize(self.outputs["d"].device)
         lines = [self._line(name, t) for name, t in self.inputs.items()]
