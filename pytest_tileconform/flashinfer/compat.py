@@ -114,13 +114,18 @@ def incompatibility(data_dir: Path) -> str | None:
     return None
 
 
+#: ``FILE(LINE): error`` (nvcc's front ends) or ``FILE:LINE[:COL]: error`` (gcc); FILE may hold
+#: spaces and parentheses (a build cache's path)
+_LOCATED = re.compile(r"^(?P<file>.+?)(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal )?error\b")
+
+
 def harness_error(first_error: str) -> bool:
     """Whether a compile error (nvcc's first error line) is located in the tool's own code: the
     harness's files or the generated unit (a name or type the tool wrote that the release does
     not declare). Either does not fit these sources, which is no verdict on the instantiation.
     An error in FlashInfer's, TensorRT-LLM's or CUTLASS's files (a static_assert of the launcher,
     a CUTLASS builder refusing the tile) is a verdict and stays one."""
-    location = re.match(r"^(?P<file>[^\s(:]+)[(:]\d+", first_error.strip())
+    location = _LOCATED.match(first_error.strip())
     if location is None:
         return False
     path = Path(location.group("file"))
