@@ -16,31 +16,35 @@ from ..compile.cache import available_memory
 from ..dtypes import dtype
 from ..matrix.cases import Case
 
-#: Peak host memory of a virtual case, as multiples of its operands at their storage sizes,
-#: measured (BENCHMARKS.md, "Host memory of a virtual case"): making the inputs on the CPU (A and
-#: B, drawn in fp32 and converted) peaks at 4.4 times A and B, and the harness (its reads of the
-#: files and the emulated device memory they are copied into, D and the workspace poisoned) at
-#: 1.9 times A, B and D; the inputs stay cached while the harness runs.
-INPUT_FACTOR = 4.5
-HARNESS_FACTOR = 2.0
+#: Peak host memory of a virtual case, measured (BENCHMARKS.md, "Host memory of a virtual
+#: case"): making the inputs on the CPU peaks at about 8.2 bytes per element of A and B whatever
+#: their storage (they are drawn through fp32 and 64-bit integer temporaries: bf16 and fp8 A
+#: alike), and the harness (its reads of the files and the emulated device memory they are
+#: copied into, D and the workspace poisoned) at 1.7 to 1.9 times A, B and D at their storage
+#: sizes; the inputs stay cached while the harness runs.
+INPUT_BYTES_PER_ELEMENT = 9
+HARNESS_FACTOR = 2
 GB = 1e9
 
 
 def operand_bytes(case: Case) -> tuple[int, int, int]:
     """A (rows x k), B (experts x n x k) and D (rows x n) of ``case``'s problem in bytes, at the
     storage size of their types (block scales and bias are a small fraction beside them)."""
+    a, b, d = operand_elements(case)
+    return a * dtype(case.act).bits // 8, b * dtype(case.weight).bits // 8, d * dtype(case.out).bits // 8
+
+
+def operand_elements(case: Case) -> tuple[int, int, int]:
+    """Elements of A, B and D of ``case``'s problem."""
     problem = case.problem
     rows = sum(problem.rows)
-    a = rows * problem.k * dtype(case.act).bits // 8
-    b = len(problem.rows) * problem.n * problem.k * dtype(case.weight).bits // 8
-    d = rows * problem.n * dtype(case.out).bits // 8
-    return a, b, d
+    return rows * problem.k, len(problem.rows) * problem.n * problem.k, rows * problem.n
 
 
 def virtual_need(case: Case) -> int:
     """Bytes of host memory judging ``case`` on the virtual device takes at its peak."""
-    a, b, d = operand_bytes(case)
-    return int(INPUT_FACTOR * (a + b) + HARNESS_FACTOR * (a + b + d))
+    a, b, _ = operand_elements(case)
+    return INPUT_BYTES_PER_ELEMENT * (a + b) + HARNESS_FACTOR * sum(operand_bytes(case))
 
 
 def virtual_refusal(case: Case, available: int | None = None) -> str | None:

@@ -77,7 +77,9 @@ def test_the_estimate_and_a_problem_that_fits() -> None:
     small = make_case()
     big = replace(small, problem=Problem(rows=(50_000,) * 8, n=4096, k=4096))
     assert operand_bytes(big) == (400_000 * 4096 * 2, 8 * 4096 * 4096 * 2, 400_000 * 4096 * 2)
-    assert virtual_need(big) == int(4.5 * (3_276_800_000 + 268_435_456) + 2 * 6_822_035_456)
+    assert virtual_need(big) == 9 * (400_000 * 4096 + 8 * 4096 * 4096) + 2 * 6_822_035_456
+    fp8 = replace(big, act="fp8_e4m3", weight="fp8_e4m3")  # inputs drawn alike, stored in half
+    assert virtual_need(big) - virtual_need(fp8) == 2 * (400_000 * 4096 + 8 * 4096 * 4096)
     assert virtual_refusal(big, available=virtual_need(big)) is None
     assert virtual_refusal(big, available=virtual_need(big) - 1) is not None
     assert virtual_refusal(small, available=1 << 30) is None
