@@ -151,7 +151,7 @@ def test_a_failed_unit_is_planned_again_in_halves(
     variants = [(tile, swap) for tile in good for swap in (False, True)][:7]
     variants.insert(5, ((128, 256, 64), False))  # the bad one, in the second half
     cases = [replace(make_case(), tile=tile, swap_ab=swap) for tile, swap in variants]
-    monkeypatch.setattr("pytest_tileconform.flashinfer.backend.available_cores", lambda: 1)
+    monkeypatch.setattr("pytest_tileconform.flashinfer.unitbuild.available_cores", lambda: 1)
     backend.prepare(cases)
     verdicts = [backend.judge(case) for case in cases]
     assert [v.failed_stage is Stage.COMPILE for v in verdicts] == [c.tile == (128, 256, 64) for c in cases]

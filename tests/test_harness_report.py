@@ -188,7 +188,7 @@ def test_plan_units_is_the_backends_plan_for_a_given_host(
     assert [len(u) for u in plan_units(cases, 36, cores=16, memory=134 * GB, jobs=1)] == [36, 36] * 5
 
     backend = FlashInferBackend(backend_settings(jobs=None), progress=lambda _msg: None)
-    monkeypatch.setattr("pytest_tileconform.flashinfer.backend.available_cores", lambda: 16)
-    monkeypatch.setattr("pytest_tileconform.flashinfer.backend.available_memory", lambda: 134 * GB)
+    monkeypatch.setattr("pytest_tileconform.flashinfer.unitbuild.available_cores", lambda: 16)
+    monkeypatch.setattr("pytest_tileconform.flashinfer.unitbuild.available_memory", lambda: 134 * GB)
     monkeypatch.setattr(backend, "_spec", lambda group: len(group))
-    assert backend._plan_units(cases, 36) == [(unit, len(unit)) for unit in units]  # type: ignore[comparison-overlap]
+    assert backend._units.plan_units(cases, 36) == [(unit, len(unit)) for unit in units]  # type: ignore[comparison-overlap]

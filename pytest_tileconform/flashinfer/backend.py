@@ -7,8 +7,8 @@ one is built. On hardware, a worker runs its cases in one long-lived runner proc
 each unit once (:mod:`.runner`, :mod:`.hardware`); a kernel that traps or leaves a sticky CUDA
 error ends only that runner (the next case starts a new one), and a timeout bounds each case.
 On the virtual device each case runs in its own process of the unit's virtual executable.
-A shared unit that fails to compile is rebuilt case by case, so a compile error is the verdict
-of the case that has it.
+A shared unit that fails to compile is planned again in smaller units (:mod:`.unitbuild`), so a
+compile error is the verdict of the case that has it.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from ..compile.cache import (
     BuildResult,
     BuildSpec,
     Roots,
-    available_cores,
-    available_memory,
     parallel_jobs,
 )
 from ..compile.hostbuild import HostBuildError, artifact_digest
@@ -55,13 +53,14 @@ from .environment import (
 from .features import family, release_features
 from .harness_report import HarnessReport
 from .hostmemory import virtual_refusal
-from .planner import DEFAULT_GROUP, compile_ram, plan_units, unit_seconds
+from .planner import DEFAULT_GROUP, compile_ram, unit_seconds
 from .probe import ReleaseProbe, front_end
 from .runner import HarnessRunner, build_runner
 from .sanitizer import SanitizerRun, find_sanitizer, sanitize
 from .settings import Settings
 from .settling import CaseSettling
 from .sources import FlashInferSources, FlashInferSourcesError, build_salt
+from .unitbuild import UnitBuilder
 
 if TYPE_CHECKING:
     from .numerics.prepared import InputCache, Prepared
@@ -96,6 +95,7 @@ class FlashInferBackend:
         plugin passes its ``pytest_tileconform_before_run`` hook)."""
         self.settings = settings
         self.cache = BuildCache(settings.cache_dir, progress)
+        self._units = UnitBuilder(self.cache, settings, lambda cases: self._spec(cases))
         self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)
         self._builds: dict[Case, BuildResult | Verdict | NotJudgeable] = {}
@@ -330,7 +330,7 @@ class FlashInferBackend:
                 self._builds[case] = self._unsupported(exc)
         # before any compile, the families the tool cannot build here (cached builds were built)
         unbuilt = [case for case, spec in specs.items() if self.cache.lookup(spec) is None]
-        for case, limitation in self._limitations(unbuilt, self._jobs(list(specs.values()))[1]).items():
+        for case, limitation in self._limitations(unbuilt, self._units.jobs(list(specs.values()))[1]).items():
             self._builds[case] = limitation
             del specs[case]
         if not specs:
@@ -347,14 +347,14 @@ class FlashInferBackend:
             specs = {case: self._spec([case]) for case in specs}
         most = self.settings.group or DEFAULT_GROUP
         if len(missing) > 1 and most > 1:
-            self._build_shared(missing, specs, most, deadline)
+            self._units.build_shared(missing, specs, most, deadline)
         ordered = [specs[case] for case in builds]
         # xdist workers share one build queue through the cache's locks; starting at
         # different places lets each claim its own part first
         start = self.settings.worker_index * len(ordered) // workers
-        host_jobs, jobs = self._jobs(ordered)
+        host_jobs, jobs = self._units.jobs(ordered)
         built = self.cache.build(
-            ordered[start:] + ordered[:start], jobs, self._claim(ordered), self._cores(), deadline
+            ordered[start:] + ordered[:start], jobs, self._units.claim(ordered), self._units.cores(), deadline
         )
         for case, spec in specs.items():
             self._builds[case] = built.get(spec.key) or NotJudgeable(
@@ -365,95 +365,6 @@ class FlashInferBackend:
         if failed:  # the host's doing, and the same run would fail again: stop here
             ram = max(spec.ram_bytes for spec in ordered)
             raise UnusableEnvironment(compile_failed_message(failed, host_jobs, ram, self.settings.cache_dir))
-
-    def _jobs(self, specs: Sequence[BuildSpec]) -> tuple[int, int]:
-        """Parallel compiles of ``specs`` for the host and for this process: --tile-build-jobs
-        (a total for the host, shared by the xdist workers) or what cores and RAM allow."""
-        workers = max(1, self.settings.worker_count)
-        host = self.settings.jobs or parallel_jobs(specs)
-        return host, max(1, -(-host // workers))
-
-    def _cores(self) -> float:
-        """This process's share of the cores, which its compiles' progress is estimated on."""
-        return available_cores() / max(1, self.settings.worker_count)
-
-    def _claim(self, specs: Sequence[BuildSpec]) -> int:
-        """How many of ``specs`` this process takes on at once: its xdist worker's part, so the
-        workers build side by side and each keeps its jobs busy without waiting for rounds."""
-        return max(1, -(-len(specs) // max(1, self.settings.worker_count)))
-
-    def _build_shared(
-        self, missing: list[Case], specs: dict[Case, BuildSpec], most: int, deadline: float | None
-    ) -> None:
-        """Compile ``missing`` in shared units and point each case's entry at its unit.
-
-        A unit that fails to compile is planned again, its cases in units of at most half its
-        size, until the units are of 2 or 3; the cases of those that still fail are left to be
-        built one by one, where a failure is the case's verdict. One bad case among 36 then
-        costs a few rounds of smaller units, not 36 compiles of one case each (a unit of 36
-        costs 3.3x the CPU of one case alone, :data:`.planner.UNIT_COST`). A unit that failed for
-        the host's sake (killed, out of memory: :mod:`..compile.failure`) is not planned again:
-        its cases are built alone, which needs the least memory. Past ``deadline`` nothing more
-        is compiled."""
-        pending = self._plan_units(missing, most)
-        while pending:
-            start = self.settings.worker_index * len(pending) // max(1, self.settings.worker_count)
-            pending = pending[start:] + pending[:start]
-            unit_specs = [spec for _, spec in pending]
-            try:
-                built = self.cache.build(
-                    unit_specs, self._jobs(unit_specs)[1], self._claim(unit_specs), self._cores(), deadline
-                )
-            except KeyboardInterrupt:  # the units that were done are cached: find them by case too
-                self._link_finished(pending, specs)
-                raise
-            failed: list[list[Case]] = []
-            alone = 0  # cases of failed units too small to split: built one by one later
-            for group, spec in pending:
-                if (unit := built.get(spec.key)) is None:  # not built before the deadline
-                    continue
-                if unit.ok:
-                    for case in group:
-                        self.cache.link(specs[case], unit)
-                elif unit.environment is None and len(group) >= 4:
-                    failed.append(group)
-                elif unit.environment is None:
-                    alone += len(group)
-            pending = [unit for group in failed for unit in self._plan_units(group, len(group) // 2)]
-            self._say_replanned(failed, len(pending), alone)
-
-    def _say_replanned(self, failed: list[list[Case]], units: int, alone: int) -> None:
-        """Tell the user that failed units are compiled again (their good cases too), so the
-        time it takes is not a mystery."""
-        if failed:
-            cases = sum(len(group) for group in failed)
-            self.cache.progress(
-                f"{len(failed)} translation unit(s) of {cases} case(s) failed to compile: planned again "
-                f"as {units} unit(s) of at most {max(len(g) for g in failed) // 2} to find the case(s) at "
-                "fault; their cases that compile are compiled again"
-            )
-        if alone:
-            self.cache.progress(
-                f"{alone} case(s) of failed units of 2 or 3 are compiled one by one: a compile error "
-                "there is the case's own verdict"
-            )
-
-    def _link_finished(self, units: list[tuple[list[Case], BuildSpec]], specs: dict[Case, BuildSpec]) -> None:
-        """Point each case of a unit that was built at it, so that a later run finds the case
-        whatever units it plans."""
-        for group, spec in units:
-            unit = self.cache.lookup(spec)
-            if unit is not None and unit.ok:
-                for case in group:
-                    self.cache.link(specs[case], unit)
-
-    def _plan_units(self, cases: list[Case], most: int) -> list[tuple[list[Case], BuildSpec]]:
-        """``cases`` in units of at most ``most`` (:func:`.planner.plan_units`, for this host's
-        cores and memory, looked at once per plan), each with its build spec."""
-        groups = plan_units(
-            cases, most, cores=available_cores(), memory=available_memory(), jobs=self.settings.jobs
-        )
-        return [(group, self._spec(group)) for group in groups]
 
     def _unsupported(self, exc: UnsupportedConfig) -> Verdict:
         return Verdict(
@@ -475,7 +386,7 @@ class FlashInferBackend:
                 return limitation[case]
             self._build_runtime()
             spec = self._spec([case])
-            built = self.cache.build([spec], self._jobs([spec])[1], cores=self._cores())
+            built = self.cache.build([spec], self._units.jobs([spec])[1], cores=self._units.cores())
             self._builds[case] = built[spec.key]
         return self._builds[case]
 
