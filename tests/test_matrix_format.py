@@ -313,7 +313,7 @@ INVALID = {
         [
             "9:37: expectations.sm90-bf16-128x64x64-c1x1x1-none.stage: Input should be "
             "'compile', 'prepare', 'can_implement', 'initialize', 'launch', 'run', 'numerics', "
-            "'graph', 'repeat' or 'sanitize'"
+            "'graph', 'repeat', 'sequence' or 'sanitize'"
         ],
     ),
     "pass-is-not-an-expectation-stage": (
@@ -321,7 +321,7 @@ INVALID = {
         [
             "10:5: expectations.sm90-bf16-128x64x64-c1x1x1-none.stage: Input should be "
             "'compile', 'prepare', 'can_implement', 'initialize', 'launch', 'run', 'numerics', "
-            "'graph', 'repeat' or 'sanitize'"
+            "'graph', 'repeat', 'sequence' or 'sanitize'"
         ],
     ),
     "tile-two-dims": (
