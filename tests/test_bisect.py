@@ -280,3 +280,29 @@ def test_the_flashinfer_judge_names_the_release_and_never_guesses(tmp_path: Path
     assert broken.stage == NOT_JUDGEABLE, broken
     assert "the tool cannot build sm120 nvfp4 x nvfp4 -> bf16 none against FlashInfer 0.6.4" in broken.detail
     assert broken.release.startswith("flashinfer-python 0.6.4 (wheel sha256:")
+
+
+def test_pdl_and_the_hardware_stages_are_options() -> None:
+    """--pdl is a case axis like --swap-ab; --graph-replays, --repeats and --sequence take
+    pytest's defaults and refusals."""
+    args = parse(*CASE_ARGS, "--pdl", "true", "--pdl", "false", "--sequence", "1000", "--repeats", "0")
+    assert [c.id.rsplit("-", 1)[-1] for c in build_cases(args)] == ["pdl", "nopdl"]
+    assert (args.graph_replays, args.repeats, args.sequence) == (8, 0, 1000)
+    assert [c.pdl for c in build_cases(parse(*CASE_ARGS))] == [None]
+    with pytest.raises(BisectError, match="--pdl 'maybe': expected true or false"):
+        build_cases(parse(*CASE_ARGS, "--pdl", "maybe"))
+    with pytest.raises(SystemExit):
+        parse(*CASE_ARGS, "--sequence", "-1")
+
+
+def test_a_gpu_pass_says_which_stages_it_went_through() -> None:
+    """A pass on the GPU shows the last stage it was judged through and the sequence stage's
+    runs, so a table says whether the race-finding stages ran; two passes through different
+    stages still compare equal (only stage, status and shared memory are compared)."""
+    seq = Verdict(None, Stage.SEQUENCE, "hardware (NVIDIA H200, CC 9.0)", smem_requested=98304)
+    seq.extra["sequence"] = {"runs": 5000}
+    plain = Verdict(None, Stage.REPEAT, "hardware (NVIDIA H200, CC 9.0)", smem_requested=98304)
+    through_seq, through_repeat = outcome_of(seq, True, "0.6.4"), outcome_of(plain, True, "0.6.4")
+    assert through_seq.cell() == "pass through sequence (5,000 runs), smem 98,304"
+    assert through_repeat.cell() == "pass through repeat, smem 98,304"
+    assert through_seq.key == through_repeat.key

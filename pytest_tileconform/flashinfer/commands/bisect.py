@@ -72,6 +72,10 @@ class Outcome:
     source: str = ""  # who judged it (virtual profile, GPU)
     offered: bool | None = None  # whether FlashInfer's generator emits this configuration
     release: str = ""  # the release judged: version and wheel sha256 (Release.ident)
+    #: the last stage a pass was judged through, shown for a GPU's pass so that a table says
+    #: whether the graph, repeat and sequence stages ran; not compared between releases
+    through: str = ""
+    sequence_runs: int = 0  # runs of the sequence stage behind a pass (0: none)
 
     @property
     def key(self) -> tuple[str, str, int | None]:
@@ -85,6 +89,10 @@ class Outcome:
         if self.stage == NOT_JUDGEABLE:
             return "not judgeable"
         text = self.stage if not self.status or self.stage in PASSES else f"{self.stage}: {self.status}"
+        if self.stage == "pass" and self.through:
+            text += f" through {self.through}"
+            if self.sequence_runs:
+                text += f" ({self.sequence_runs:,} runs)"
         if self.smem is not None:
             text += f", smem {self.smem:,}"
         if self.offered is False:
@@ -274,6 +282,7 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
         "cluster": list(args.cluster),
         "fusion": list(args.fusion),
         "swap_ab": [_bool(v) for v in args.swap_ab],
+        **({"pdl": [_bool(v, "--pdl") for v in args.pdl]} if args.pdl else {}),
         "problems": [_problem(args.problem)],
     }
     text = json.dumps({"version": 1, "backend": NAME, "suites": [suite]}, indent=1)
@@ -295,12 +304,12 @@ def _dtypes(text: str) -> tuple[str, str, str]:
     raise BisectError(f"--dtype {text!r}: expected ACT:WEIGHT:OUT (e.g. nvfp4:nvfp4:bf16) or one dtype")
 
 
-def _bool(text: str) -> bool:
+def _bool(text: str, option: str = "--swap-ab") -> bool:
     if text.lower() in ("true", "1", "yes"):
         return True
     if text.lower() in ("false", "0", "no"):
         return False
-    raise BisectError(f"--swap-ab {text!r}: expected true or false")
+    raise BisectError(f"{option} {text!r}: expected true or false")
 
 
 # -- the real judge ------------------------------------------------------------------------------
@@ -314,8 +323,11 @@ def flashinfer_judge(
     timeout: float,
     wheels: dict[str, Path] | None = None,
     progress: Callable[[str], None] = lambda _m: None,
+    stages: HardwareStages | None = None,
 ) -> Judge:
-    """Judges with the FlashInfer backend, each release's sources unpacked into ``cache_dir``."""
+    """Judges with the FlashInfer backend, each release's sources unpacked into ``cache_dir``;
+    on the GPU through the hardware ``stages`` (pytest's defaults unless given)."""
+    hardware = stages or HardwareStages()
     from ..backend import FlashInferBackend, Settings, kernel_config
     from ..compat import generator_offers, incompatibility
     from ..configs import UnsupportedConfig
@@ -342,6 +354,9 @@ def flashinfer_judge(
             keep_runs=False,
             worker_count=1,
             worker_index=0,
+            graph_replays=hardware.graph_replays,
+            repeats=hardware.repeats,
+            sequence=hardware.sequence,
         )
         backend = FlashInferBackend(settings, progress)
         backend.prepare(cases)
@@ -364,6 +379,16 @@ def flashinfer_judge(
     return judge
 
 
+@dataclass(frozen=True)
+class HardwareStages:
+    """What the GPU runs after the checked run, as pytest's ``--tile-graph-replays``,
+    ``--tile-repeats`` and ``--tile-sequence`` (whose defaults these are)."""
+
+    graph_replays: int = 8
+    repeats: int = 3
+    sequence: int = 0
+
+
 def outcome_of(verdict: Verdict, offered: bool | None, release: str) -> Outcome:
     """A verdict as bisection compares and shows it: a pass whose kernel did not run (the virtual
     device's) is :data:`~...verdict.UNRUN`, in the table and the JSON alike, never ``pass``."""
@@ -376,6 +401,8 @@ def outcome_of(verdict: Verdict, offered: bool | None, release: str) -> Outcome:
         verdict.source,
         offered,
         release,
+        verdict.judged_through.value if verdict.passed and verdict.reported == "pass" else "",
+        int((verdict.extra.get("sequence") or {}).get("runs", 0)) if verdict.passed else 0,
     )
 
 
@@ -473,6 +500,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--swap-ab", action="append", default=None, help="true/false (repeatable; default false)"
     )
     case.add_argument(
+        "--pdl",
+        action="append",
+        default=None,
+        help="true/false (repeatable; default: as the release's FlashInfer decides)",
+    )
+    case.add_argument(
         "--problem",
         default=DEFAULT_PROBLEM_OPTION,
         help=f"EXPERTS:ROWS,..:N:K (default {DEFAULT_PROBLEM_OPTION})",
@@ -507,6 +540,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_command_option(run, "build-jobs", "parallel compiles")
     add_command_option(run, "build-group", "most instantiations per translation unit (default 36)")
     add_command_option(run, "timeout", "per-case run limit (s)")
+    for name in ("graph-replays", "repeats", "sequence"):
+        add_command_option(run, name)
     run.add_argument("--json", type=Path, default=None, help="also write the result as JSON here")
 
 
@@ -533,8 +568,16 @@ def main(args: argparse.Namespace, judge: Judge | None = None) -> int:
             releases = select_releases(candidates, args.first, args.last, args.skip_post)
         cache_dir = args.cache_dir or default_cache_dir()
         if judge is None:
+            stages = HardwareStages(args.graph_replays, args.repeats, args.sequence)
             judge = flashinfer_judge(
-                cache_dir, args.device, args.build_jobs, args.build_group, args.timeout, wheels, progress
+                cache_dir,
+                args.device,
+                args.build_jobs,
+                args.build_group,
+                args.timeout,
+                wheels,
+                progress,
+                stages,
             )
         started = time.monotonic()
         result = bisect(releases, cases, judge, args.everything, progress)
