@@ -30,7 +30,11 @@ cache=/tmp/tc-bisect
 mkdir -p "$cache/flashinfer-releases"
 tar -xJf "$entries" -C "$cache/flashinfer-releases" || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/times.txt"
-B=(python3 -m pytest_tileconform bisect --arch sm90 --dtype fp8_e4m3:fp8_e4m3:bf16 --tile 128x128x128
+# the bisect module directly: `tileconform`'s commands come from entry points, and nothing is
+# installed here (PYTHONPATH only)
+run='import argparse, sys; from pytest_tileconform.flashinfer.commands import bisect as b
+p = argparse.ArgumentParser(prog="tileconform bisect"); b.configure_parser(p); sys.exit(b.main(p.parse_args()))'
+B=(python3 -c "$run" --arch sm90 --dtype fp8_e4m3:fp8_e4m3:bf16 --tile 128x128x128
    --fusion none --fusion finalize --cache-dir "$cache" --build-group 1)
 FP8=(--pdl true --pdl false --problem 8:0,1,77,300,513,1024,64,200:1024:1024)
 DECODE=(--problem 8:1,0,2,1,0,3,1,0:3072:1536)
