@@ -13,8 +13,6 @@ may be out of their reach, so they are forked, not exec'd).
 
 from __future__ import annotations
 
-import grp
-import json
 import os
 import pwd
 import shutil
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import run_as
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec
 from pytest_tileconform.compile.signing import KeyExposed, SigningError, check_key_file
@@ -90,36 +89,9 @@ def spec(source: str, shared: Path) -> BuildSpec:
     )
 
 
-def as_account(
-    user: pwd.struct_passwd, job: Callable[[], dict[str, Any]], umask: int = 0o002
-) -> dict[str, Any]:
-    """``job()`` in a forked child running as ``user`` (its primary and supplementary groups,
-    read from the account database now), with ``umask``."""
-    groups = sorted({user.pw_gid, *(g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem)})
-    readable, writable = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        try:
-            os.close(readable)
-            os.setgroups(groups)
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-            os.umask(umask)
-            for name in [name for name in os.environ if name.startswith("TILECONFORM_CACHE")]:
-                del os.environ[name]
-            data = json.dumps(job()).encode()
-        except BaseException as exc:  # reported to the parent
-            data = json.dumps({"crash": repr(exc)}).encode()
-        with os.fdopen(writable, "wb") as out:
-            out.write(data)
-        os._exit(0)
-    os.close(writable)
-    with os.fdopen(readable, "rb") as stream:
-        data = stream.read()
-    os.waitpid(pid, 0)
-    result: dict[str, Any] = json.loads(data)
-    assert "crash" not in result, result["crash"]
-    return result
+def as_account(user: pwd.struct_passwd, job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``job()`` as ``user``, without this process's cache settings (each job names its cache)."""
+    return run_as.as_account(user, job, clear_cache_env=True)
 
 
 def reads(root: Path, case: BuildSpec) -> Callable[[], dict[str, Any]]:

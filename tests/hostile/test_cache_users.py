@@ -8,7 +8,6 @@ read-only cache lacks must stop with one clear line.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from run_as import run_as
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec, CacheUnusable
 from pytest_tileconform.compile.trust import TrustPolicy
@@ -63,34 +63,16 @@ def make_spec(source: str, shared: Path) -> BuildSpec:
 def as_second_user(
     root: Path, specs: list[BuildSpec], groups: tuple[int, ...] = (), **env: str
 ) -> dict[str, Any]:
-    """:func:`read_as_second_user` in a forked child that first drops to ``SECOND_UID`` (and
-    ``groups``), as ``preexec_fn`` would before an exec; forked rather than exec'd because the
-    interpreter of this venv may not be reachable by another user."""
-    readable, writable = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        try:
-            os.close(readable)
-            os.setgroups(list(groups))
-            os.setgid(groups[0] if groups else SECOND_UID)
-            os.setuid(SECOND_UID)
-            os.umask(0o002)
-            for name in [name for name in os.environ if name.startswith("TILECONFORM_CACHE")]:
-                del os.environ[name]
-            os.environ.update(env)
-            data = json.dumps(read_as_second_user(root, specs)).encode()
-        except BaseException as exc:  # reported to the parent
-            data = json.dumps({"crash": repr(exc)}).encode()
-        with os.fdopen(writable, "wb") as out:
-            out.write(data)
-        os._exit(0)
-    os.close(writable)
-    with os.fdopen(readable, "rb") as stream:
-        data = stream.read()
-    os.waitpid(pid, 0)
-    result: dict[str, Any] = json.loads(data)
-    assert "crash" not in result, result["crash"]
-    return result
+    """:func:`read_as_second_user` as ``SECOND_UID`` (and ``groups``), with ``env`` in place of
+    this process's cache settings."""
+    return run_as(
+        SECOND_UID,
+        groups[0] if groups else SECOND_UID,
+        groups,
+        lambda: read_as_second_user(root, specs),
+        env=env,
+        clear_cache_env=True,
+    )
 
 
 def locks(root: Path) -> list[Path]:

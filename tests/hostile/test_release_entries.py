@@ -19,11 +19,12 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from run_as import as_account
 
 from pytest_tileconform.compile.trust import TrustPolicy, tree_digests
 from pytest_tileconform.flashinfer.releases import ENTRY_FILE, ReleaseError, entry_dir, unpack_wheel
@@ -183,33 +184,6 @@ def team() -> Iterator[dict[str, Any]]:
         subprocess.run(["userdel", name], capture_output=True)
     if made_group:
         subprocess.run(["groupdel", TEAM], capture_output=True)
-
-
-def as_account(user: pwd.struct_passwd, job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``job()`` in a forked child running as ``user`` with its groups, umask 002."""
-    groups = sorted({user.pw_gid, *(g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem)})
-    readable, writable = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        try:
-            os.close(readable)
-            os.setgroups(groups)
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-            os.umask(0o002)
-            data = json.dumps(job()).encode()
-        except BaseException as exc:  # reported to the parent
-            data = json.dumps({"crash": repr(exc)}).encode()
-        with os.fdopen(writable, "wb") as out:
-            out.write(data)
-        os._exit(0)
-    os.close(writable)
-    with os.fdopen(readable, "rb") as stream:
-        data = stream.read()
-    os.waitpid(pid, 0)
-    result: dict[str, Any] = json.loads(data)
-    assert "crash" not in result, result["crash"]
-    return result
 
 
 @pytest.fixture
