@@ -12,6 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 
+def account_name(base: str) -> str:
+    """``base`` made this xdist worker's own: workers run side by side, and one worker's
+    ``usermod`` or ``userdel`` must not change an account another worker's test is using."""
+    return base + os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
 def account_groups(user: pwd.struct_passwd) -> list[int]:
     """``user``'s primary and supplementary groups, read from the account database now."""
     return sorted({user.pw_gid, *(g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem)})

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from run_as import account_name
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec
 from pytest_tileconform.compile.hostbuild import artifact_digest, build_once
@@ -51,7 +52,7 @@ out.write_text(src.read_text() + header.read_text() + runtime.read_text())
 print("compiled", header)
 """
 GENUINE, SWAPPED = "genuine runtime\n", "payload runtime\n"
-MEMBER, TEAM = "tctrust-m", "tctrust-team"
+MEMBER, TEAM = account_name("tctrust-m"), account_name("tctrust-team")
 
 
 def keypair(directory: Path) -> tuple[Path, Path]:

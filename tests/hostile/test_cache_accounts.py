@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import run_as
+from run_as import account_name
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec
 from pytest_tileconform.compile.signing import KeyExposed, SigningError, check_key_file
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs root and useradd to create the second users",
 )
 
-READER, MEMBER, OTHER = "tctrust-r", "tctrust-m", "tctrust-n"
+READER, MEMBER, OTHER = (account_name(name) for name in ("tctrust-r", "tctrust-m", "tctrust-n"))
 FAKE_COMPILER = '#!/bin/sh\ncp "$1" "$2"\n'
 
 

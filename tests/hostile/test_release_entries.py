@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_as import as_account
+from run_as import account_name, as_account
 
 from pytest_tileconform.compile.trust import TrustPolicy, tree_digests
 from pytest_tileconform.flashinfer.releases import ENTRY_FILE, ReleaseError, entry_dir, unpack_wheel
@@ -41,7 +41,7 @@ FILES = {
     HEADER: GENUINE,
     "flashinfer/jit/fused_moe.py": "# flags\n",
 }
-MEMBER, READER, TEAM = "tctrust-m", "tctrust-r", "tctrust-team"
+MEMBER, READER, TEAM = (account_name(name) for name in ("tctrust-m", "tctrust-r", "tctrust-team"))
 
 
 def make_wheel(directory: Path, files: dict[str, str] = FILES) -> Path:
