@@ -17,6 +17,7 @@ from pytest_tileconform.flashinfer.compat import (
 )
 from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.nvcc_flags import (
+    ReleaseFlagRefused,
     arch_nvcc_flags,
     module_nvcc_flags,
     release_arch_nvcc_flags,
@@ -167,6 +168,41 @@ def test_release_flags_follow_the_release(tmp_path: Path) -> None:
     # without jit/ (a bare data folder) the built-in flags
     bare = release_arch_nvcc_flags(nvfp4((128, 128, 128)), (13, 0), tmp_path / "bare")
     assert bare == arch_nvcc_flags(nvfp4((128, 128, 128)), (13, 0))
+
+
+CORE = """
+common_nvcc_flags = ["-DFLASHINFER_ENABLE_FP8_E8M0"]
+sm90a_nvcc_flags = ["-gencode=arch=compute_90a,code=sm_90a"] + common_nvcc_flags
+"""
+SM90_MOE = """
+from .core import sm90a_nvcc_flags
+def gen_cutlass_fused_moe_sm90_module(use_fast_build=False):
+    nvcc_flags = sm90a_nvcc_flags + [
+        "-DENABLE_FP4" if is_cuda_version_at_least("12.8") else "",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+    ]
+    return gen_cutlass_fused_moe_module(nvcc_flags, "90", use_fast_build)
+"""
+
+
+def test_sm90_flags_are_the_release_s_own(tmp_path: Path) -> None:
+    """SM90's module list names jit/core.py's sm90a_nvcc_flags: read from there, the release's
+    flags replace the built-in ones (no -DCUTLASS_ENABLE_GDC_FOR_SM90=1 where it sets none)."""
+    pkg = package(tmp_path, {"jit/fused_moe.py": SM90_MOE, "jit/core.py": CORE})
+    sm90 = KernelConfig(90, "bf16", "bf16", "bf16", (128, 128, 64), (1, 1, 1), False, "none")
+    assert release_arch_nvcc_flags(sm90, (13, 0), pkg) == [
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "-DFLASHINFER_ENABLE_FP8_E8M0",
+        "-DENABLE_FP4",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+    ]
+    # the list it names is not in core.py: the release does not say, the built-in flags
+    (pkg / "jit" / "core.py").write_text("x = 1\n")
+    assert release_arch_nvcc_flags(sm90, (13, 0), pkg) == arch_nvcc_flags(sm90, (13, 0))
+    # a name that resolves to a refused option is refused, wherever the list is written
+    (pkg / "jit" / "core.py").write_text('sm90a_nvcc_flags = ["-ccbin=/tmp/x"]\n')
+    with pytest.raises(ReleaseFlagRefused, match="-ccbin"):
+        release_arch_nvcc_flags(sm90, (13, 0), pkg)
 
 
 def nvfp4(tile: tuple[int, int, int], fusion: str = "none", swap: bool = False) -> KernelConfig:

@@ -21,7 +21,7 @@ import pytest
 from pytest_tileconform.compile.cache import default_cache_dir
 from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.features import family, release_features
-from pytest_tileconform.flashinfer.nvcc_flags import nvcc_command
+from pytest_tileconform.flashinfer.nvcc_flags import arch_nvcc_flags, nvcc_command, release_arch_nvcc_flags
 from pytest_tileconform.flashinfer.probe import ReleaseProbe, front_end
 from pytest_tileconform.flashinfer.releases import ReleaseError, fetch_release
 from pytest_tileconform.flashinfer.sources import (
@@ -105,3 +105,26 @@ def test_the_tool_builds_every_family_each_generation_has(version: str | None) -
     assert refused == GENERATIONS[version], {family(c): why.piece for c, why in found.items()}
     for why in found.values():  # each for a piece the release lacks, none for an nvcc error
         assert "error" not in why.piece, why.piece
+
+
+#: What each release's own jit/core.py and jit/fused_moe.py give SM90: PDL's waits compiled in
+#: (-DCUTLASS_ENABLE_GDC_FOR_SM90=1) from 0.6.8 on, CuTe's extended MMA shapes not in 0.5.3;
+#: the installed release's are the built-in ones (its builds keep their cache keys).
+SM90_FLAGS: dict[str | None, dict[str, bool]] = {
+    "0.5.3": {"-DCUTLASS_ENABLE_GDC_FOR_SM90=1": False, "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED": False},
+    "0.6.7": {"-DCUTLASS_ENABLE_GDC_FOR_SM90=1": False, "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED": True},
+    "0.6.8": {"-DCUTLASS_ENABLE_GDC_FOR_SM90=1": True, "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED": True},
+    None: {},
+}
+
+
+@pytest.mark.parametrize("version", list(SM90_FLAGS), ids=[v or "installed" for v in SM90_FLAGS])
+def test_sm90_builds_with_the_release_s_own_flags(version: str | None) -> None:
+    cache_dir = Path(os.environ.get("TILECONFORM_CACHE_DIR") or default_cache_dir())
+    package = release_sources(version, cache_dir).root.parent
+    config = FAMILIES["sm90"]
+    flags = release_arch_nvcc_flags(config, (13, 0), package)
+    assert "-gencode=arch=compute_90a,code=sm_90a" in flags
+    assert {flag: flag in flags for flag in SM90_FLAGS[version]} == SM90_FLAGS[version]
+    if version is None:
+        assert flags == arch_nvcc_flags(config, (13, 0))

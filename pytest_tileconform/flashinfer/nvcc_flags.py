@@ -3,7 +3,8 @@
 The flags are FlashInfer's own, grouped below by where FlashInfer writes them
 (``flashinfer/jit/core.py``, ``jit/cpp_ext.py``, ``jit/fused_moe.py``,
 ``compilation_context.py``). They differ between releases (``-DCUTLASS_ENABLE_GDC_FOR_SM100=1``
-from 0.6.8 on, SM120's ``compute_120f`` instead of ``compute_120a`` from 0.6.7 on), so for a
+and ``..._SM90=1`` from 0.6.8 on, SM120's ``compute_120f`` instead of ``compute_120a`` from 0.6.7
+on), so for a
 release's sources :func:`module_nvcc_flags` and :func:`sm12x_gencode_suffix` read how that
 release builds its module, from its own files (parsed, never executed); the built-in lists are
 what the release does not say.
@@ -204,19 +205,37 @@ def _flag_list(node: ast.expr, names: dict[str, list[str]]) -> list[str] | None:
     return values
 
 
+def _parse(path: Path) -> ast.Module | None:
+    try:
+        return ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _module_lists(tree: ast.Module, names: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``names`` with the flag lists ``tree`` assigns at module level (``sm90a_nvcc_flags =
+    [...] + common_nvcc_flags`` in ``jit/core.py``), each read with the names before it."""
+    found = dict(names)
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0]
+            if isinstance(target, ast.Name) and (flags := _flag_list(statement.value, found)) is not None:
+                found[target.id] = flags
+    return found
+
+
 def module_nvcc_flags(package: Path, arch: int) -> list[str] | None:
     """The ``nvcc_flags`` list FlashInfer's ``gen_cutlass_fused_moe_smXX_module`` builds the MoE
-    module of ``arch`` with, read from ``package/jit/fused_moe.py``; None if it cannot be read
-    (no such file or function, or not a literal list). A flag outside :data:`RELEASE_FLAGS`
-    raises :class:`ReleaseFlagRefused`."""
+    module of ``arch`` with, read from ``package/jit/fused_moe.py`` (the lists it names, such as
+    SM90's ``sm90a_nvcc_flags``, from ``jit/core.py``'s and its own module-level assignments);
+    None if it cannot be read (no such file or function, or not a literal list). A flag outside
+    :data:`RELEASE_FLAGS` raises :class:`ReleaseFlagRefused`."""
     function_name = MODULE_FUNCTIONS.get(arch)
     path = package / "jit" / "fused_moe.py"
-    if function_name is None or not path.is_file():
+    if function_name is None or not path.is_file() or (tree := _parse(path)) is None:
         return None
-    try:
-        tree = ast.parse(path.read_text())
-    except SyntaxError:
-        return None
+    core = _parse(package / "jit" / "core.py")
+    names = _module_lists(tree, _module_lists(core, {}) if core is not None else {})
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == function_name:
             for statement in ast.walk(node):
@@ -225,7 +244,7 @@ def module_nvcc_flags(package: Path, arch: int) -> list[str] | None:
                     and isinstance(statement.targets[0], ast.Name)
                     and statement.targets[0].id == "nvcc_flags"
                 ):
-                    flags = _flag_list(statement.value, {})
+                    flags = _flag_list(statement.value, names)
                     for flag in flags or ():
                         if not RELEASE_FLAGS.fullmatch(flag):
                             raise ReleaseFlagRefused(
@@ -258,12 +277,17 @@ def sm12x_gencode_suffix(package: Path) -> str | None:
 def release_arch_nvcc_flags(config: KernelConfig, cuda: tuple[int, int], package: Path) -> list[str]:
     """:func:`arch_nvcc_flags` as the FlashInfer release at ``package`` (its ``flashinfer``
     directory) builds them: its own fused-MoE module flags (``jit/fused_moe.py``) and, for SM12x,
-    its own gencode rule (``compute_120a`` before 0.6.7, ``compute_120f`` since). Falls back to
-    :func:`arch_nvcc_flags` for what the release's files do not say (SM90, whose flags are built
-    from names in ``jit/core.py``; sources without ``jit/``)."""
-    module = module_nvcc_flags(package, config.arch) if config.arch in (100, 103, 120, 121) else None
-    if module is None:
+    its own gencode rule (``compute_120a`` before 0.6.7, ``compute_120f`` since). SM90's module
+    list starts with ``jit/core.py``'s ``sm90a_nvcc_flags`` (its gencode and common flags), so it
+    is used as it is: ``-DCUTLASS_ENABLE_GDC_FOR_SM90=1`` (PDL's waits compiled in) only where
+    the release sets it (0.6.8 on), ``-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED`` from 0.6.x.
+    Falls back to :func:`arch_nvcc_flags` for what the release's files do not say (sources
+    without ``jit/``, an SM90 list without a gencode)."""
+    module = module_nvcc_flags(package, config.arch)
+    if module is None or (config.arch == 90 and not any(f.startswith("-gencode=") for f in module)):
         return arch_nvcc_flags(config, cuda)
+    if config.arch == 90:
+        return module
     if config.arch in (100, 103):
         return [*module, sm100_gencode(cuda, config.arch), *COMMON_NVCC_FLAGS]
     suffix = sm12x_gencode_suffix(package)
