@@ -2,7 +2,7 @@
 # The driver conformance corpus: pytest_tileconform/virtual/conformance/probe.cu built against
 # the real CUDA runtime and run on this host's GPU, restarted after any call that ends its
 # context, until every call has its line (record.py). The corpus is what vcudart's sm90 profile
-# must answer exactly: tests/test_driver_corpus.py replays it on the CPU.
+# must answer exactly: tests/virtual/test_driver_corpus.py replays it on the CPU.
 #
 #   scripts/gpu-driver-corpus.sh    (writes $OUT/driver-corpus-h200.jsonl.gz, default ./gpu-out;
 #                                    commit it as pytest_tileconform/virtual/conformance/driver-corpus-h200.jsonl.gz)

@@ -3,7 +3,7 @@
 #   1. the smoke matrix with PDL on and off (each case twice), the graph stage (8 replays), the
 #      repeat stage (3 runs) and 20 timed launcher calls: every case must pass;
 #   2. one run with a fault injected into each of the six smoke cases (the test plugin
-#      tests/plugins/tileconform_faults.py, through the harness's hook), each of which must end
+#      tests/helpers/plugins/tileconform_faults.py, through the harness's hook), each of which must end
 #      at its stage: trap -> run, uninit-workspace -> numerics, unwritten-d -> numerics,
 #      race -> graph, pending-error -> prepare (cleared, recorded), pending-after -> run (all six
 #      cases carry a fault);
@@ -16,7 +16,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/sanitize"
 . "$(dirname "$0")/gpu-env.sh"
-export PYTHONPATH="$PWD/tests/plugins:$PYTHONPATH"  # the fault plugin: a test plugin, not the package
+export PYTHONPATH="$PWD/tests/helpers/plugins:$PYTHONPATH"  # the fault plugin: a test plugin, not the package
 P=(python3 -m pytest "${plugins[@]}" -q -p no:xdist --tile-device hardware)
 t(){ local s; s=$(date +%s%N); "$@"; echo "rc=$? $(( ($(date +%s%N)-s)/1000000 )) ms"; }
 nproc; free -g | head -2; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -4,7 +4,7 @@
 # (results/h200-2026-12-02-numerics/matrix.yaml):
 #   1. every case judged as a user judges it: both input families (exact and full-mantissa,
 #      docs/numerics.md), each must pass;
-#   2. every case again with the test plugin's scale-d fault (tests/plugins/tileconform_faults.py:
+#   2. every case again with the test plugin's scale-d fault (tests/helpers/plugins/tileconform_faults.py:
 #      after each GEMM a kernel makes every element of D 1% larger, in D's type): each must fail
 #      at numerics;
 #   3. what the two families' inputs and expected D cost on CUDA at a prefill size (DeepSeek-V3
@@ -20,7 +20,7 @@ set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 matrix=${1:-results/h200-2026-12-02-numerics/matrix.yaml}
 . "$(dirname "$0")/gpu-env.sh"
-export PYTHONPATH="$PWD/tests/plugins:$PWD/tests:$PYTHONPATH"  # the fault plugin, the test helpers
+export PYTHONPATH="$PWD/tests/helpers/plugins:$PWD/tests:$PYTHONPATH"  # the fault plugin, the test helpers
 P=(python3 -m pytest "${plugins[@]}" -q -p no:xdist --tile-device hardware --tile-matrix "$matrix"
    --tile-build-jobs "$(nproc)")
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -40,7 +40,7 @@ echo "scaled: exit $? in $(( $(date +%s) - s )) s"; tail -3 "$OUT/numerics-scale
 timeout -k 10 "${COST_LIMIT:-60}" python3 - > "$OUT/numerics-cost.txt" 2>&1 <<'PY'
 import time
 import torch
-from numerics_standin import case_for
+from helpers.numerics_standin import case_for
 from pytest_tileconform.flashinfer.numerics.full import FAMILIES, expected_for, make_family_inputs
 from pytest_tileconform.matrix.schema import Problem
 

@@ -11,5 +11,5 @@ OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
 python3 benchmarks/reference_device.py --device cuda --json "$OUT/reference-device.json" 2>&1 | tee "$OUT/reference-device.log"
-python3 -m pytest -q -p no:cacheprovider -p no:xdist tests/test_numerics_mutations.py tests/test_tolerance.py \
-  tests/test_reference.py tests/test_prepared.py > "$OUT/numerics-tests.log" 2>&1; echo "numerics tests rc=$?"; tail -2 "$OUT/numerics-tests.log"
+python3 -m pytest -q -p no:cacheprovider -p no:xdist tests/flashinfer/numerics/test_numerics_mutations.py tests/flashinfer/numerics/test_tolerance.py \
+  tests/flashinfer/numerics/test_reference.py tests/flashinfer/numerics/test_prepared.py > "$OUT/numerics-tests.log" 2>&1; echo "numerics tests rc=$?"; tail -2 "$OUT/numerics-tests.log"

@@ -5,7 +5,7 @@
 #      times; every D compared with the checked run's on the device), cold, then warm: every
 #      case must pass, through sequence;
 #   2. the smoke matrix again with the test plugin's workspace-race fault in every case
-#      (tests/plugins/tileconform_faults.py: a kernel on a second stream keeps overwriting the
+#      (tests/helpers/plugins/tileconform_faults.py: a kernel on a second stream keeps overwriting the
 #      CUTLASS workspace while each GEMM after the checked run reads it), the graph and repeat
 #      stages off: every case must fail at sequence;
 #   3. one case at DeepSeek-V3 prefill size (benchmarks/dsv3-prefill.yaml, GEMM 1 128x128x64,
@@ -22,7 +22,7 @@ set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 n=${N:-1000}
 . "$(dirname "$0")/gpu-env.sh"
-export PYTHONPATH="$PWD/tests/plugins:$PYTHONPATH"  # the fault plugin: a test plugin, not the package
+export PYTHONPATH="$PWD/tests/helpers/plugins:$PYTHONPATH"  # the fault plugin: a test plugin, not the package
 # one configuration per unit: the model-size case reuses the smoke matrix's bf16 128x128x64 unit
 P=(python3 -m pytest "${plugins[@]}" -q -p no:xdist --tile-device hardware --tile-build-jobs "$(nproc)"
    --tile-build-group 1)

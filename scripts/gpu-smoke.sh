@@ -17,7 +17,7 @@ t "${P[@]}" --tile-report "$OUT/cold.json" > "$OUT/cold.log" 2>&1; tail -3 "$OUT
 t "${P[@]}" --tile-timing-iters 20 --tile-report "$OUT/warm.json" > "$OUT/warm.log" 2>&1; tail -2 "$OUT/warm.log"
 t "${P[@]}" -k bf16-128x128x64-c1x1x1-none --tile-report "$OUT/first.json" > "$OUT/first.log" 2>&1; tail -1 "$OUT/first.log"
 t "${P[@]}" -k bf16-128x128x64-c1x1x1-none --tile-report "$OUT/first2.json" > "$OUT/first2.log" 2>&1; tail -1 "$OUT/first2.log"
-# the fault comes from a test plugin (tests/plugins/tileconform_faults.py), not from the package
-PYTHONPATH="$PWD/tests/plugins:$PYTHONPATH" t "${P[@]}" -p tileconform_faults \
+# the fault comes from a test plugin (tests/helpers/plugins/tileconform_faults.py), not from the package
+PYTHONPATH="$PWD/tests/helpers/plugins:$PYTHONPATH" t "${P[@]}" -p tileconform_faults \
   --tile-inject-fault sm90-bf16-128x128x64-c1x1x1-none --tile-report "$OUT/fault.json" > "$OUT/fault.log" 2>&1; tail -4 "$OUT/fault.log"
 python3 benchmarks/case_overhead.py "$OUT/warm.json"

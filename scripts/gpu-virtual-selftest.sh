@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pytest_tileconform/virtual/runtime/selftest.cu against the real CUDA runtime on this host's
-# GPU: the lines tests/test_virtual_runtime.py holds vcudart's sm90 profile to
+# GPU: the lines tests/virtual/test_virtual_runtime.py holds vcudart's sm90 profile to
 # (runtime/selftest_h200.jsonl). Built with the flags that test uses for its vcudart build.
 #
 #   scripts/gpu-virtual-selftest.sh   (writes $OUT/selftest_h200.jsonl and the build log, default

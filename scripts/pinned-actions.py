@@ -8,7 +8,7 @@ actions' repositories, one bare repository per action at MIRRORS/OWNER+NAME/repo
 
 Every `uses:` of examples/github-actions/tileconform.yml is recorded; extra OWNER/NAME@TAG
 arguments record other releases too (the test shows why an older pin fails). The file holds facts
-about those files, not the files: tests/test_example_workflow.py checks the workflow against it.
+about those files, not the files: tests/distribution/test_example_workflow.py checks the workflow against it.
 """
 
 from __future__ import annotations

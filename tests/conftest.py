@@ -1,4 +1,4 @@
-"""Fixtures of the plugin's tests; the fake backend lives in fake_backend.py."""
+"""Fixtures of the plugin's tests; what they share besides fixtures is the ``helpers`` package."""
 
 from __future__ import annotations
 
@@ -11,12 +11,19 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from fake_backend import TileRun
+from helpers.fake_backend import TileRun
+from helpers.paths import REPO
+from helpers.stand_in_flashinfer import MATRIX, STAND_IN_CONFTEST, STAND_IN_NVCC, make_sources
 
 from pytest_tileconform.core.runoptions import DeviceChoice
 from pytest_tileconform.flashinfer.generator import load_generator
 from pytest_tileconform.flashinfer.settings import Settings
-from pytest_tileconform.flashinfer.sources import FlashInferSources, FlashInferSourcesError, find_sources
+from pytest_tileconform.flashinfer.sources import (
+    ENV_SOURCES,
+    FlashInferSources,
+    FlashInferSourcesError,
+    find_sources,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,7 +42,7 @@ def benchmark_script() -> Callable[[str], ModuleType]:
     """Import ``benchmarks/NAME.py`` (the benchmarks are scripts, not a package)."""
 
     def load(name: str) -> ModuleType:
-        path = Path(__file__).parent.parent / "benchmarks" / f"{name}.py"
+        path = REPO / "benchmarks" / f"{name}.py"
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -109,3 +116,17 @@ def backend_settings(tmp_path: Path) -> Callable[..., Settings]:
         return dataclasses.replace(plain, **changes)
 
     return settings
+
+
+@pytest.fixture
+def host(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester folder with the matrix, stand-in FlashInfer sources (TILECONFORM_FLASHINFER_
+    SOURCES), a cache of its own, and the stand-in compiler's conftest."""
+    for var in ("CI", "CUDA_VISIBLE_DEVICES", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(ENV_SOURCES, str(make_sources(pytester.path / "fi-data")))
+    monkeypatch.setenv("TILECONFORM_CACHE_DIR", str(pytester.path / "cache"))
+    (pytester.path / "m.yaml").write_text(MATRIX)
+    (pytester.path / "stand_in_nvcc.py").write_text(STAND_IN_NVCC)
+    pytester.makeconftest(STAND_IN_CONFTEST)
+    return pytester

@@ -13,7 +13,7 @@ Each built-in number names its source. Sources, abbreviated below:
 * ``nominal``: no judged host decision depends on it; a plausible value;
 * ``corpus``: the driver conformance corpus recorded on an H200
   (``virtual/conformance/driver-corpus-h200.jsonl.gz``, scripts/gpu-driver-corpus.sh), which
-  vcudart's sm90 profile must reproduce call for call (tests/test_driver_corpus.py);
+  vcudart's sm90 profile must reproduce call for call (tests/virtual/test_driver_corpus.py);
 * ``cute``: CUTLASS ``include/cute/arch/copy_sm90_desc.hpp`` ``to_CUtensorMapDataType`` and
   ``to_CUtensorMapSwizzle``, which the SM100/SM120 collectives use to encode FP4/FP6 operands
   (16U4/16U6 types) and 128B_ATOM swizzles: no driver record of those devices is in the project.

@@ -9,7 +9,7 @@ there, in Python, with no CUDA tool (cuobjdump is not part of nvcc's minimal ins
   then entries ``kind u16 (1 PTX, 2 ELF), version u16, header size u32, payload size u64``;
   the entry header's word 7 is the SM number and word 10 holds the flags, where 0x100000 marks
   an arch-specific (``sm_90a``) and 0x200000 a family-specific (``sm_100f``) image (as nvcc
-  13.0 writes them; tests/test_virtual_runtime.py checks both);
+  13.0 writes them; tests/virtual/test_virtual_runtime.py checks both);
 * each cubin is an ELF file: the kernels are the functions with a ``.nv.info.<name>``
   section; registers come from ``EIATTR_REGCOUNT`` (0x2f) in ``.nv.info``, launch bounds from
   ``EIATTR_MAX_THREADS`` (0x05), cluster dims from ``EIATTR_CTA_PER_CLUSTER`` (0x3d), the

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_as import account_name
+from helpers.run_as import account_name
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec
 from pytest_tileconform.compile.hostbuild import artifact_digest, build_once

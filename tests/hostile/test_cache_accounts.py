@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import run_as
-from run_as import account_name
+from helpers import run_as
+from helpers.run_as import account_name
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec
 from pytest_tileconform.compile.signing import KeyExposed, SigningError, check_key_file

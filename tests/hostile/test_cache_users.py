@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_as import run_as
+from helpers.run_as import run_as
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec, CacheUnusable
 from pytest_tileconform.compile.trust import TrustPolicy

@@ -1,51 +1,20 @@
-"""The hostile-input corpus's shared helpers (a valid results document to damage, ``tileconform``
-in a child process under a time limit, for inputs that could block: FIFOs, devices) and the
-seeded, time-boxed fuzz tests of the results and tactics readers."""
+"""The seeded, time-boxed fuzz tests of the results and tactics readers (the corpus's shared pieces
+are helpers/cli_corpus.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli_corpus import VALID_TACTICS, tileconform, valid_document
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_tileconform.flashinfer.tactics.offered import ProbeError, parse
 from pytest_tileconform.results.store import ReportError, parse_results, read_results
-
-REPO = Path(__file__).resolve().parents[2]
-VALID_RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
-VALID_TACTICS = REPO / "tests" / "data" / "tactics-sm120-drift.jsonl"
-#: every child process of the corpus ends within this many seconds, or the case fails
-LIMIT_S = 60
-
-
-def valid_document() -> dict[str, Any]:
-    """A small valid results document (format 1, two cases) to damage."""
-    data: dict[str, Any] = json.loads(VALID_RESULTS.read_text())
-    data["cases"] = copy.deepcopy(data["cases"][:2])
-    return data
-
-
-def tileconform(
-    *args: str, stdin: Any = subprocess.DEVNULL, stdout: Any = subprocess.PIPE
-) -> subprocess.CompletedProcess[str]:
-    """``tileconform ARGS`` in a child process, killed after :data:`LIMIT_S` seconds."""
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_tileconform", *args],
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=LIMIT_S,
-        stdin=stdin,
-    )
-
 
 # -- fuzz: the results and tactics readers answer a document or their one error, nothing else
 # Seeded (derandomize) and bounded (max_examples): the same inputs, about 15 s, every run.

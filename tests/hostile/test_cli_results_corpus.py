@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_corpus import VALID_RESULTS, tileconform, valid_document
+from helpers.cli_corpus import VALID_RESULTS, tileconform, valid_document
 
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.results import store

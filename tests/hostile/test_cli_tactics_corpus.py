@@ -1,7 +1,7 @@
 """Hostile ``--tactics`` files (saved tactics probe output): ``parse`` answers tactics or one
 ``ProbeError`` naming the line; through ``drift``/``export-blocklist`` a file that cannot be read
 is exit 2, lines that are not probe output exit 3 (the probe's own convention, which
-tests/test_cli_drift.py pins), never a traceback."""
+tests/flashinfer/commands/test_cli_drift.py pins), never a traceback."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_corpus import VALID_RESULTS, VALID_TACTICS, tileconform
+from helpers.cli_corpus import VALID_RESULTS, VALID_TACTICS, tileconform
 
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.flashinfer.commands import inputs

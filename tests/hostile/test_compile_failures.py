@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_environment_errors import MATRIX, QUIET, make_sources, short_refusal
+from helpers.stand_in_flashinfer import MATRIX, QUIET, make_sources, short_refusal
 
 from pytest_tileconform.compile.failure import Cause, classify
 from pytest_tileconform.compile.ninja import EXIT_MARK

@@ -12,7 +12,7 @@ import tempfile
 from datetime import timedelta
 from pathlib import Path
 
-from fake_backend import BASIC
+from helpers.fake_backend import BASIC
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

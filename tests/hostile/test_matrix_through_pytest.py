@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_backend import BASIC, TileRun, output
-from test_matrix_corpus import CORPUS, POSITION, Refused
+from helpers.fake_backend import BASIC, TileRun, output
+from helpers.matrix_corpus import CORPUS, POSITION, Refused
 
 # --- files that are not regular files --------------------------------------------------------
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from test_environment_errors import QUIET, host  # noqa: F401 (a fixture)
-from test_reference import make_case
+from helpers.cases import make_case
+from helpers.stand_in_flashinfer import QUIET
 
 from pytest_tileconform.flashinfer.hostmemory import operand_bytes, virtual_need, virtual_refusal
 from pytest_tileconform.matrix.schema import Problem
@@ -53,7 +53,7 @@ def pytest_unconfigure(config):
 
 
 def test_a_model_sized_problem_is_not_judged_on_a_small_host(
-    host: pytest.Pytester,  # noqa: F811
+    host: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("STAND_IN_HOST", "1")
@@ -86,7 +86,7 @@ def test_the_estimate_and_a_problem_that_fits() -> None:
 
 
 def test_a_build_group_of_billions_plans_at_once(
-    host: pytest.Pytester,  # noqa: F811
+    host: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """--tile-build-group 3000000000 means units as large as the cases allow: the plan looked

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_backend import BASIC, TileRun
+from helpers.fake_backend import BASIC, TileRun
 
 RENAMING = """
 

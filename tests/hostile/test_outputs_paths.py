@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_corpus import LIMIT_S, VALID_RESULTS, tileconform
+from helpers.cli_corpus import LIMIT_S, VALID_RESULTS, tileconform
 
 from pytest_tileconform import files
 from pytest_tileconform.commands.cli import main

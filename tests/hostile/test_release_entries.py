@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_as import account_name, as_account
+from helpers.run_as import account_name, as_account
 
 from pytest_tileconform.compile.trust import TrustPolicy, tree_digests
 from pytest_tileconform.flashinfer.releases import ENTRY_FILE, ReleaseError, entry_dir, unpack_wheel

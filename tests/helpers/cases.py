@@ -1,0 +1,37 @@
+"""A FlashInfer case built by hand, for the tests of the backend's inputs, reference and stages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_tileconform.matrix.cases import Case
+from pytest_tileconform.matrix.schema import Problem
+
+
+def make_case(
+    dtype: str = "bf16",
+    rows: list[int] | None = None,
+    n: int = 16,
+    k: int = 32,
+    fusion: str = "none",
+    out: str | None = None,
+    weight: str | None = None,
+) -> Case:
+    out = out or dtype
+    weight = weight or dtype
+    return Case(
+        matrix=Path("m.yaml"),
+        backend="flashinfer-cutlass-moe",
+        arch="sm90",
+        act=dtype,
+        weight=weight,
+        out=out,
+        dtype_label=dtype,
+        tile=(128, 128, 64),
+        cluster=(1, 1, 1),
+        swap_ab=False,
+        fusion=fusion,
+        problem=Problem(rows=tuple(rows or [3, 0, 5]), n=n, k=k),
+        expectation=None,
+        suite=None,
+    )
