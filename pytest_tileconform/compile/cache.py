@@ -199,7 +199,14 @@ class BuildCache:
         self._refused_root = False
 
     def entry(self, spec: BuildSpec) -> Path:
-        return self.root / spec.key[:2] / spec.key
+        return self.entry_of(spec.key)
+
+    def entry_of(self, key: str) -> Path:
+        return self.root / key[:2] / key
+
+    def capacity(self) -> tuple[int, int]:
+        """The cores and bytes of memory compiles may use (what units are planned for)."""
+        return available_cores(), available_memory()
 
     def lookup(self, spec: BuildSpec) -> BuildResult | None:
         return self._read(self.entry(spec), inputs={item.name: item.digest for item in spec.inputs})
@@ -387,7 +394,10 @@ class BuildCache:
         return lock
 
     def _lock(self, spec: BuildSpec) -> FileLock:
-        path = self.entry(spec)
+        return self._lock_key(spec.key)
+
+    def _lock_key(self, key: str) -> FileLock:
+        path = self.entry_of(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         return FileLock(str(path) + ".lock", mode=lock_mode(self.root))
 

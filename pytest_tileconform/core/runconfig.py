@@ -47,6 +47,7 @@ def run_options(config: pytest.Config) -> RunOptions:
         raise pytest.UsageError(f"--tile-device {device!r}: {exc}") from None
     _check_cache_dir(config)
     _cache_trust(config)
+    remote, build_on = _remote(config)
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     cache_option = config.getoption("tile_cache_dir")
     return RunOptions(
@@ -65,6 +66,8 @@ def run_options(config: pytest.Config) -> RunOptions:
         sequence=config.getoption("tile_sequence"),
         sanitize=config.getoption("tile_sanitize"),
         build_limit=config.getoption("tile_build_limit"),
+        cache_remote=remote,
+        build_on=build_on,
     )
 
 
@@ -112,3 +115,38 @@ def _cache_trust(config: pytest.Config) -> None:
                 signing.ready(key, own)
     except (TrustSettingError, signing.SigningError) as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _remote(config: pytest.Config) -> tuple[str | None, str | None]:
+    """The remote build cache (the option, else ``TILECONFORM_CACHE_REMOTE``) and the build farm,
+    checked now: a URL whose protocol is not installed, a farm address that is not Ray's or a
+    farm without a remote tier to deliver through is one usage error."""
+    from ..compile.store import REMOTE_ENV, RemoteSettingError, check_url, timeout_from_env
+
+    remote = config.getoption("tile_cache_remote") or os.environ.get(REMOTE_ENV) or None
+    build_on = config.getoption("tile_build_on") or None
+    try:
+        timeout_from_env()
+    except RemoteSettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    try:
+        if remote:
+            check_url(remote)
+    except RemoteSettingError as exc:
+        given = config.getoption("tile_cache_remote")
+        where = spelled(config, "tile_cache_remote", remote) if given else REMOTE_ENV
+        raise pytest.UsageError(f"{where}: {exc}") from None
+    if build_on:
+        from ..compile.farm import check_address
+
+        where = spelled(config, "tile_build_on", build_on)
+        try:
+            check_address(build_on)
+        except ValueError as exc:
+            raise pytest.UsageError(f"{where}: {exc}") from None
+        if not remote:
+            raise pytest.UsageError(
+                f"{where}: the farm's units reach this run through a remote build cache: give "
+                f"--tile-cache-remote URL (or {REMOTE_ENV}) too"
+            )
+    return remote, build_on

@@ -182,6 +182,26 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "PEM",
     ),
     RunOption(
+        "cache-remote",
+        str,
+        None,
+        "a team's remote build cache behind the local one, by URL: s3://BUCKET/PREFIX, "
+        "https://HOST/PATH (read only), file:///PATH or any fsspec protocol; units found there are "
+        "checked as local entries and used, units built here uploaded when you may write it "
+        "(env TILECONFORM_CACHE_REMOTE; needs the remote extra)",
+        "URL",
+        ini="remote build cache URL (s3://, https://, file://)",
+    ),
+    RunOption(
+        "build-on",
+        str,
+        None,
+        "compile the units on this Ray cluster instead of here, each landing in the remote build "
+        "cache (--tile-cache-remote), which this run then reads (needs the ray extra)",
+        "ray://HOST:PORT",
+        ini="Ray cluster that compiles units (ray://HOST:PORT)",
+    ),
+    RunOption(
         "build-jobs",
         int,
         None,
@@ -307,6 +327,10 @@ class RunOptions:
     #: Seconds a worker may spend compiling before its first case runs (None: no limit); the
     #: cases whose units are not built by then are skipped, not failed.
     build_limit: float | None = None
+    #: The remote build cache's URL (None: the local cache alone) and the Ray cluster that
+    #: compiles units into it (None: compiles run here).
+    cache_remote: str | None = None
+    build_on: str | None = None
 
 
 def add_command_option(

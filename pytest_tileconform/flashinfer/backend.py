@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..backend import UnusableEnvironment
 from ..compile.cache import (
-    BuildCache,
     BuildResult,
     BuildSpec,
     Roots,
@@ -29,6 +28,7 @@ from ..compile.cache import (
 )
 from ..compile.hostbuild import HostBuildError, artifact_digest
 from ..compile.inputs import BuildInput
+from ..compile.remote import open_cache
 from ..core.devices import Gpu, current_gpu
 from ..matrix.cases import Case
 from ..verdict import Device, NotJudgeable, Stage, Verdict
@@ -94,7 +94,7 @@ class FlashInferBackend:
         called once a case's inputs are in its run directory, before its harness runs (the
         plugin passes its ``pytest_tileconform_before_run`` hook)."""
         self.settings = settings
-        self.cache = BuildCache(settings.cache_dir, progress)
+        self.cache = open_cache(settings.cache_dir, progress, settings.cache_remote, settings.build_on)
         self._units = UnitBuilder(self.cache, settings, lambda cases: self._spec(cases))
         self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)

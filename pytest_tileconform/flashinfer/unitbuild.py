@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..compile.cache import BuildCache, BuildSpec, available_cores, available_memory, parallel_jobs
+from ..compile.cache import BuildCache, BuildSpec, available_cores, parallel_jobs
 from ..matrix.cases import Case
 from . import planner
 from .settings import Settings
@@ -107,7 +107,6 @@ class UnitBuilder:
     def plan_units(self, cases: list[Case], most: int) -> list[tuple[list[Case], BuildSpec]]:
         """``cases`` in units of at most ``most`` (:func:`.planner.plan_units`, for this host's
         cores and memory, looked at once per plan), each with its build spec."""
-        groups = planner.plan_units(
-            cases, most, cores=available_cores(), memory=available_memory(), jobs=self.settings.jobs
-        )
+        cores, memory = self.cache.capacity()  # this host's, or a build farm's
+        groups = planner.plan_units(cases, most, cores=cores, memory=memory, jobs=self.settings.jobs)
         return [(group, self._spec_of(group)) for group in groups]
