@@ -24,7 +24,7 @@ from .sources import FlashInferSources, find_cublas_include
 
 #: The virtual harness is linked next to the hardware one, under its name plus this.
 VIRTUAL_SUFFIX = "-virtual"
-#: Compiles run nvcc's passes side by side (:mod:`..build.nvcc_pipeline`), by this interpreter
+#: Compiles run nvcc's passes side by side (:mod:`..compile.nvcc_pipeline`), by this interpreter
 #: and this copy of the module (``-I``: only the standard library, whatever the environment says).
 PIPELINE_SCRIPT = Path(nvcc_pipeline.__file__).resolve()
 PYTHON = sys.executable or shutil.which("python3") or "/usr/bin/python3"
@@ -50,7 +50,7 @@ def kernel_config(case: Case) -> KernelConfig:
 
 def compile_command(hardware_command: list[str]) -> list[str]:
     """The compile of a unit to objects (add ``-odir DIR``) that :func:`build_script` runs,
-    from :func:`codegen.nvcc_command` (``... --cudart=static SRC COMMON... -o OUT``).
+    from :func:`.nvcc_flags.nvcc_command` (``... --cudart=static SRC COMMON... -o OUT``).
     ``--no-compress`` keeps the cubins readable for the virtual device's resource table and
     changes no code."""
     cudart = hardware_command.index("--cudart=static")
@@ -72,7 +72,7 @@ SCRIPT = (
 
 
 def front_end_command(hardware_command: list[str], src: Path, out: Path) -> list[str]:
-    """``nvcc -cuda`` of ``src`` with :func:`codegen.nvcc_command`'s flags (its front ends, no
+    """``nvcc -cuda`` of ``src`` with :func:`.nvcc_flags.nvcc_command`'s flags (its front ends, no
     link; the output is the host's ``.ii``): what :mod:`.probe` runs."""
     cudart = hardware_command.index("--cudart=static")
     return [*hardware_command[:cudart], "-cuda", str(src), "-o", str(out)]
@@ -83,8 +83,8 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
     harness (a shared library with static cudart, which the runner loads: :mod:`.runner`) and
     the virtual one (an executable on the project's runtime) from the same objects.
 
-    ``hardware_command`` is :func:`codegen.nvcc_command`; the compile (:func:`compile_command`)
-    runs through :mod:`..build.nvcc_pipeline`: nvcc's passes side by side, nvcc's objects but
+    ``hardware_command`` is :func:`.nvcc_flags.nvcc_command`; the compile (:func:`compile_command`)
+    runs through :mod:`..compile.nvcc_pipeline`: nvcc's passes side by side, nvcc's objects but
     for the module id in the names of internal-linkage symbols.
     """
     pipeline = [PYTHON, "-I", str(PIPELINE_SCRIPT)]

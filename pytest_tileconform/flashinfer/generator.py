@@ -5,7 +5,7 @@ The generator is a plain module with one sibling (``cutlass_library.py``); it is
 private package from its file, so the ``flashinfer`` package (slow, loads CUDA libraries) is
 never imported. Only operations that use the TMA warp-specialized MoE launcher
 (``moe_gemm_tma_ws_launcher.inl``) count; each is converted to a :class:`KernelConfig` and kept
-only if :func:`codegen.instantiation` reproduces FlashInfer's own instantiation of it byte for
+only if :func:`.codegen.instantiation` reproduces FlashInfer's own instantiation of it byte for
 byte. The others are returned with the reason they were left out.
 """
 

@@ -177,7 +177,7 @@ def hand_over(
     prepared: Prepared, run_dir: Path, entries: Mapping[str, int | tuple[int, ...]], settings: Settings
 ) -> tuple[SharedOperands | None, str]:
     """Give the harness ``prepared``'s inputs in ``run_dir``: in device memory where they are
-    on the GPU and this process can share them (:mod:`.shared_operands`), else as files. Returns
+    on the GPU and this process can share them (:mod:`.numerics.shared_operands`), else as files. Returns
     the shared operands (None for files) and how they were handed over, for the verdict."""
     from .numerics.runfiles import write_inputs, write_problem
     from .numerics.shared_operands import SharingError

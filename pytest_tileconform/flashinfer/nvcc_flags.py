@@ -307,7 +307,7 @@ def nvcc_command(
     out_exe: Path,
     cuda_home: Path | None = None,
 ) -> list[str]:
-    """Full nvcc command line that compiles ``src`` (from :func:`generate_translation_unit`)
+    """Full nvcc command line that compiles ``src`` (from :func:`.codegen.generate_translation_unit`)
     and TensorRT-LLM's host support files into the harness executable ``out_exe``.
 
     Compile flags are FlashInfer's for the arch's fused-MoE module (see the flag lists above);

@@ -19,7 +19,7 @@ from ..matrix.cases import Case
 T = TypeVar("T")
 
 #: Peak RAM of one compile, measured: SM90 3.7-4.6 GB with nvcc alone; SM120 NVFP4 about
-#: 6.6 GB. Through :mod:`..build.nvcc_pipeline` cudafe++ (1.9 GB) runs beside cicc: for SM90
+#: 6.6 GB. Through :mod:`..compile.nvcc_pipeline` cudafe++ (1.9 GB) runs beside cicc: for SM90
 #: while cicc nears its peak (bf16 128x128x64: 5.7 GB, cicc 3.76 + cudafe++ 1.90 at once, against
 #: 3.8 GB for nvcc alone), so up to about 6.5 GB; for SM120 cicc peaks after cudafe++ has ended
 #: (NVFP4 128x128x128: 6.0 GB, cicc 5.9), which the default still covers. SM90's figure is

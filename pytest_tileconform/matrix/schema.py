@@ -268,7 +268,7 @@ class PresetRef(Strict):
     @model_validator(mode="after")
     def _known(self) -> PresetRef:
         """The name is checked here; the routing is drawn only when cases are made, after the
-        loader has bounded what drawing every preset of the file costs (:data:`MAX_ROUTED_ROWS`)."""
+        loader has bounded what drawing every preset of the file costs (:data:`.bounds.MAX_ROUTED_ROWS`)."""
         try:
             presets_named(self.preset)
         except UnknownPreset as exc:

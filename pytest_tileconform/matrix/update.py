@@ -78,9 +78,9 @@ def entry_line(case_id: str, verdict: Verdict) -> str:
     """The expectation entry of ``verdict`` as one flow-mapping line.
 
     Status and reason are the verdict's whole texts with stable names for temporary and
-    installed places (:func:`.reasons.stable_reason`), so a rerun elsewhere reads the same; a
+    installed places (:func:`..reasons.stable_reason`), so a rerun elsewhere reads the same; a
     reason of several lines stays on the entry's one line, its line breaks written as ``\\n``.
-    Only a reason longer than a matrix line should be is cut (:func:`.reasons.shorten`).
+    Only a reason longer than a matrix line should be is cut (:func:`..reasons.shorten`).
     """
     fields: dict[str, str | int] = {"stage": verdict.outcome}
     if verdict.status:

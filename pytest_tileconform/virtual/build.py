@@ -42,7 +42,7 @@ def build_runtime(cache_dir: Path, cuda_home: Path, compiler: str | None = None)
     whenever the runtime does, and build caches keyed by the script stay correct.
     Safe to call from several processes at once, and checked before its path is handed out:
     every virtual harness links it, so a damaged or planted one is built again, never linked
-    (:func:`hostbuild.build_once`).
+    (:func:`..compile.hostbuild.build_once`).
     """
     compiler = compiler or cxx()
     include = cuda_home / "include"

@@ -127,7 +127,7 @@ Path(out).write_text("".join(p.read_text() for p in objects))
 
 
 def _toolkit(root: Path) -> Path:
-    """A folder :func:`..sources.find_cuda_home` takes for a CUDA 13.0 toolkit."""
+    """A folder :func:`pytest_tileconform.flashinfer.sources.find_cuda_home` takes for a CUDA 13.0 toolkit."""
     (root / "bin").mkdir(parents=True)
     (root / "include").mkdir()
     for header in ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "cublas_v2.h"):

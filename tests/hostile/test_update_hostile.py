@@ -1,4 +1,4 @@
-"""Hostile cases of ``--tile-update``'s read-modify-write (:func:`..matrix.update.update_matrix`).
+"""Hostile cases of ``--tile-update``'s read-modify-write (:func:`pytest_tileconform.matrix.update.update_matrix`).
 
 Each row of ``ROWS`` is something that happens to the matrix between the run loading it and the
 update writing it (``meanwhile``), the changes the run wants, and the documented outcome:

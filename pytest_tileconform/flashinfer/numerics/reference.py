@@ -90,7 +90,7 @@ def d_storage(inputs: GroupedInputs) -> torch.dtype:
 
 def poison_output(rows: int, n: int, out: str) -> torch.Tensor:
     """D as the harness leaves it before the kernel runs (without fusion): every byte
-    :data:`.tolerance.POISON_BYTE`, in the output dtype (as :func:`read_output` returns D)."""
+    :data:`.tolerance.POISON_BYTE`, in the output dtype (as :func:`.runfiles.read_output` returns D)."""
     return poison_value(output_dtype(out)).expand(rows, n).clone()
 
 
@@ -169,7 +169,7 @@ class GroupedInputs:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the tensors hold (what an :class:`InputCache` entry costs)."""
+        """Bytes the tensors hold (what an :class:`.prepared.InputCache` entry costs)."""
         parts = (self.alpha, self.router_scales, self.dest_row, self.a_sf, self.b_sf, self.bias)
         return sum(t.numel() * t.element_size() for t in (self.a, self.b, *parts) if t is not None)
 

@@ -215,7 +215,7 @@ def _identical(actual: torch.Tensor, expected: Expected) -> bool:
 
 
 def compare(actual: torch.Tensor, expected: Expected) -> NumericsReport:
-    """Check D (``actual``, in the output dtype as :func:`.reference.read_output` returns it)
+    """Check D (``actual``, in the output dtype as :func:`.runfiles.read_output` returns it)
     against ``expected``, on the device ``expected`` is on."""
     if actual.shape != expected.value.shape:
         raise ValueError(

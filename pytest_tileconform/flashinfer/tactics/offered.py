@@ -289,7 +289,7 @@ def build_probe(
     sources: FlashInferSources, cache_dir: Path, progress: Callable[[str], None] | None = None
 ) -> Path:
     """The probe executable, compiled into the build cache on first use. It is run, so it is
-    checked like any harness (:mod:`..compile.trust`); a cache that cannot give a trusted one
+    checked like any harness (:mod:`...compile.trust`); a cache that cannot give a trusted one
     (read-only and lacking it, a refused folder, an unusable key) is a :class:`ProbeError`."""
     home = find_cuda_home()
     spec = probe_spec(sources, home, cache_dir)
@@ -337,7 +337,7 @@ Shape = tuple[int, int, int]
 class ConfigKey:
     """A configuration as the harness builds it and as tactics select it: dtypes, CTA tile in
     elements, cluster, swap_ab, epilogue fusion and, on SM100/SM103, the epilogue schedule variant
-    (:func:`~.generator.schedule_variant`), on SM90's mixed-input kernels the mainloop."""
+    (:func:`~..generator.schedule_variant`), on SM90's mixed-input kernels the mainloop."""
 
     dtypes: str
     tile: Shape
