@@ -11,52 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.stand_in_compiler import invocations, make_compiler, spec
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec, parallel_jobs
 from pytest_tileconform.compile.failure import Cause, first_error_line, killed_by
 
-# A "compiler" that copies the source to the output, counts its invocations in a file next to
-# the cache, and fails when the source says so.
-FAKE_COMPILER = """
-import sys, pathlib, time
-src, out, counter = map(pathlib.Path, sys.argv[1:4])
-with counter.open("a") as f:
-    f.write(src.read_text().splitlines()[0] + "\\n")
-text = src.read_text()
-time.sleep(0.2)
-if "SLOW" in text:
-    time.sleep(60)
-if "FAIL" in text:
-    print(f"{src}(12): error: static assertion failed with \\"tile too big\\"")
-    sys.exit(1)
-if "KILL" in text:  # as the out-of-memory killer would end it
-    import os, signal
-    os.kill(os.getpid(), signal.SIGKILL)
-out.write_text(text)
-"""
-
 
 @pytest.fixture
 def compiler(tmp_path: Path) -> tuple[Path, Path]:
-    script = tmp_path / "fake_nvcc.py"
-    script.write_text(FAKE_COMPILER)
-    return script, tmp_path / "invocations.txt"
-
-
-def spec(source: str, compiler: tuple[Path, Path], salt: str = "nvcc 13.0") -> BuildSpec:
-    script, counter = compiler
-    return BuildSpec(
-        source=source,
-        command=(sys.executable, str(script), "{src}", "{out}", str(counter)),
-        salt=salt,
-        ram_bytes=1 << 30,
-        label=source.splitlines()[0],
-    )
-
-
-def invocations(compiler: tuple[Path, Path]) -> list[str]:
-    counter = compiler[1]
-    return counter.read_text().splitlines() if counter.exists() else []
+    return make_compiler(tmp_path)
 
 
 def test_key_covers_source_command_and_salt(compiler: tuple[Path, Path]) -> None:

@@ -1,8 +1,8 @@
 """The remote tier of the build cache with real parts: a file:// folder, a web server serving it
-(http://), and an S3 server (moto's server mode) started here; the stand-in compiler of
-test_buildcache builds the units. Faults: a corrupt object, a wrong signature, a remote that is
-down or hangs, a writer killed and a server killed mid-upload; each ends in a correct result or
-one line, and leaves nothing bad behind, here or there."""
+(http://), and an S3 server (moto's server mode) started here; the stand-in compiler
+(helpers.stand_in_compiler) builds the units. Faults: a corrupt object, a wrong signature, a
+remote that is down or hangs, a writer killed and a server killed mid-upload; each ends in a
+correct result or one line, and leaves nothing bad behind, here or there."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_backend import BASIC, TileRun
-from test_buildcache import FAKE_COMPILER, invocations, spec
+from helpers.fake_backend import BASIC, TileRun
+from helpers.paths import REPO
+from helpers.stand_in_compiler import invocations, make_compiler, spec
 
 from pytest_tileconform.compile.cache import BuildCache
 from pytest_tileconform.compile.remote import RemoteTier, TieredCache, blob_name, manifest_name, open_cache
@@ -32,9 +33,7 @@ pytest.importorskip("fsspec")
 
 @pytest.fixture
 def compiler(tmp_path: Path) -> tuple[Path, Path]:
-    script = tmp_path / "fake_nvcc.py"
-    script.write_text(FAKE_COMPILER)
-    return script, tmp_path / "invocations.txt"
+    return make_compiler(tmp_path)
 
 
 def tiered(
@@ -359,12 +358,14 @@ def test_s3_a_writer_killed_mid_upload_leaves_nothing_visible(
         "    if name.startswith('blobs/'):\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "store.RemoteStore.publish = killed\n"
-        "from test_buildcache import spec\n"
-        "from test_remote_cache import tiered\n"
+        "from helpers.stand_in_compiler import spec\n"
+        "from pytest_tileconform.compile.remote import RemoteTier, TieredCache\n"
         "compiler = (Path(sys.argv[1]), Path(sys.argv[2]))\n"
-        "tiered(Path(sys.argv[3]), 's3://team/cache').build([spec('one\\n', compiler)], jobs=1)\n"
+        "tier = RemoteTier(store.RemoteStore('s3://team/cache'), print)\n"
+        "cache = TieredCache(Path(sys.argv[3]), print, tier=tier)\n"
+        "cache.build([spec('one\\n', compiler)], jobs=1)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
     writer = subprocess.run(
         [sys.executable, str(script), str(compiler[0]), str(compiler[1]), str(tmp_path / "w")], env=env
     )
