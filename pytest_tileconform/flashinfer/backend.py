@@ -254,9 +254,13 @@ class FlashInferBackend:
             self.settings.cache_dir, features, salt, front, lambda c: " ".join(self._command(c)[0])
         )
 
-    def _limitations(self, cases: Sequence[Case], jobs: int = 1) -> dict[Case, NotJudgeable]:
-        """The cases whose family the tool cannot build against these sources, each with why."""
-        found = self._probe.limitations([kernel_config(case) for case in cases], jobs)
+    def _limitations(
+        self, cases: Sequence[Case], jobs: int = 1, deadline: float | None = None
+    ) -> dict[Case, NotJudgeable]:
+        """The cases whose family the tool cannot build against these sources, each with why
+        (no probe runs past ``deadline``, a time of the cache's clock)."""
+        self._probe.clock = self.cache.clock
+        found = self._probe.limitations([kernel_config(case) for case in cases], jobs, deadline)
         version = self.sources.version
         return {c: NotJudgeable(found[k].reason(version)) for c in cases if (k := kernel_config(c)) in found}
 
@@ -318,6 +322,8 @@ class FlashInferBackend:
         With ``--tile-build-limit`` the compiles stop when it has passed: the cases built by then
         are judged, the others skipped (what was finished is cached, so a rerun goes on).
         """
+        limit = self.settings.build_limit  # the runtime's build and the probes count, though not stopped
+        deadline = None if limit is None else self.cache.clock() + limit
         specs: dict[Case, BuildSpec] = {}
         for case in cases:
             try:
@@ -330,7 +336,8 @@ class FlashInferBackend:
                 self._builds[case] = self._unsupported(exc)
         # before any compile, the families the tool cannot build here (cached builds were built)
         unbuilt = [case for case, spec in specs.items() if self.cache.lookup(spec) is None]
-        for case, limitation in self._limitations(unbuilt, self._units.jobs(list(specs.values()))[1]).items():
+        jobs = self._units.jobs(list(specs.values()))[1]
+        for case, limitation in self._limitations(unbuilt, jobs, deadline).items():
             self._builds[case] = limitation
             del specs[case]
         if not specs:
@@ -339,8 +346,6 @@ class FlashInferBackend:
         # one case for each instantiation: the cases of one configuration (its problems, PDL on
         # and off) share one build, and units are planned in instantiations, not cases
         builds = one_per_build(specs)
-        limit = self.settings.build_limit  # the runtime's build counts, though it is not stopped
-        deadline = None if limit is None else self.cache.clock() + limit
         missing = [case for case in builds if self.cache.lookup(specs[case]) is None]
         if missing:
             self._build_runtime()  # the builds read it: their inputs now name its checked sum

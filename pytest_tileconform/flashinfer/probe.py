@@ -15,6 +15,14 @@ Two checks, both about the tool's own code, never about a kernel:
 Answers are cached in ``CACHE/probes/<key>.json``, keyed by the probe unit's text (which holds
 the harness's fingerprint and the release's features), the build command and the build salt
 (nvcc, the release's version and sources): each release is probed once per family.
+
+Probes count against ``--tile-build-limit`` as compiles do (a probe is a compile's front end): a
+probe runs at most until the build's deadline and none starts after it; a probe cut short gives
+no answer (nothing cached), and the build, whose deadline has passed too, compiles nothing.
+
+The probe runs nvcc's whole front end, not only cudafe++ (the host side's): the device side is
+parsed again by cicc with ``__CUDA_ARCH__`` defined, and CUTLASS and TensorRT-LLM declare
+differently under it, so a host-only probe would pass units whose device pass fails.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import hashlib
 import json
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -87,10 +96,16 @@ class ReleaseProbe:
         self.front_end = front_end
         self.key_command = key_command
         self.known: dict[str, Unbuildable | None] = {}
+        #: the build's deadline (a time of :data:`clock`): no probe runs past it
+        self.deadline: float | None = None
+        self.clock: Callable[[], float] = time.monotonic
 
-    def limitations(self, configs: Sequence[KernelConfig], jobs: int) -> dict[KernelConfig, Unbuildable]:
+    def limitations(
+        self, configs: Sequence[KernelConfig], jobs: int, deadline: float | None = None
+    ) -> dict[KernelConfig, Unbuildable]:
         """The configurations among ``configs`` whose family the tool cannot build, each with
-        why (:meth:`probe` first, ``jobs`` front ends at a time)."""
+        why (:meth:`probe` first, ``jobs`` front ends at a time, none past ``deadline``)."""
+        self.deadline = deadline
         self.probe(configs, jobs)
         found = {config: self.known[family(config)] for config in configs}
         return {config: why for config, why in found.items() if why is not None}
@@ -140,6 +155,11 @@ class ReleaseProbe:
                 return str(cached["first_error"])
         except (OSError, ValueError):
             pass
+        timeout = PROBE_TIMEOUT_S
+        if self.deadline is not None:  # --tile-build-limit: the probe is part of the build's time
+            timeout = min(timeout, self.deadline - self.clock())
+            if timeout <= 0:
+                return None
         self.dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.dir, prefix=".probe-") as tmp:
             src = Path(tmp) / "probe.cu"
@@ -149,7 +169,7 @@ class ReleaseProbe:
                     self.front_end(configs[0], src, Path(tmp) / "probe.ii"),
                     capture_output=True,
                     text=True,
-                    timeout=PROBE_TIMEOUT_S,
+                    timeout=timeout,
                 )
             except subprocess.TimeoutExpired:
                 return None

@@ -118,7 +118,7 @@ def test_a_unit_that_fails_to_compile_is_rebuilt_case_by_case(
     backend = FlashInferBackend(settings, progress=lambda _msg: None)
 
     monkeypatch.setattr(backend, "_spec", fake_spec(compiler))
-    monkeypatch.setattr(backend, "_limitations", lambda cases, jobs=1: {})  # no nvcc probe
+    monkeypatch.setattr(backend, "_limitations", lambda cases, jobs=1, deadline=None: {})  # no nvcc probe
     tiles = [(128, 64, 64), (128, 128, 64), (128, 256, 64), (256, 128, 64), (128, 32, 64)]
     cases = [replace(make_case(), tile=tile) for tile in tiles]
     backend.prepare(cases[:2])  # cached before: found by their own keys later
@@ -146,7 +146,7 @@ def test_a_failed_unit_is_planned_again_in_halves(
     backend = FlashInferBackend(backend_settings(group=8), progress=said.append)
 
     monkeypatch.setattr(backend, "_spec", fake_spec(compiler, log))
-    monkeypatch.setattr(backend, "_limitations", lambda cases, jobs=1: {})  # no nvcc probe
+    monkeypatch.setattr(backend, "_limitations", lambda cases, jobs=1, deadline=None: {})  # no nvcc probe
     good = [(128, 16, 64), (128, 32, 64), (128, 64, 64), (128, 128, 64)]
     variants = [(tile, swap) for tile in good for swap in (False, True)][:7]
     variants.insert(5, ((128, 256, 64), False))  # the bad one, in the second half
@@ -276,7 +276,7 @@ def test_the_cases_of_one_configuration_are_planned_as_one_instantiation(
             "_spec",
             lambda group: make([replace(c, pdl=None) for c in {c.tile: c for c in group}.values()]),
         )
-        monkeypatch.setattr(backend, "_limitations", lambda cases, jobs=1: {})  # no nvcc probe
+        monkeypatch.setattr(backend, "_limitations", lambda cases, jobs=1, deadline=None: {})  # no nvcc probe
         backend.prepare(cases)
         return sorted(log.read_text().split())
 

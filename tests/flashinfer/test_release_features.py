@@ -180,6 +180,27 @@ def test_probes_are_per_family_grouped_and_cached(tmp_path: Path) -> None:
     assert len((tmp_path / "runs.ran").read_text()) == 6
 
 
+def test_no_probe_runs_past_the_build_limit(tmp_path: Path) -> None:
+    """--tile-build-limit bounds the probes too: past the build's deadline none starts, and the
+    family is left unanswered (nothing cached), not refused."""
+    script = tmp_path / "front_end.py"
+    script.write_text(FAKE_FRONT_END)
+    runs = tmp_path / "runs"
+
+    def front_end(config: KernelConfig, src: Path, out: Path) -> list[str]:
+        return [sys.executable, str(script), str(src), str(runs)]
+
+    fp32 = replace(BF16, act="fp32", weight="fp32", out="fp32", tile=(128, 64, 32))
+    probe = ReleaseProbe(tmp_path / "cache", EVERY_PIECE, "salt", front_end, str)
+    probe.clock = lambda: 100.0
+    assert probe.limitations([fp32], jobs=1, deadline=100.0) == {}
+    assert not (tmp_path / "runs.ran").exists() and not (tmp_path / "cache" / PROBES_DIR).exists()
+    later = ReleaseProbe(tmp_path / "cache", EVERY_PIECE, "salt", front_end, str)
+    later.clock = lambda: 100.0
+    assert list(later.limitations([fp32], jobs=1, deadline=160.0)) == [fp32]  # before it: probed
+    assert len((tmp_path / "runs.ran").read_text()) == 1
+
+
 def test_errors_in_the_generated_unit_are_the_tools(tmp_path: Path) -> None:
     """A name the generated unit uses that the release does not declare (FlashInfer 0.6.12 and
     SafeFP4, before features.py) fails in tu.cu: never a compile verdict."""

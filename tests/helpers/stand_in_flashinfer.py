@@ -64,7 +64,8 @@ def _spec(self, cases):
 def pytest_configure(config):
     _patch.setattr(FlashInferBackend, "_spec", _spec)
     _patch.setattr(FlashInferBackend, "_build_runtime", lambda self: None)
-    _patch.setattr(FlashInferBackend, "_limitations", lambda self, cases, jobs=1: {})  # no nvcc probe
+    # no nvcc probe
+    _patch.setattr(FlashInferBackend, "_limitations", lambda self, cases, jobs=1, deadline=None: {})
     _patch.setattr(FlashInferBackend, "_incompatibility", None)
     if os.environ.get("STAND_IN_HOST"):  # no toolkit looked for: the stand-in needs none
         _patch.setattr(FlashInferBackend, "check_environment", lambda self, cases: None)
