@@ -1,5 +1,6 @@
 """The CI guard of every launcher / GEMM-input generation (docs/releases.md): the harness and the
-generated declarations of each family build (nvcc's host front end, :mod:`pytest_tileconform.flashinfer.probe`) against one
+generated declarations of each family build (nvcc's host front end,
+:mod:`pytest_tileconform.flashinfer.probe`) against one
 release of each generation, and what a release lacks is refused as the tool's limitation, exactly
 the pieces listed here. A change to the harness or codegen that breaks an older release fails
 here, not for a user.

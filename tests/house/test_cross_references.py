@@ -4,7 +4,8 @@ leaves no reference pointing at where it was.
 
 A target resolves as Sphinx would read it in the module that writes it: leading dots are relative
 to that module's package as in a relative import (``..compile.cache``), a bare name is looked up
-in the module, then in its classes (``:attr:`value``` in a class's docstring), then as an absolute
+in the module, then in its classes (``:attr:`value``` in a class's docstring, a class attribute,
+a field or what its methods set on ``self``), then as an absolute
 name (``pytest_tileconform...``, ``pytest.UsageError``) or a builtin (``OSError``)."""
 
 from __future__ import annotations
@@ -63,7 +64,17 @@ def member(owner: object, name: str) -> object | None:
     for klass in inspect.getmro(owner) if inspect.isclass(owner) else ():
         if name in getattr(klass, "__annotations__", {}):
             return klass
+        # an instance attribute its methods set
+        if klass.__module__ != "builtins" and re.search(rf"\bself\.{name}\s*[:=]", source(klass)):
+            return klass
     return None
+
+
+def source(klass: type) -> str:
+    try:
+        return inspect.getsource(klass)
+    except (OSError, TypeError):
+        return ""
 
 
 def resolve(target: str, module: ModuleType, package: bool) -> object | None:
