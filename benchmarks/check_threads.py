@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from pytest_tileconform.compile.cache import available_cores
+from pytest_tileconform.flashinfer.axes import KINDS, moe_cases
 from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs, output_dtype
 from pytest_tileconform.flashinfer.numerics.tolerance import compare
 from pytest_tileconform.matrix.load import load_matrix
@@ -41,7 +42,8 @@ PROBLEMS = {
 
 def time_checks(problem: Problem, threads: list[int], budget_s: float, matrix: Path) -> list[dict[str, Any]]:
     """Each thread count: checks until ``budget_s`` have passed, at least 3."""
-    case = replace(load_matrix(matrix).cases[0], problem=problem, fusion="none")
+    [first, *_] = moe_cases(load_matrix(matrix, KINDS).cases)
+    case = replace(first, problem=problem, axes=replace(first.axes, fusion="none"))
     inputs = make_inputs(case, seed=0)
     actual = expected_output(inputs, case).value.to(output_dtype(case.out))
     results = []

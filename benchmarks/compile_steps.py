@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tileconform.compile import nvcc_pipeline
+from pytest_tileconform.flashinfer.axes import KINDS, moe_cases
 from pytest_tileconform.flashinfer.buildscript import compile_command, kernel_config
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit
 from pytest_tileconform.flashinfer.configs import KernelConfig
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=None, help="where to compile (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    cases = [c for c in load_matrix(args.matrix).cases if args.match in c.id]
+    cases = [c for c in moe_cases(load_matrix(args.matrix, KINDS).cases) if args.match in c.id]
     configs = list(dict.fromkeys(kernel_config(c) for c in cases))
     if len(configs) < max(args.units):
         parser.error(

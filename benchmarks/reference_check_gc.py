@@ -21,6 +21,7 @@ import pytest  # noqa: F401  (held by a real worker)
 import torch  # noqa: F401
 
 from pytest_tileconform.core.gctime import CollectorTime, freeze_survivors
+from pytest_tileconform.flashinfer.axes import KINDS, moe_cases
 from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs
 from pytest_tileconform.flashinfer.numerics.tolerance import compare
 from pytest_tileconform.matrix.load import load_matrix
@@ -28,7 +29,9 @@ from pytest_tileconform.matrix.load import load_matrix
 
 def main() -> None:
     mode = sys.argv[1]
-    cases = load_matrix(Path(sys.argv[2] if len(sys.argv) > 2 else "matrices/sm90.yaml")).cases
+    cases = moe_cases(
+        load_matrix(Path(sys.argv[2] if len(sys.argv) > 2 else "matrices/sm90.yaml"), KINDS).cases
+    )
     items = [[object() for _ in range(50)] for _ in range(4000)]  # stand-in for pytest's items
     full = CollectorTime(generation=2)
     full.install()

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from pytest_tileconform.dtypes import dtype_label
+from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
 from pytest_tileconform.flashinfer.numerics.reference import (
     GENERATED_BLOCK_SCALED,
     GENERATED_DTYPES,
@@ -41,7 +42,7 @@ PRESETS = (
 )
 
 
-def case_of(act: str, weight: str, out: str, fusion: str, problem: Problem) -> Case:
+def case_of(act: str, weight: str, out: str, fusion: str, problem: Problem) -> MoeCase:
     return Case(
         matrix=Path("bench.yaml"),
         backend="flashinfer-cutlass-moe",
@@ -51,9 +52,7 @@ def case_of(act: str, weight: str, out: str, fusion: str, problem: Problem) -> C
         out=out,
         dtype_label=dtype_label(act, weight, out),
         tile=(128, 128, 128),
-        cluster=(1, 1, 1),
-        swap_ab=False,
-        fusion=fusion,
+        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=False, fusion=fusion),
         problem=problem,
         expectation=None,
         suite=None,

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .backend import Backend
     from .core.runoptions import RunOptions
     from .matrix.cases import Case
+    from .matrix.kinds import CaseKind
     from .results.fingerprint import HostColumn
     from .results.merge import CaseNote
     from .verdict import Verdict
@@ -31,6 +32,16 @@ def pytest_tileconform_register_backends(  # type: ignore[empty-body]
     name one of them. ``options`` are the run's options every backend reads the same way
     (device, build cache, compiles at once, timeout, the stages a hardware run adds), already
     checked; a backend registers and checks only options of its own.
+    """
+
+
+@pytest.hookspec
+def pytest_tileconform_case_kinds() -> list[CaseKind]:  # type: ignore[empty-body]
+    """Return what this plugin's backends declare of their cases (:mod:`.matrix.kinds`): their
+    axes, id words, recorded coordinates and JUnit properties, one kind per backend name.
+
+    Called by pytest before any matrix is read and by the ``tileconform`` command line
+    (:mod:`.commands.plugins`), which reads matrices without any backend: keep it cheap.
     """
 
 

@@ -16,6 +16,7 @@ before anything is written.
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from .inputs import read_document
 from .output import EXIT_FLAGGED, EXIT_OK, CommandError, emit, message
 
 if TYPE_CHECKING:
+    from ..matrix.kinds import CaseKind
     from ..matrix.load import LoadedMatrix
     from ..matrix.update import Change
     from ..verdict import Verdict
@@ -91,13 +93,14 @@ def changes_for(matrix: LoadedMatrix, verdicts: dict[str, Verdict]) -> dict[str,
     return changes
 
 
-def main(args: argparse.Namespace) -> int:
+def main(kinds: dict[str, CaseKind], args: argparse.Namespace) -> int:
+    """``kinds``: what the plugins declare of their backends' cases (:mod:`..matrix.kinds`)."""
     from ..matrix.load import MatrixInvalid, load_matrix
     from ..matrix.update import UpdateRefused, update_matrix
 
     path: Path = args.matrix
     try:
-        matrix = load_matrix(path)
+        matrix = load_matrix(path, kinds)
     except MatrixInvalid as exc:
         raise CommandError(str(exc)) from None
     except OSError as exc:
@@ -118,14 +121,16 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_FLAGGED
     started = {case.id: case.expectation for case in matrix.cases if case.id in changes}
     try:
-        outcome = update_matrix(path, changes, started)
+        outcome = update_matrix(path, kinds, changes, started)
     except (UpdateRefused, MatrixInvalid, ValueError, OSError) as exc:
         raise CommandError(f"{path}: not updated: {exc}") from None
     emit("\n".join(outcome.lines(path)), None)
     return EXIT_FLAGGED if outcome.refused else EXIT_OK
 
 
-def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser], kinds: dict[str, CaseKind]
+) -> None:
     apply = actions.add_parser(
         "apply",
         help="write the verdicts of results files into a matrix's expectations",
@@ -141,4 +146,4 @@ def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     apply.add_argument(
         "--check", action="store_true", help="write nothing; list what would change, exit 1 if anything would"
     )
-    apply.set_defaults(handler=main)
+    apply.set_defaults(handler=functools.partial(main, kinds))

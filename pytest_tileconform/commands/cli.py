@@ -147,7 +147,7 @@ def _add_report(
     )
     add_output(schema, "the schema")
     schema.set_defaults(handler=_report_schema)
-    apply.add_parser(actions)
+    apply.add_parser(actions, plugins.kinds())
 
 
 # -- parser ------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .. import newhooks
+from ..matrix.kinds import CaseKind, kinds_by_backend
 
 DISTRIBUTION = "pytest-tileconform"
 #: the prefix of the hooks a command plugin implements, marked or not (as pytest takes them)
@@ -39,6 +40,10 @@ class CommandPlugins(pluggy.PluginManager):
         if opts is None and inspect.isroutine(getattr(plugin, name, None)):
             return cast(pluggy.HookimplOpts, {})
         return opts
+
+    def kinds(self) -> dict[str, CaseKind]:
+        """What the plugins declare of their backends' cases, by backend (:mod:`..matrix.kinds`)."""
+        return kinds_by_backend(self.hook.pytest_tileconform_case_kinds())
 
 
 def _tileconform_distribution(requires: Iterable[str] | None, name: str) -> bool:

@@ -79,7 +79,7 @@ class Recorder:
         for path, changes in self.changes.items():
             started = {case_id: loaded.get(path, {}).get(case_id) for case_id in changes}
             try:
-                self.update_outcomes[path] = update_matrix(path, changes, started)
+                self.update_outcomes[path] = update_matrix(path, self.session.kinds, changes, started)
             except (UpdateRefused, ValueError, OSError, MatrixInvalid) as exc:
                 self.update_errors.append(f"{path}: not updated: {exc}")
 

@@ -12,6 +12,7 @@ import pytest
 from ..backend import BackendRegistry, CheckingBackend, FinishingBackend
 from ..matrix.bounds import MAX_CASES, MAX_CASES_RAISED
 from ..matrix.cases import Case
+from ..matrix.kinds import CaseKind, kinds_by_backend
 from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
 from ..verdict import UNRUN, Verdict
 from .runoptions import RunOptions
@@ -50,6 +51,8 @@ def max_cases(config: pytest.Config) -> int:
 class TileSession:
     config: pytest.Config
     registry: BackendRegistry
+    #: what each backend declares of its cases (:mod:`..matrix.kinds`)
+    kinds: dict[str, CaseKind]
     matrices: list[LoadedMatrix]
     arch_filter: frozenset[str] | None
     options: RunOptions
@@ -81,6 +84,7 @@ class TileSession:
                     for b in found
                 ]
             )
+            kinds = kinds_by_backend(config.hook.pytest_tileconform_case_kinds())
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
         try:
@@ -88,6 +92,7 @@ class TileSession:
             stale_ok = bool(config.getoption("tile_update"))
             matrices = load_matrices(
                 paths,
+                kinds,
                 registry.names(),
                 max_cases=max_cases(config),
                 stale_ok=stale_ok,
@@ -95,7 +100,7 @@ class TileSession:
             )
         except MatrixInvalid as exc:
             raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None
-        session = cls(config, registry, matrices, arch_filter, options)
+        session = cls(config, registry, kinds, matrices, arch_filter, options)
         config.add_cleanup(session.finish)  # when this process's session ends
         cases = [c for m in matrices for c in m.cases if arch_filter is None or c.arch in arch_filter]
         config.hook.pytest_tileconform_modify_cases(config=config, cases=cases)

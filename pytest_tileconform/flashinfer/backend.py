@@ -30,12 +30,12 @@ from ..compile.hostbuild import HostBuildError, artifact_digest
 from ..compile.inputs import BuildInput
 from ..compile.remote import open_cache
 from ..core.devices import Gpu, current_gpu
-from ..matrix.cases import Case
 from ..verdict import Device, NotJudgeable, Stage, Verdict
 from ..virtual.build import build_runtime, runtime_path
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
+from .axes import MoeCase
 from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, build_inputs, kernel_config, portable_build
 from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
@@ -68,15 +68,15 @@ if TYPE_CHECKING:
 __all__ = ["NAME", "FlashInferBackend", "Settings", "kernel_config"]
 
 
-def one_per_build(specs: dict[Case, BuildSpec]) -> list[Case]:
+def one_per_build(specs: dict[MoeCase, BuildSpec]) -> list[MoeCase]:
     """The first case of each distinct build among ``specs``, in their order."""
-    first: dict[str, Case] = {}
+    first: dict[str, MoeCase] = {}
     for case, spec in specs.items():
         first.setdefault(spec.key, case)
     return list(first.values())
 
 
-def _nothing_before_run(case: Case, run_dir: Path) -> None:
+def _nothing_before_run(case: MoeCase, run_dir: Path) -> None:
     """No plugin looks at a case's inputs before its harness runs."""
 
 
@@ -98,7 +98,7 @@ class FlashInferBackend:
         self._units = UnitBuilder(self.cache, settings, lambda cases: self._spec(cases))
         self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)
-        self._builds: dict[Case, BuildResult | Verdict | NotJudgeable] = {}
+        self._builds: dict[MoeCase, BuildResult | Verdict | NotJudgeable] = {}
         self._inputs: dict[str, InputCache] = {}  # per device, made at its first case: it needs torch
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
@@ -160,7 +160,7 @@ class FlashInferBackend:
             first = str(exc).splitlines()[0]
             raise UnusableEnvironment(f"{PREFIX}the virtual runtime does not build here: {first}") from None
 
-    def check_environment(self, cases: Sequence[Case]) -> None:
+    def check_environment(self, cases: Sequence[MoeCase]) -> None:
         """Whether this host can judge ``cases`` at all, before any is built: the device can
         load their code, FlashInfer's sources, the CUDA toolkit and the C++ compiler are there
         (:mod:`.environment`). No compile, no CUDA. When every case is skipped here (their
@@ -186,7 +186,7 @@ class FlashInferBackend:
     def _hardware_runner(self) -> HarnessRunner:
         return HarnessRunner(build_runner(self.settings.cache_dir))
 
-    def _profile(self, case: Case) -> ArchProfile:
+    def _profile(self, case: MoeCase) -> ArchProfile:
         return self._profile_of(case.arch)
 
     def _profile_of(self, arch: str) -> ArchProfile:
@@ -202,7 +202,7 @@ class FlashInferBackend:
         """Why these sources cannot be instantiated by the harness (compat.py), None if they can."""
         return incompatibility(self.sources.root)
 
-    def _mode(self, case: Case) -> str:
+    def _mode(self, case: MoeCase) -> str:
         """How this case is judged here: ``hardware``, ``virtual`` or ``compile``.
 
         ``auto`` takes the GPU when it is the case's arch, else the case's virtual profile;
@@ -214,7 +214,7 @@ class FlashInferBackend:
             )
         return self.device_for(case.arch, case.sm)
 
-    def judged_through(self, case: Case) -> Stage | None:
+    def judged_through(self, case: MoeCase) -> Stage | None:
         """How far ``case`` will be judged here, from the device it would use (no compile, no
         device initialisation): a virtual device stops at launch."""
         try:
@@ -255,8 +255,8 @@ class FlashInferBackend:
         )
 
     def _limitations(
-        self, cases: Sequence[Case], jobs: int = 1, deadline: float | None = None
-    ) -> dict[Case, NotJudgeable]:
+        self, cases: Sequence[MoeCase], jobs: int = 1, deadline: float | None = None
+    ) -> dict[MoeCase, NotJudgeable]:
         """The cases whose family the tool cannot build against these sources, each with why
         (no probe runs past ``deadline``, a time of the cache's clock)."""
         self._probe.clock = self.cache.clock
@@ -275,7 +275,7 @@ class FlashInferBackend:
             )
         return self._commands[config.arch]
 
-    def _spec(self, cases: Sequence[Case]) -> BuildSpec:
+    def _spec(self, cases: Sequence[MoeCase]) -> BuildSpec:
         """The build of one translation unit holding ``cases`` (one arch)."""
         configs = list(dict.fromkeys(kernel_config(case) for case in cases))
         command, roots = self._command(configs[0])
@@ -304,7 +304,7 @@ class FlashInferBackend:
             self._input_list = (self._runtime_digest, inputs)
         return self._input_list[1]
 
-    def is_built(self, case: Case) -> bool | None:
+    def is_built(self, case: MoeCase) -> bool | None:
         """Whether ``case``'s build is in the cache (an entry's presence: it is checked when
         used); None when it would not be compiled here (skipped, or judged by codegen)."""
         try:
@@ -314,7 +314,7 @@ class FlashInferBackend:
             return None
         return self.cache.has(spec)
 
-    def prepare(self, cases: Sequence[Case]) -> None:
+    def prepare(self, cases: Sequence[MoeCase]) -> None:
         """Build every judgeable case of this worker before the first one runs, in parallel.
 
         Cases without a cache entry are compiled in shared units (:mod:`.planner`); each
@@ -324,7 +324,7 @@ class FlashInferBackend:
         """
         limit = self.settings.build_limit  # the runtime's build and the probes count, though not stopped
         deadline = None if limit is None else self.cache.clock() + limit
-        specs: dict[Case, BuildSpec] = {}
+        specs: dict[MoeCase, BuildSpec] = {}
         for case in cases:
             try:
                 if self._mode(case) == "hardware":
@@ -381,7 +381,7 @@ class FlashInferBackend:
             device=Device("build", "codegen"),
         )
 
-    def _build(self, case: Case) -> BuildResult | Verdict | NotJudgeable:
+    def _build(self, case: MoeCase) -> BuildResult | Verdict | NotJudgeable:
         if case not in self._builds:
             try:
                 spec = self._spec([case])  # an instantiation codegen refuses is a verdict, with no build
@@ -396,7 +396,7 @@ class FlashInferBackend:
         return self._builds[case]
 
     # -- judging -----------------------------------------------------------------------
-    def judge(self, case: Case) -> Verdict:
+    def judge(self, case: MoeCase) -> Verdict:
         verdict = self._judge(case)
         if self.settings.release is not None:  # judged against a --tile-flashinfer release
             verdict.extra["flashinfer_release"] = self.settings.release
@@ -407,7 +407,7 @@ class FlashInferBackend:
         garbage collector's freeze and clock)."""
         self._settling.restore()
 
-    def _judge(self, case: Case) -> Verdict:
+    def _judge(self, case: MoeCase) -> Verdict:
         mode = self._mode(case)
         build = self._build(case)
         if isinstance(build, NotJudgeable):
@@ -445,11 +445,11 @@ class FlashInferBackend:
             return self._run_virtual(case, build, base)
         return self._run(case, build, base)
 
-    def _settle_case(self, case: Case) -> None:
+    def _settle_case(self, case: MoeCase) -> None:
         """Settle this process for ``case`` (:meth:`.settling.CaseSettling.settle`)."""
         self._settling.settle(case)
 
-    def _run_virtual(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
+    def _run_virtual(self, case: MoeCase, build: BuildResult, base: dict[str, Any]) -> Verdict:
         from .numerics.runfiles import write_inputs
         from .run_faults import predicted_fault
 
@@ -475,7 +475,7 @@ class FlashInferBackend:
         verdict.extra.update(hardware.launch_record(case, self.settings))
         return verdict
 
-    def _run(self, case: Case, build: BuildResult, base: dict[str, Any]) -> Verdict:
+    def _run(self, case: MoeCase, build: BuildResult, base: dict[str, Any]) -> Verdict:
         self._settle_case(case)
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
@@ -501,7 +501,7 @@ class FlashInferBackend:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
 
-    def _full_family(self, case: Case, device: str) -> Prepared | str:
+    def _full_family(self, case: MoeCase, device: str) -> Prepared | str:
         """``case``'s full-mantissa inputs (:mod:`.numerics.full`), or why it has none."""
         from .numerics.full import FULL, check_generatable
 
@@ -511,7 +511,7 @@ class FlashInferBackend:
             return f"not generated: {exc}"
         return self._prepared(case, device, FULL)
 
-    def _prepared(self, case: Case, device: str, family: str = "exact") -> Prepared:
+    def _prepared(self, case: MoeCase, device: str, family: str = "exact") -> Prepared:
         """``case``'s inputs and expected D on ``device``, made once for all the cases of its
         problem: on the GPU for a case judged there (the harness reads them in place, the check
         runs there), on the CPU for the virtual device (which reads files and never runs D)."""

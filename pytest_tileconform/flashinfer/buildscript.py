@@ -16,7 +16,7 @@ from ..archs import arch_number
 from ..compile import nvcc_pipeline
 from ..compile.cache import Roots, portable
 from ..compile.inputs import FILE, TREE, BuildInput, digest, read_tree
-from ..matrix.cases import Case
+from .axes import MoeCase
 from .codegen import HARNESS_DIR
 from .configs import KernelConfig
 from .nvcc_flags import nvcc_command
@@ -30,7 +30,7 @@ PIPELINE_SCRIPT = Path(nvcc_pipeline.__file__).resolve()
 PYTHON = sys.executable or shutil.which("python3") or "/usr/bin/python3"
 
 
-def kernel_config(case: Case) -> KernelConfig:
+def kernel_config(case: MoeCase) -> KernelConfig:
     """The instantiation a case compiles to (its name is the case's entry in the unit)."""
     return KernelConfig(
         arch=case.sm,
@@ -38,13 +38,13 @@ def kernel_config(case: Case) -> KernelConfig:
         weight=case.weight,
         out=case.out,
         tile=case.tile,
-        cluster=case.cluster,
-        swap_ab=case.swap_ab,
-        fusion=case.fusion,
-        epilogue=case.epilogue or "",
-        dynamic_cga=case.dynamic_cluster is not None,
-        mainloop=case.mainloop or "",
-        kernel_arch=arch_number(case.kernel_arch) if case.kernel_arch else 0,
+        cluster=case.axes.cluster,
+        swap_ab=case.axes.swap_ab,
+        fusion=case.axes.fusion,
+        epilogue=case.axes.epilogue or "",
+        dynamic_cga=case.axes.dynamic_cluster is not None,
+        mainloop=case.axes.mainloop or "",
+        kernel_arch=arch_number(case.axes.kernel_arch) if case.axes.kernel_arch else 0,
     )
 
 

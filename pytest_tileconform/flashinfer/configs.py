@@ -19,9 +19,7 @@ from ..dtypes import (
     shape_label,
     tile_k_elements,
 )
-
-#: The launcher's epilogue fusions (``EpilogueFusion::NONE``, ``FINALIZE``, ``ACTIVATION``)
-FUSIONS = ("none", "finalize", "activation")
+from .axes import FUSIONS, MIXED_MAINLOOPS
 
 
 class UnsupportedConfig(ValueError):
@@ -126,9 +124,7 @@ def _check_shapes(config: KernelConfig) -> None:
         )
 
 
-#: SM90 mixed-input mainloops: the warp-specialized kernels' two schedules and the two
-#: single-warpgroup small-K kernels (``sm90_generic_mixed_moe_small_k_kernelLauncher``)
-MIXED_MAINLOOPS = ("pingpong", "cooperative", "single_warpgroup_prefill", "single_warpgroup_rolling")
+#: SM90 mixed-input mainloops of the single-warpgroup small-K kernels
 SMALL_K_MAINLOOPS = MIXED_MAINLOOPS[2:]
 #: The CTA shapes (K in elements) of generate_sm90_mixed_type_grouped_gemm_operations'
 #: warp-specialized kernels, and of its small-K ones (fp8 x MXFP4 only)

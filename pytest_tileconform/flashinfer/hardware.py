@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from ..compile.cache import BuildResult
 from ..core.devices import Gpu
 from ..core.gctime import COLLECTOR_TIME
-from ..matrix.cases import Case
 from ..verdict import Device, Stage, Verdict
+from .axes import MoeCase
 from .buildscript import kernel_config
 from .configs import dynamic_fallback
 from .harness_report import HarnessReport
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .numerics.tolerance import NumericsReport
 
 #: Called with a case and its run directory once the inputs are there, before the harness runs.
-BeforeRun = Callable[[Case, Path], None]
+BeforeRun = Callable[[MoeCase, Path], None]
 #: Runs case NAME of the harness UNIT on the inputs in RUN_DIR: (unit, run_dir, name) -> what
 #: the harness reported and, if the process running it failed, why (:func:`execute`).
 Execute = Callable[[Path, Path, str], tuple[HarnessReport, str | None]]
@@ -62,19 +62,21 @@ def gpu_device(gpu: Gpu) -> Device:
     return Device("hardware", gpu.name, gpu.arch, f"{gpu.sm // 10}.{gpu.sm % 10}")
 
 
-def pdl_for(case: Case) -> bool:
+def pdl_for(case: MoeCase) -> bool:
     """Whether ``case`` launches with programmatic dependent launch: its ``pdl``, else what
     FlashInfer's ``cutlass_fused_moe`` does with ``enable_pdl=None`` on the case's arch."""
-    return case.pdl if case.pdl is not None else case.sm >= PDL_SINCE_SM
+    return case.axes.pdl if case.axes.pdl is not None else case.sm >= PDL_SINCE_SM
 
 
-def harness_entries(case: Case, settings: Settings, *, on_hardware: bool) -> dict[str, int | tuple[int, ...]]:
+def harness_entries(
+    case: MoeCase, settings: Settings, *, on_hardware: bool
+) -> dict[str, int | tuple[int, ...]]:
     """problem.txt's entries beside the problem's own (PROTOCOL.md): PDL always; a dynamic-CGA
     case's runtime clusters; on hardware the timing and the stages that run the case again."""
     entries: dict[str, int | tuple[int, ...]] = {"enable_pdl": int(pdl_for(case))}
-    if case.dynamic_cluster is not None:
-        entries["cluster_shape"] = case.dynamic_cluster[:2]
-        entries["fallback_cluster_shape"] = dynamic_fallback(case.dynamic_cluster)[:2]
+    if case.axes.dynamic_cluster is not None:
+        entries["cluster_shape"] = case.axes.dynamic_cluster[:2]
+        entries["fallback_cluster_shape"] = dynamic_fallback(case.axes.dynamic_cluster)[:2]
     if on_hardware:
         entries.update(
             timing_iters=settings.timing_iters,
@@ -86,7 +88,7 @@ def harness_entries(case: Case, settings: Settings, *, on_hardware: bool) -> dic
     return entries
 
 
-def launch_record(case: Case, settings: Settings) -> dict[str, Any]:
+def launch_record(case: MoeCase, settings: Settings) -> dict[str, Any]:
     """What every verdict records about how its case was launched and its inputs made: the
     input seed (``--tile-seed``; a preset's routing seed is part of its problem), the problem
     (its name, or the problem written out) and PDL."""
@@ -113,7 +115,9 @@ class _Check:
     """D of the case's runs against its reference (made once, when first needed): read from the
     run directory's files, or from the buffers the harness copied it into (``shared``)."""
 
-    def __init__(self, case: Case, prepared: Prepared, run_dir: Path, shared: SharedOperands | None) -> None:
+    def __init__(
+        self, case: MoeCase, prepared: Prepared, run_dir: Path, shared: SharedOperands | None
+    ) -> None:
         self.case, self.prepared, self.run_dir, self.shared = case, prepared, run_dir, shared
         self.seconds: dict[str, float] = {}
 
@@ -202,7 +206,7 @@ def hand_over(
 
 
 def judge(
-    case: Case,
+    case: MoeCase,
     prepared: Prepared,
     build: BuildResult,
     base: dict[str, Any],

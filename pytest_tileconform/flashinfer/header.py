@@ -19,16 +19,16 @@ import pytest
 
 from ..backend import UnusableEnvironment
 from ..compile.hostbuild import HostBuildError
-from ..matrix.cases import Case
 from ..verdict import NotJudgeable
 from . import NAME
+from .axes import MoeCase
 from .environment import PREFIX, usable_toolkit
 
 if TYPE_CHECKING:
     from .backend import FlashInferBackend
 
 
-def devices(backend: FlashInferBackend, cases: Sequence[Case]) -> str:
+def devices(backend: FlashInferBackend, cases: Sequence[MoeCase]) -> str:
     """``sm90 on hardware (NVIDIA H200, CC 9.0), sm120 on the virtual device (sm120 profile,
     judged through launch)``: per arch of ``cases``, what will judge them here."""
     archs = {case.arch: case.sm for case in cases}
@@ -53,13 +53,13 @@ def devices(backend: FlashInferBackend, cases: Sequence[Case]) -> str:
     return ", ".join(parts)
 
 
-def cached(backend: FlashInferBackend, cases: Sequence[Case]) -> tuple[int, int]:
+def cached(backend: FlashInferBackend, cases: Sequence[MoeCase]) -> tuple[int, int]:
     """How many of ``cases`` that would be compiled here are built already, of how many."""
     found = [built for case in cases if (built := backend.is_built(case)) is not None]
     return sum(found), len(found)
 
 
-def header_lines(backend: FlashInferBackend, cases: Sequence[Case], narrowed: bool) -> list[str]:
+def header_lines(backend: FlashInferBackend, cases: Sequence[MoeCase], narrowed: bool) -> list[str]:
     """Two lines: devices and the cache; FlashInfer and nvcc. ``narrowed``: -k or -m will
     deselect some of ``cases`` after this is printed (the controller has not collected yet)."""
     cache_dir = backend.settings.cache_dir

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..compile.cache import available_memory
 from ..dtypes import dtype
-from ..matrix.cases import Case
+from .axes import MoeCase
 
 #: Peak host memory of a virtual case, measured (BENCHMARKS.md, "Host memory of a virtual
 #: case"): making the inputs on the CPU peaks at about 8.2 bytes per element of A and B whatever
@@ -27,27 +27,27 @@ HARNESS_FACTOR = 2
 GB = 1e9
 
 
-def operand_bytes(case: Case) -> tuple[int, int, int]:
+def operand_bytes(case: MoeCase) -> tuple[int, int, int]:
     """A (rows x k), B (experts x n x k) and D (rows x n) of ``case``'s problem in bytes, at the
     storage size of their types (block scales and bias are a small fraction beside them)."""
     a, b, d = operand_elements(case)
     return a * dtype(case.act).bits // 8, b * dtype(case.weight).bits // 8, d * dtype(case.out).bits // 8
 
 
-def operand_elements(case: Case) -> tuple[int, int, int]:
+def operand_elements(case: MoeCase) -> tuple[int, int, int]:
     """Elements of A, B and D of ``case``'s problem."""
     problem = case.problem
     rows = sum(problem.rows)
     return rows * problem.k, len(problem.rows) * problem.n * problem.k, rows * problem.n
 
 
-def virtual_need(case: Case) -> int:
+def virtual_need(case: MoeCase) -> int:
     """Bytes of host memory judging ``case`` on the virtual device takes at its peak."""
     a, b, _ = operand_elements(case)
     return INPUT_BYTES_PER_ELEMENT * (a + b) + HARNESS_FACTOR * sum(operand_bytes(case))
 
 
-def virtual_refusal(case: Case, available: int | None = None) -> str | None:
+def virtual_refusal(case: MoeCase, available: int | None = None) -> str | None:
     """Why ``case`` is not judged on the virtual device of this host (its estimate is above
     ``available`` bytes, by default the host's available memory now), or None if it fits."""
     need = virtual_need(case)

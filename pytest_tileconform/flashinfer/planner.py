@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from ..compile.cache import parallel_jobs
 from ..dtypes import MIXED_INPUT_PAIRS
-from ..matrix.cases import Case
+from .axes import MoeCase
 
 T = TypeVar("T")
 
@@ -106,12 +106,12 @@ def unit_seconds(sm: int, instantiations: int, mixed: bool = False) -> tuple[flo
     return one * cost.path(instantiations), one * cost.cpu(instantiations)
 
 
-def dtypes(case: Case) -> tuple[str, str, str]:
+def dtypes(case: MoeCase) -> tuple[str, str, str]:
     """A case's activation, weight and output dtypes: what the cases of one unit share."""
     return case.act, case.weight, case.out
 
 
-def is_mixed_input(case: Case) -> bool:
+def is_mixed_input(case: MoeCase) -> bool:
     """One of SM90's mixed-input kernels: costed apart, never in a unit with uniform ones."""
     return case.sm == 90 and (case.act, case.weight) in MIXED_INPUT_PAIRS
 
@@ -169,16 +169,16 @@ def unit_size(
 
 
 def plan_units(
-    cases: Sequence[Case], most: int, *, cores: int, memory: int, jobs: int | None
-) -> list[list[Case]]:
+    cases: Sequence[MoeCase], most: int, *, cores: int, memory: int, jobs: int | None
+) -> list[list[MoeCase]]:
     """``cases`` in units of at most ``most`` (:func:`unit_size`, :func:`plan_groups`), each of
     one arch and one dtype, the archs in the order they first appear. ``cores`` and ``memory``
     (bytes) are the host's; ``jobs`` the parallel compiles asked for (None: as many as the cores
     and the RAM a unit of each size needs allow)."""
-    by_arch: dict[tuple[int, bool], list[Case]] = {}
+    by_arch: dict[tuple[int, bool], list[MoeCase]] = {}
     for case in cases:
         by_arch.setdefault((case.sm, is_mixed_input(case)), []).append(case)
-    units: list[list[Case]] = []
+    units: list[list[MoeCase]] = []
     for (sm, mixed), arch_cases in by_arch.items():
 
         def jobs_for(size: int, sm: int = sm) -> int:

@@ -14,9 +14,10 @@ if TYPE_CHECKING:
     import argparse
 
     from ..core.runoptions import RunOptions
-    from ..matrix.cases import Case
+    from ..matrix.kinds import CaseKind
     from ..results.fingerprint import HostColumn
     from ..results.merge import CaseNote
+    from .axes import MoeCase
     from .backend import FlashInferBackend
 
 
@@ -46,6 +47,12 @@ def _check_options(config: pytest.Config) -> None:
     sources = config.getoption("tile_flashinfer_sources")
     if sources and not Path(sources).expanduser().is_dir():
         raise pytest.UsageError(f"--tile-flashinfer-sources {sources}: no such folder")
+
+
+def pytest_tileconform_case_kinds() -> list[CaseKind]:
+    from .axes import KIND
+
+    return [KIND]
 
 
 def pytest_tileconform_register_backends(
@@ -94,7 +101,7 @@ def pytest_tileconform_register_backends(
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             progress_line(reporter, line)
 
-    def before_run(case: Case, run_dir: Path) -> None:
+    def before_run(case: MoeCase, run_dir: Path) -> None:
         config.hook.pytest_tileconform_before_run(config=config, case=case, run_dir=run_dir)
 
     return [FlashInferBackend(settings, progress, before_run)]

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..compile.cache import available_cores
 from ..core.gctime import COLLECTOR_TIME, freeze_survivors
-from ..matrix.cases import Case
+from .axes import MoeCase
 
 MACS_PER_THREAD = 16_000_000
 """Multiply-adds of a case's reference product per torch thread. Measured on a 16-core host
@@ -22,7 +22,7 @@ threads check twice as fast as 4 (19.5 against 38 ms; 727 against 1,408 ms at 12
 stall is small beside the work."""
 
 
-def case_threads(case: Case, cores: int, workers: int) -> int:
+def case_threads(case: MoeCase, cores: int, workers: int) -> int:
     """Threads for torch in a case's inputs and reference check: one per
     :data:`MACS_PER_THREAD` of its product, at most the worker's share of the ``cores`` that
     ``workers`` processes share."""
@@ -45,7 +45,7 @@ class CaseSettling:
         """The cores this process may use, for torch's threads (looked up once)."""
         return available_cores()
 
-    def settle(self, case: Case) -> None:
+    def settle(self, case: MoeCase) -> None:
         """Before each case:
 
         - torch gets :func:`case_threads` threads for the case's inputs and reference check;

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..compile.cache import BuildCache, BuildSpec, available_cores, parallel_jobs
-from ..matrix.cases import Case
 from . import planner
+from .axes import MoeCase
 from .settings import Settings
 
 
@@ -16,7 +16,7 @@ class UnitBuilder:
     """The backend's builds, as units of several cases: one per backend, sharing its cache."""
 
     def __init__(
-        self, cache: BuildCache, settings: Settings, spec_of: Callable[[Sequence[Case]], BuildSpec]
+        self, cache: BuildCache, settings: Settings, spec_of: Callable[[Sequence[MoeCase]], BuildSpec]
     ) -> None:
         """``spec_of(cases)`` is the build spec of one unit of ``cases``."""
         self.cache = cache
@@ -40,7 +40,7 @@ class UnitBuilder:
         return max(1, -(-len(specs) // max(1, self.settings.worker_count)))
 
     def build_shared(
-        self, missing: list[Case], specs: dict[Case, BuildSpec], most: int, deadline: float | None
+        self, missing: list[MoeCase], specs: dict[MoeCase, BuildSpec], most: int, deadline: float | None
     ) -> None:
         """Compile ``missing`` in shared units and point each case's entry at its unit.
 
@@ -64,7 +64,7 @@ class UnitBuilder:
             except KeyboardInterrupt:  # the units that were done are cached: find them by case too
                 self._link_finished(pending, specs)
                 raise
-            failed: list[list[Case]] = []
+            failed: list[list[MoeCase]] = []
             alone = 0  # cases of failed units too small to split: built one by one later
             for group, spec in pending:
                 if (unit := built.get(spec.key)) is None:  # not built before the deadline
@@ -79,7 +79,7 @@ class UnitBuilder:
             pending = [unit for group in failed for unit in self.plan_units(group, len(group) // 2)]
             self._say_replanned(failed, len(pending), alone)
 
-    def _say_replanned(self, failed: list[list[Case]], units: int, alone: int) -> None:
+    def _say_replanned(self, failed: list[list[MoeCase]], units: int, alone: int) -> None:
         """Tell the user that failed units are compiled again (their good cases too), so the
         time it takes is not a mystery."""
         if failed:
@@ -95,7 +95,9 @@ class UnitBuilder:
                 "there is the case's own verdict"
             )
 
-    def _link_finished(self, units: list[tuple[list[Case], BuildSpec]], specs: dict[Case, BuildSpec]) -> None:
+    def _link_finished(
+        self, units: list[tuple[list[MoeCase], BuildSpec]], specs: dict[MoeCase, BuildSpec]
+    ) -> None:
         """Point each case of a unit that was built at it, so that a later run finds the case
         whatever units it plans."""
         for group, spec in units:
@@ -104,7 +106,7 @@ class UnitBuilder:
                 for case in group:
                     self.cache.link(specs[case], unit)
 
-    def plan_units(self, cases: list[Case], most: int) -> list[tuple[list[Case], BuildSpec]]:
+    def plan_units(self, cases: list[MoeCase], most: int) -> list[tuple[list[MoeCase], BuildSpec]]:
         """``cases`` in units of at most ``most`` (:func:`.planner.plan_units`, for this host's
         cores and memory, looked at once per plan), each with its build spec."""
         cores, memory = self.cache.capacity()  # this host's, or a build farm's

@@ -1,6 +1,6 @@
 """Why two cases of a matrix got the same id, said once per cause, with the fix.
 
-A case id names arch, dtypes, tile, cluster, fusion, swap_ab, pdl and the problem's *name*, so the
+A case id names arch, dtypes, tile, the backend's axes and the problem's *name*, so the
 usual cause is a list of problems without names: every case of every tile entry that uses the
 list then collides. Reporting each colliding case would print the same complaint once per
 tile, cluster and fusion; the cause is one place in the file, so it is reported there, once.
@@ -137,12 +137,13 @@ def same_axis(
     )
 
 
-def across_entries(ids: Sequence[str], first: tuple[int, int]) -> str:
-    """Cases a tile entry gives that an earlier one (at ``first``) gave already."""
+def across_entries(ids: Sequence[str], first: tuple[int, int], words: str) -> str:
+    """Cases a tile entry gives that an earlier one (at ``first``) gave already; ``words``: the
+    backend's words of a case id (:attr:`.kinds.CaseKind.id_pattern`)."""
     more = f" and {len(ids) - 1} more" if len(ids) > 1 else ""
+    pattern = "-".join(part for part in ("arch-dtypes-tile", words) if part)
     return (
         f"duplicate case {ids[0]!r}{more}: the tile entry at line {first[0]} already gives it; a "
-        "case id is arch-dtypes-tile-cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP][-sm100kernel]"
-        "[-swapab][-pdl|-nopdl][-problem name], so remove one of the two or make them differ in one "
+        f"case id is {pattern}[-problem name], so remove one of the two or make them differ in one "
         "of these (e.g. give their problems different names)"
     )

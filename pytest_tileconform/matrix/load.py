@@ -31,7 +31,8 @@ from .bounds import (
 )
 from .cases import Case
 from .duplicates import Axis, Loc, across_entries, same_axis
-from .schema import FORMAT_VERSION, Axes, Matrix, PresetRef, item_problems
+from .kinds import CaseKind
+from .schema import FORMAT_VERSION, Axes, Matrix, PresetRef, item_problems, matrix_model
 
 
 @dataclass(frozen=True)
@@ -201,33 +202,21 @@ def _validation_errors(path: Path, document: Any, exc: ValidationError) -> list[
     return errors
 
 
-#: The axes a tile entry multiplies, in the order of :func:`itertools.product` below.
-AXES = (
-    "arch",
-    "dtype",
-    "cluster",
-    "dynamic_cluster",
-    "swap_ab",
-    "fusion",
-    "epilogue",
-    "mainloop",
-    "kernel_arch",
-    "pdl",
-    "problems",
-)
-_FALLBACKS: dict[str, list[Any] | None] = {
-    "arch": None,
-    "dtype": None,
-    "cluster": [(1, 1, 1)],
-    "swap_ab": [False],
-    "fusion": ["none"],
-    "dynamic_cluster": [None],  # a static cluster
-    "epilogue": [None],  # the launcher's default
-    "mainloop": [None],  # the launcher's (uniform inputs)
-    "kernel_arch": [None],  # the arch's own kernels
-    "pdl": [None],  # the backend's default
-    "problems": None,
-}
+#: The frame's axes a tile entry multiplies, first and last (:func:`axes_of`), and their values
+#: where no layer sets them (None: the matrix must)
+FIRST = ("arch", "dtype")
+LAST = ("problems",)
+_FRAME_DEFAULTS: dict[str, list[Any] | None] = {"arch": None, "dtype": None, "problems": None}
+
+
+def axes_of(kind: CaseKind) -> dict[str, list[Any] | None]:
+    """Every axis of ``kind``'s cases with its values where no layer sets it, in the order of
+    :func:`itertools.product` below: the frame's arch and dtype, the backend's, the problem."""
+    return {
+        **{axis: _FRAME_DEFAULTS[axis] for axis in FIRST},
+        **kind.defaults,
+        **{axis: _FRAME_DEFAULTS[axis] for axis in LAST},
+    }
 
 
 @dataclass(frozen=True)
@@ -242,7 +231,7 @@ class CasePlace:
     expectation_line: int | None = None
 
 
-def _pick(layers: Sequence[tuple[Axes | None, Loc]], axis: str) -> Axis | None:
+def _pick(layers: Sequence[tuple[Axes | None, Loc]], axis: str, fallback: list[Any] | None) -> Axis | None:
     """The first layer (tile entry, suite, defaults) that sets ``axis``, then the built-in default.
 
     A ``problems`` item that names presets gives several problems: the axis lists each of them,
@@ -261,17 +250,15 @@ def _pick(layers: Sequence[tuple[Axes | None, Loc]], axis: str) -> Axis | None:
             values.extend(given)
             items.extend([i] * len(given))
         return Axis(values, (*loc, axis), items, list(value))
-    fallback = _FALLBACKS[axis]
     return None if fallback is None else Axis(fallback, None)
 
 
-def _axis_length(layers: Sequence[tuple[Axes | None, Loc]], axis: str) -> int:
+def _axis_length(layers: Sequence[tuple[Axes | None, Loc]], axis: str, fallback: list[Any] | None) -> int:
     """How many values :func:`_pick` would give, without drawing a preset's routing."""
     for layer, _ in layers:
         value = getattr(layer, axis) if layer is not None else None
         if value is not None:
             return sum(item.count if isinstance(item, PresetRef) else 1 for item in value)
-    fallback = _FALLBACKS[axis]
     return 0 if fallback is None else len(fallback)
 
 
@@ -279,12 +266,13 @@ Produced = tuple[Case, tuple[int, ...]]  # a case and the index of its value on 
 
 
 def _expand_tile(
-    path: Path, matrix: Matrix, s: int, t: int
+    path: Path, matrix: Matrix, kind: CaseKind, s: int, t: int
 ) -> tuple[list[Produced], dict[str, Axis], list[str]]:
     suite = matrix.suites[s]
     entry = suite.tile[t]
     layers = [(entry, ("suites", s, "tile", t)), (suite, ("suites", s)), (matrix.defaults, ("defaults",))]
-    axes = {axis: _pick(layers, axis) for axis in AXES}
+    order = axes_of(kind)
+    axes = {axis: _pick(layers, axis, fallback) for axis, fallback in order.items()}
     missing = [axis for axis, found in axes.items() if found is None]
     if missing:
         return [], {}, [f"no {' or '.join(missing)} given (in the tile entry, the suite or defaults)"]
@@ -294,11 +282,10 @@ def _expand_tile(
         return [], given, [f"empty product: {', '.join(empty)} lists nothing"]
     expectations = matrix.expectations or {}
     produced = []
-    for index in itertools.product(*(range(len(given[axis].values)) for axis in AXES)):
-        arch, dt, cluster, dynamic_cluster, swap_ab, fusion, epilogue, mainloop, kernel_arch, pdl, problem = (
-            given[axis].values[i] for axis, i in zip(AXES, index, strict=True)
-        )
-        case = Case(
+    for index in itertools.product(*(range(len(given[axis].values)) for axis in order)):
+        values = {axis: given[axis].values[i] for axis, i in zip(order, index, strict=True)}
+        arch, dt, problem = values.pop("arch"), values.pop("dtype"), values.pop("problems")
+        case: Case = Case(
             matrix=path,
             backend=matrix.backend,
             arch=arch,
@@ -307,17 +294,10 @@ def _expand_tile(
             out=dt.out,
             dtype_label=dt.label,
             tile=entry.shape,
-            cluster=cluster,
-            swap_ab=swap_ab,
-            fusion=fusion,
+            axes=kind.make(**values),
             problem=problem,
             expectation=None,
             suite=suite.name,
-            pdl=pdl,
-            epilogue=epilogue,
-            dynamic_cluster=dynamic_cluster,
-            mainloop=mainloop,
-            kernel_arch=kernel_arch,
         )
         expectation = expectations.get(case.id)
         if expectation is not None:
@@ -326,7 +306,7 @@ def _expand_tile(
     return produced, given, []
 
 
-def count_cases(matrix: Matrix) -> list[tuple[int, int, int]]:
+def count_cases(matrix: Matrix, kind: CaseKind) -> list[tuple[int, int, int]]:
     """(suite, tile entry, cases it gives) for every tile entry, from the axes' lengths alone:
     a file that means 10^9 cases is measured without building one."""
     counts = []
@@ -334,8 +314,8 @@ def count_cases(matrix: Matrix) -> list[tuple[int, int, int]]:
         for t, entry in enumerate(suite.tile):
             layers: list[tuple[Axes | None, Loc]] = [(entry, ()), (suite, ()), (matrix.defaults, ())]
             n = 1
-            for axis in AXES:
-                n *= _axis_length(layers, axis)
+            for axis, fallback in axes_of(kind).items():
+                n *= _axis_length(layers, axis, fallback)
             counts.append((s, t, n))
     return counts
 
@@ -370,10 +350,10 @@ def _check_routing(path: Path, document: Any, matrix: Matrix) -> None:
             raise MatrixInvalid([MatrixError(path, *position(document, loc), message)])
 
 
-def _check_count(path: Path, document: Any, matrix: Matrix, max_cases: int) -> None:
+def _check_count(path: Path, document: Any, matrix: Matrix, kind: CaseKind, max_cases: int) -> None:
     """Refuse ``matrix`` if it would expand to more than ``max_cases`` cases, at the tile
     entry that gives the most."""
-    counts = count_cases(matrix)
+    counts = count_cases(matrix, kind)
     total = sum(n for _, _, n in counts)
     if total <= max_cases:
         return
@@ -395,6 +375,7 @@ def expand(
     path: Path,
     document: Any,
     matrix: Matrix,
+    kind: CaseKind,
     max_cases: int = MAX_CASES,
     stale: list[str] | None = None,
     archs: Collection[str] | None = None,
@@ -407,7 +388,7 @@ def expand(
     Each cause of duplicates is reported once, where it is (:mod:`.duplicates`): two problems
     without names in a list shared by many tile entries are one mistake, not one per case.
     """
-    _check_count(path, document, matrix, max_cases)
+    _check_count(path, document, matrix, kind, max_cases)
     _check_routing(path, document, matrix)
     errors: list[MatrixError] = []
     cases: list[Case] = []
@@ -427,7 +408,7 @@ def expand(
         for t in range(len(suite.tile)):
             loc: Loc = ("suites", s, "tile", t)
             line, col = position(document, loc)
-            produced, axes, problems = _expand_tile(path, matrix, s, t)
+            produced, axes, problems = _expand_tile(path, matrix, kind, s, t)
             for problem in problems:
                 errors.append(MatrixError(path, line, col, problem))
             errors.extend(
@@ -452,7 +433,7 @@ def expand(
                     expectation_line = position(document, ("expectations", case.id))[0]
                 places[case.id] = CasePlace(line, col, suite_line, suite.name, expectation_line)
     for (first, then), ids in across.items():
-        errors.append(MatrixError(path, *where(then), across_entries(ids, where(first))))
+        errors.append(MatrixError(path, *where(then), across_entries(ids, where(first), kind.id_pattern)))
     for case_id in matrix.expectations or {}:
         if case_id in first_seen:
             continue
@@ -500,6 +481,7 @@ def _unsupported_archs(
 
 def load_matrix(
     path: Path,
+    kinds: Mapping[str, CaseKind],
     backends: Collection[str] | None = None,
     text: str | None = None,
     max_cases: int = MAX_CASES,
@@ -508,7 +490,9 @@ def load_matrix(
 ) -> LoadedMatrix:
     """Read, validate and expand one matrix file (or ``text`` that would be written to it).
 
-    ``backends`` is the set of registered backend names; None skips that check. A file that
+    ``kinds``: what each backend declares of its cases (:mod:`.kinds`), by backend name; a
+    matrix of a backend without one is refused. ``backends`` is the set of registered backend
+    names; None skips that check. A file that
     would expand to more than ``max_cases`` cases is refused before any case is built. With
     ``stale_ok`` an expectation of an id that is no case is listed in :attr:`LoadedMatrix.stale`
     rather than refused (``--tile-update`` removes it). ``archs``: the archs of each backend
@@ -536,17 +520,20 @@ def load_matrix(
         )
         raise MatrixInvalid(errors)
     backend = document.get("backend")
-    if backends is not None and isinstance(backend, str) and backend not in backends:
-        known = ", ".join(sorted(backends)) or "none registered"
+    known = kinds.keys() if backends is None else backends
+    kind = kinds.get(backend) if isinstance(backend, str) else None
+    if isinstance(backend, str) and (backend not in known or kind is None):
+        names = ", ".join(sorted(known)) or "none registered"
         where = position(document, ("backend",))
-        errors.append(MatrixError(path, *where, f"unknown backend {backend!r} (known: {known})"))
+        errors.append(MatrixError(path, *where, f"unknown backend {backend!r} (known: {names})"))
     cases: list[Case] = []
     places: dict[str, CasePlace] = {}
     stale: list[str] | None = [] if stale_ok else None
     try:
-        model = Matrix.model_validate(document)
+        model = matrix_model(None if kind is None else kind.axes).model_validate(document)
         supported = (archs or {}).get(model.backend)
-        cases, places = expand(path, document, model, max_cases, stale, supported)
+        if kind is not None:
+            cases, places = expand(path, document, model, kind, max_cases, stale, supported)
     except ValidationError as exc:
         errors.extend(_validation_errors(path, document, exc))
     except MatrixInvalid as exc:
@@ -567,17 +554,20 @@ def _at_most(errors: list[MatrixError]) -> list[MatrixError]:
 
 def load_matrices(
     paths: Iterable[Path],
+    kinds: Mapping[str, CaseKind],
     backends: Collection[str] | None = None,
     max_cases: int = MAX_CASES,
     stale_ok: bool = False,
     archs: Mapping[str, Collection[str]] | None = None,
 ) -> list[LoadedMatrix]:
     """Load every matrix, gathering the errors of all of them before raising; ``max_cases``
-    bounds each file (``stale_ok``, ``archs``: :func:`load_matrix`'s)."""
+    bounds each file (``kinds``, ``stale_ok``, ``archs``: :func:`load_matrix`'s)."""
     loaded, errors = [], []
     for path in paths:
         try:
-            loaded.append(load_matrix(path, backends, max_cases=max_cases, stale_ok=stale_ok, archs=archs))
+            loaded.append(
+                load_matrix(path, kinds, backends, max_cases=max_cases, stale_ok=stale_ok, archs=archs)
+            )
         except MatrixInvalid as exc:
             errors.extend(exc.errors)
     if errors:

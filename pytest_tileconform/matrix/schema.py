@@ -1,10 +1,11 @@
-"""The matrix file format (version 1), as pydantic models.
+"""The matrix file format (version 1), as pydantic models: the core's frame.
 
-A matrix names a backend, optional defaults and a list of suites. Each suite is a
-cartesian product over arch x dtype x tile x cluster x dynamic_cluster x swap_ab x fusion x epilogue
-x mainloop x kernel_arch x pdl x problem; a tile entry may be a mapping that overrides the suite's
-other axes for that tile. A problem is given by its rows or by the name of a preset
-(:mod:`.problems`). Known-bad cases are listed under ``expectations`` by case id.
+A matrix names a backend, optional defaults and a list of suites. Each suite is a cartesian
+product over arch x dtype x the backend's axes x problem (:mod:`.kinds`: FlashInfer's cluster,
+fusion, ... are its own); a tile entry may be a mapping that overrides the suite's other axes for
+that tile. :func:`matrix_model` joins a backend's axes to this frame. A problem is given by its
+rows or by the name of a preset (:mod:`.problems`). Known-bad cases are listed under
+``expectations`` by case id.
 
 Tile shapes are CTA M x N x K with K counted in *elements* of the activation type (the
 TensorRT-LLM enum names, e.g. ``CtaShape128x128x64B``, count K in bytes).
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -27,6 +28,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     Tag,
+    create_model,
     model_validator,
 )
 
@@ -97,16 +99,6 @@ Name = Annotated[str, Field(strict=True), AfterValidator(_check_name)]
 
 ShapeField = Annotated[Shape, BeforeValidator(_parse_shape)]
 Arch = Annotated[str, BeforeValidator(_check_arch)]
-#: the launcher's epilogue fusions (flashinfer.configs.FUSIONS, which a test keeps equal)
-Fusion = Literal["none", "finalize", "activation"]
-#: SM10x epilogue schedule (TensorRT-LLM's ``EpilogueScheduleType`` TMA or NO_SMEM)
-Epilogue = Literal["tma", "nosmem"]
-#: SM90 mixed-input mainloop schedule (TensorRT-LLM's ``MainloopScheduleType``): the two
-#: warp-specialized kernels and the two single-warpgroup small-K ones
-Mainloop = Literal["pingpong", "cooperative", "single_warpgroup_prefill", "single_warpgroup_rolling"]
-#: Another arch's kernel set that the case's arch's FlashInfer module compiles too (its sm103
-#: module builds SM100's kernels for sm_103a)
-KernelArch = Literal["sm100"]
 
 
 class Strict(BaseModel):
@@ -330,25 +322,11 @@ ListOf = BeforeValidator(_as_list)
 
 
 class Axes(Strict):
-    """The axes a suite, the defaults and a tile entry may set."""
+    """The frame's axes a suite, the defaults and a tile entry may set (a backend adds its own,
+    :func:`matrix_model`)."""
 
     arch: Annotated[list[Arch], ListOf] | None = None
     dtype: Annotated[list[DTypes], ListOf] | None = None
-    cluster: Annotated[list[ShapeField], ListOf] | None = None
-    swap_ab: Annotated[list[StrictBool], ListOf] | None = None
-    fusion: Annotated[list[Fusion], ListOf] | None = None
-    #: SM10x: the epilogue schedule; not given: the TMA epilogue, the launcher's default
-    epilogue: Annotated[list[Epilogue], ListOf] | None = None
-    #: SM10x: a dynamic-CGA kernel launched with this runtime cluster (``cluster`` then says 1SM
-    #: or 2SM); not given: a static cluster
-    dynamic_cluster: Annotated[list[ShapeField], ListOf] | None = None
-    #: SM90 mixed input: the mainloop schedule; not given: the launcher's (uniform inputs)
-    mainloop: Annotated[list[Mainloop], ListOf] | None = None
-    #: sm103: ``sm100`` builds the SM100 kernel FlashInfer's sm103 module compiles too; not
-    #: given: the arch's own kernels
-    kernel_arch: Annotated[list[KernelArch], ListOf] | None = None
-    #: Programmatic dependent launch on or off; not given: what the backend does by default
-    pdl: Annotated[list[StrictBool], ListOf] | None = None
     problems: Annotated[list[ProblemItem], ListOf] | None = None
 
 
@@ -387,3 +365,31 @@ class Matrix(Strict):
     defaults: Axes = Axes()
     suites: list[Suite] = Field(min_length=1)
     expectations: dict[str, Expectation] | None = None
+
+
+class _Open(Strict):
+    """The axes of a backend no plugin declares: its keys are its own, unread."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+@cache
+def matrix_model(axes: type[BaseModel] | None) -> type[Matrix]:
+    """The frame joined with a backend's axes (:attr:`.kinds.CaseKind.axes`): each suite, tile
+    entry and the defaults take them too. None: a backend no plugin declares, whose other keys
+    are let through unread (the matrix is refused for its backend alone)."""
+    own: type[BaseModel] = _Open if axes is None else axes
+    joined = create_model("Axes", __base__=(Axes, own))
+    tile = create_model("TileEntry", __base__=(TileEntry, own))
+    suite = create_model(
+        "Suite",
+        __base__=(Suite, own),
+        tile=(Annotated[list[tile], ListOf, Field(min_length=1)], ...),  # type: ignore[valid-type,arg-type]
+    )
+    model = create_model(
+        "Matrix",
+        __base__=Matrix,
+        defaults=(joined, joined()),
+        suites=(list[suite], Field(min_length=1)),  # type: ignore[valid-type]
+    )
+    return model

@@ -27,6 +27,7 @@ from ruamel.yaml.comments import CommentedMap
 from ..files import write_atomic
 from ..reasons import shorten, stable_reason
 from ..verdict import UNRUN, Stage, Verdict
+from .kinds import CaseKind
 from .load import MatrixError, MatrixInvalid, load_matrix, parse_document
 from .schema import Expectation
 
@@ -256,6 +257,7 @@ def _read(path: Path) -> str:
 
 def update_matrix(
     path: Path,
+    kinds: Mapping[str, CaseKind],
     changes: Mapping[str, Change],
     started: Mapping[str, Expectation | None] | None = None,
     *,
@@ -278,7 +280,7 @@ def update_matrix(
         remove_leftovers(path)
         text = _read(path)
         try:
-            current = load_matrix(path, text=text, stale_ok=True)
+            current = load_matrix(path, kinds, text=text, stale_ok=True)
         except MatrixInvalid as exc:
             note = "the matrix no longer loads (changed during the run?); nothing written"
             raise MatrixInvalid([MatrixError(path, 1, 1, note), *exc.errors]) from None
@@ -303,7 +305,7 @@ def update_matrix(
                 )
         if to_write:
             new_text = apply_changes(path, text, to_write)
-            load_matrix(path, text=new_text)
+            load_matrix(path, kinds, text=new_text)
             write_atomic(path, new_text)
         outcome.written = to_write
     return outcome

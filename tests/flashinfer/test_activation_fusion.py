@@ -10,19 +10,18 @@ import itertools
 import json
 import math
 from pathlib import Path
-from typing import get_args
 
 import pytest
 import torch
 from helpers.release_pieces import EVERY_PIECE
 from helpers.stand_in_flashinfer import QUIET, STAND_IN_CONFTEST, STAND_IN_NVCC, make_sources
 
+from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation
 from pytest_tileconform.flashinfer.configs import (
     ACTIVATION_CLUSTERS,
     ACTIVATION_TILES_MN,
     ACTIVATION_TYPES,
-    FUSIONS,
     KernelConfig,
     UnsupportedConfig,
     sm100_tile_k,
@@ -48,7 +47,7 @@ from pytest_tileconform.flashinfer.sources import (
     FlashInferSources,
 )
 from pytest_tileconform.matrix.cases import Case
-from pytest_tileconform.matrix.schema import Fusion, Problem
+from pytest_tileconform.matrix.schema import Problem
 
 # -- the plugin: a matrix with the activation fusion ----------------------------------------
 
@@ -100,10 +99,6 @@ def test_a_matrix_asks_for_the_activation_fusion(host: pytest.Pytester) -> None:
     assert "only, got Sm90" in verdicts["sm90-bf16-128x64x64-c1x1x1-activation"]["detail"]
     built = next((host.path / "cache").rglob("*.cu")).read_text()
     assert "EpilogueOpDefault, ACTIVATION," in built
-
-
-def test_the_matrix_fusions_are_the_launchers() -> None:
-    assert get_args(Fusion) == FUSIONS
 
 
 # -- codegen: exactly the generator's set --------------------------------------------------
@@ -227,7 +222,7 @@ def test_mxfp8_d_given_the_kernels_scales() -> None:
 PROBLEM = Problem(experts=3, rows=(0, 5, 130), n=96, k=128)
 
 
-def activation_case(act: str, out: str, problem: Problem = PROBLEM) -> Case:
+def activation_case(act: str, out: str, problem: Problem = PROBLEM) -> MoeCase:
     return Case(
         matrix=Path("m.yaml"),
         backend="flashinfer-cutlass-moe",
@@ -237,9 +232,7 @@ def activation_case(act: str, out: str, problem: Problem = PROBLEM) -> Case:
         out=out,
         dtype_label=act if act == out else f"{act}-{out}",
         tile=(128, 64, 128),
-        cluster=(1, 1, 1),
-        swap_ab=False,
-        fusion="activation",
+        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=False, fusion="activation"),
         problem=problem,
         expectation=None,
         suite=None,
@@ -273,7 +266,7 @@ def kernel_d(inputs: GroupedInputs, *, swizzle: bool = True) -> bytes:
     return d.numpy().tobytes() + flat.numpy().tobytes()
 
 
-def check(tmp_path: Path, case: Case, inputs: GroupedInputs, data: bytes) -> bool:
+def check(tmp_path: Path, case: MoeCase, inputs: GroupedInputs, data: bytes) -> bool:
     (tmp_path / "d.bin").write_bytes(data)
     expected = expected_output(inputs, case)
     scales = read_output_scales(tmp_path, inputs)

@@ -13,6 +13,7 @@ from helpers.cases import make_case
 from pytest_tileconform.backend import UnusableEnvironment
 from pytest_tileconform.compile.cache import BuildResult, BuildSpec
 from pytest_tileconform.compile.failure import Cause, Failure
+from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.planner import (
     DEFAULT_GROUP,
@@ -22,7 +23,6 @@ from pytest_tileconform.flashinfer.planner import (
     unit_size,
 )
 from pytest_tileconform.flashinfer.settings import Settings
-from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage
 
 
@@ -91,11 +91,11 @@ out.write_text(text)
 """
 
 
-def fake_spec(compiler: Path, log: Path | None = None) -> Callable[[Sequence[Case]], BuildSpec]:
+def fake_spec(compiler: Path, log: Path | None = None) -> Callable[[Sequence[MoeCase]], BuildSpec]:
     """The backend's ``_spec`` for the stand-in compiler: a unit lists its cases' ids."""
     extra = () if log is None else (str(log),)
 
-    def spec(cases: Sequence[Case]) -> BuildSpec:
+    def spec(cases: Sequence[MoeCase]) -> BuildSpec:
         return BuildSpec(
             source="".join(f"{c.id}\n" for c in cases),
             command=(sys.executable, str(compiler), "{src}", "{out}", *extra, "{flashinfer}"),
@@ -150,7 +150,7 @@ def test_a_failed_unit_is_planned_again_in_halves(
     good = [(128, 16, 64), (128, 32, 64), (128, 64, 64), (128, 128, 64)]
     variants = [(tile, swap) for tile in good for swap in (False, True)][:7]
     variants.insert(5, ((128, 256, 64), False))  # the bad one, in the second half
-    cases = [replace(make_case(), tile=tile, swap_ab=swap) for tile, swap in variants]
+    cases = [replace(make_case(), tile=tile, axes=MoeAxes(swap_ab=swap)) for tile, swap in variants]
     monkeypatch.setattr("pytest_tileconform.flashinfer.unitbuild.available_cores", lambda: 1)
     backend.prepare(cases)
     verdicts = [backend.judge(case) for case in cases]
@@ -265,7 +265,7 @@ def test_the_cases_of_one_configuration_are_planned_as_one_instantiation(
     compiler.write_text(FAKE_COMPILER)
     tiles = [(128, 64, 64), (128, 128, 64), (256, 128, 64), (128, 32, 64)]
 
-    def unit_sizes(cases: list[Case], name: str) -> list[str]:
+    def unit_sizes(cases: list[MoeCase], name: str) -> list[str]:
         log = tmp_path / f"{name}.log"
         settings = backend_settings(group=4, cache_dir=tmp_path / name)
         backend = FlashInferBackend(settings, progress=lambda _msg: None)
@@ -274,7 +274,9 @@ def test_the_cases_of_one_configuration_are_planned_as_one_instantiation(
         monkeypatch.setattr(
             backend,
             "_spec",
-            lambda group: make([replace(c, pdl=None) for c in {c.tile: c for c in group}.values()]),
+            lambda group: make(
+                [replace(c, axes=replace(c.axes, pdl=None)) for c in {c.tile: c for c in group}.values()]
+            ),
         )
         monkeypatch.setattr(backend, "_limitations", lambda cases, jobs=1, deadline=None: {})  # no nvcc probe
         backend.prepare(cases)
@@ -282,6 +284,6 @@ def test_the_cases_of_one_configuration_are_planned_as_one_instantiation(
 
     alone = unit_sizes([replace(make_case(), tile=t) for t in tiles], "alone")
     each_twice = unit_sizes(
-        [replace(make_case(), tile=t, pdl=p) for t in tiles for p in (True, False)], "pdl"
+        [replace(make_case(), tile=t, axes=MoeAxes(pdl=p)) for t in tiles for p in (True, False)], "pdl"
     )
     assert each_twice == alone and sum(map(int, alone)) == len(tiles)

@@ -18,12 +18,12 @@ from helpers.numerics_standin import kernel, operands
 
 from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.flashinfer import hardware
+from pytest_tileconform.flashinfer.axes import MoeCase
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
 from pytest_tileconform.flashinfer.numerics.full import EXACT, FULL, check_generatable
 from pytest_tileconform.flashinfer.numerics.prepared import DEFAULT_CACHE_BYTES, InputCache, Prepared
 from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes
 from pytest_tileconform.flashinfer.settings import Settings
-from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage, Verdict
 
 #: a kernel: inputs -> D in the output dtype
@@ -51,7 +51,9 @@ def correct(p: Prepared) -> torch.Tensor:
     return kernel(p.inputs)
 
 
-def judge(case: Case, settings: Settings, kernels: dict[str, Kernel]) -> tuple[Verdict, Harness, list[Path]]:
+def judge(
+    case: MoeCase, settings: Settings, kernels: dict[str, Kernel]
+) -> tuple[Verdict, Harness, list[Path]]:
     cache = InputCache(DEFAULT_CACHE_BYTES)
     prepared = {family: cache.get(case, settings.seed, "cpu", family) for family in (EXACT, FULL)}
     harness = Harness(prepared, kernels)

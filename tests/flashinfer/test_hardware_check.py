@@ -14,6 +14,7 @@ from helpers.numerics_standin import inputs_in
 
 from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
+from pytest_tileconform.flashinfer.axes import MoeCase
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
 from pytest_tileconform.flashinfer.numerics.full import expected_for
@@ -24,13 +25,12 @@ from pytest_tileconform.flashinfer.numerics.reference import (
 )
 from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes
 from pytest_tileconform.flashinfer.settings import Settings
-from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage, Verdict
 
 
 def judge_with_output(
     backend: FlashInferBackend,
-    case: Case,
+    case: MoeCase,
     output: Callable[[torch.Tensor], torch.Tensor],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

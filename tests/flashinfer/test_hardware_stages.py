@@ -19,17 +19,17 @@ from helpers.paths import SMOKE
 
 from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.flashinfer import hardware
+from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
 from pytest_tileconform.flashinfer.numerics.prepared import DEFAULT_CACHE_BYTES, InputCache
 from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs, output_dtype
 from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes
 from pytest_tileconform.flashinfer.sanitizer import SanitizerRun
 from pytest_tileconform.flashinfer.settings import Settings
-from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage, Verdict
 
 
-def d_bytes(case: Case, change: Callable[[torch.Tensor], torch.Tensor] = lambda d: d) -> bytes:
+def d_bytes(case: MoeCase, change: Callable[[torch.Tensor], torch.Tensor] = lambda d: d) -> bytes:
     """D as the kernel writes it for ``case`` (seed 0), after ``change``."""
     expected = expected_output(make_inputs(case, 0), case).value
     return _le_bytes(change(expected).to(output_dtype(case.out)))
@@ -56,7 +56,7 @@ def replays(runs: int, changed: int = 0, saved: str | None = None) -> dict[str, 
 
 
 def judge(
-    case: Case,
+    case: MoeCase,
     harness: Harness,
     settings: Settings,
     sanitize: hardware.Sanitize = no_sanitizer,
@@ -91,7 +91,7 @@ def test_a_passing_case_records_how_it_was_launched_and_judged(settings: Setting
 def test_pdl_is_the_cases_or_flashinfers_default_for_the_arch(
     settings: Settings, pdl: bool | None, line: str
 ) -> None:
-    case = dataclasses.replace(make_case(), pdl=pdl)
+    case = dataclasses.replace(make_case(), axes=MoeAxes(pdl=pdl))
     harness = Harness(passed(), {"d.bin": d_bytes(case)})
     verdict = judge(case, harness, settings)
     assert line in harness.problem.splitlines() and verdict.extra["pdl"] is (pdl is not False)
@@ -108,7 +108,7 @@ def test_pdl_is_the_cases_or_flashinfers_default_for_the_arch(
 def test_a_dynamic_cluster_reaches_the_harness_with_flashinfers_fallback(
     settings: Settings, dynamic: tuple[int, int, int] | None, lines: set[str]
 ) -> None:
-    case = dataclasses.replace(make_case(), dynamic_cluster=dynamic)
+    case = dataclasses.replace(make_case(), axes=MoeAxes(dynamic_cluster=dynamic))
     harness = Harness(passed(), {"d.bin": d_bytes(case)})
     judge(case, harness, settings)
     given = {line for line in harness.problem.splitlines() if "cluster" in line}

@@ -14,8 +14,9 @@ import torch
 from helpers.release_pieces import EVERY_PIECE
 
 from pytest_tileconform.dtypes import MIXED_INPUT_PAIRS
+from pytest_tileconform.flashinfer.axes import MIXED_MAINLOOPS, MoeAxes, MoeCase
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation
-from pytest_tileconform.flashinfer.configs import MIXED_MAINLOOPS, KernelConfig, UnsupportedConfig
+from pytest_tileconform.flashinfer.configs import KernelConfig, UnsupportedConfig
 from pytest_tileconform.flashinfer.generator import generated_ops, instantiated_configs, load_generator
 from pytest_tileconform.flashinfer.numerics import mixed
 from pytest_tileconform.flashinfer.numerics.blockscale import unpack_e2m1, unpack_int4
@@ -134,7 +135,7 @@ def test_a_mixed_unit_includes_its_launcher_and_the_interleave() -> None:
 # -- inputs ------------------------------------------------------------------------------------
 
 
-def mixed_case(act: str, weight: str, out: str = "bf16", problem: Problem = MIXED_PROBLEM) -> Case:
+def mixed_case(act: str, weight: str, out: str = "bf16", problem: Problem = MIXED_PROBLEM) -> MoeCase:
     return Case(
         matrix=Path("m.yaml"),
         backend="flashinfer-cutlass-moe",
@@ -144,13 +145,10 @@ def mixed_case(act: str, weight: str, out: str = "bf16", problem: Problem = MIXE
         out=out,
         dtype_label=f"{act}x{weight}-{out}",
         tile=(128, 64, 128),
-        cluster=(1, 1, 1),
-        swap_ab=True,
-        fusion="none",
+        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=True, fusion="none", mainloop="pingpong"),
         problem=problem,
         expectation=None,
         suite=None,
-        mainloop="pingpong",
     )
 
 

@@ -13,9 +13,9 @@ import pytest
 from helpers.codegen import CUDA_TYPES, INSTANTIATION_RE, base, list_value
 from helpers.release_pieces import EVERY_PIECE
 
+from pytest_tileconform.flashinfer.axes import FUSIONS
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit, instantiation
 from pytest_tileconform.flashinfer.configs import (
-    FUSIONS,
     SM100_INPUTS,
     KernelConfig,
     UnsupportedConfig,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
 from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.schema import Problem
 
@@ -16,7 +17,7 @@ def make_case(
     fusion: str = "none",
     out: str | None = None,
     weight: str | None = None,
-) -> Case:
+) -> MoeCase:
     out = out or dtype
     weight = weight or dtype
     return Case(
@@ -28,9 +29,7 @@ def make_case(
         out=out,
         dtype_label=dtype,
         tile=(128, 128, 64),
-        cluster=(1, 1, 1),
-        swap_ab=False,
-        fusion=fusion,
+        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=False, fusion=fusion),
         problem=Problem(rows=tuple(rows or [3, 0, 5]), n=n, k=k),
         expectation=None,
         suite=None,

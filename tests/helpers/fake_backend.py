@@ -19,17 +19,38 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_tileconform.flashinfer.axes import KIND, KINDS
+from pytest_tileconform.matrix.kinds import CaseKind
+
+#: What the fake backend declares of its cases: FlashInfer's axes under its own name (its
+#: matrices are written as FlashInfer's are); the conftest below declares the same.
+FAKE_KINDS: dict[str, CaseKind] = {"fake": replace(KIND, backend="fake")}
+#: The fake backend's and FlashInfer's, for tests that read matrices of either without pytest
+TEST_KINDS: dict[str, CaseKind] = {**KINDS, **FAKE_KINDS}
+
+
+class FakeKinds:
+    """The fake backend's kinds as a plugin of the ``tileconform`` command line
+    (``main(plugins=[FakeKinds()])``), which reads its matrices without its conftest."""
+
+    def pytest_tileconform_case_kinds(self) -> list[CaseKind]:
+        return list(FAKE_KINDS.values())
+
+
 FAKE_CONFTEST = """
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_tileconform import NotJudgeable, Stage, Verdict
+from pytest_tileconform.flashinfer.axes import KIND
 from pytest_tileconform.verdict import Device
 
 HERE = Path(__file__).parent
@@ -88,6 +109,10 @@ class FakeBackend:
 def _table():
     table_path = HERE / "verdicts.json"
     return json.loads(table_path.read_text()) if table_path.exists() else {}
+
+
+def pytest_tileconform_case_kinds():
+    return [replace(KIND, backend="fake")]
 
 
 def pytest_tileconform_register_backends(config):

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from pytest_tileconform.dtypes import dtype, dtype_label
+from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
 from pytest_tileconform.flashinfer.numerics.blockscale import E2M1_VALUES, decode_ue8m0
 from pytest_tileconform.flashinfer.numerics.full import (
     EXACT,
@@ -40,7 +41,7 @@ TILE = (128, 128, 64)
 SEED = 5
 
 
-def case_for(act: str, weight: str, out: str, fusion: str, problem: Problem) -> Case:
+def case_for(act: str, weight: str, out: str, fusion: str, problem: Problem) -> MoeCase:
     return Case(
         matrix=Path("mutations.yaml"),
         backend="flashinfer-cutlass-moe",
@@ -50,9 +51,7 @@ def case_for(act: str, weight: str, out: str, fusion: str, problem: Problem) -> 
         out=out,
         dtype_label=dtype_label(act, weight, out),
         tile=TILE,
-        cluster=(1, 1, 1),
-        swap_ab=False,
-        fusion=fusion,
+        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=False, fusion=fusion),
         problem=problem,
         expectation=None,
         suite=None,
@@ -260,7 +259,7 @@ def kernel(
 # One case, both families
 
 
-def inputs_in(run_dir: Path, case: Case, seed: int) -> GroupedInputs:
+def inputs_in(run_dir: Path, case: MoeCase, seed: int) -> GroupedInputs:
     """The inputs of the family whose A a run directory holds (as a stand-in harness sees them)."""
     a = (run_dir / "a.bin").read_bytes()
     for family in FAMILIES:
@@ -272,7 +271,7 @@ def inputs_in(run_dir: Path, case: Case, seed: int) -> GroupedInputs:
 
 @dataclass(frozen=True)
 class Setup:
-    case: Case
+    case: MoeCase
     inputs: GroupedInputs
     expected: Expected
     correct: torch.Tensor  #: a correct kernel's D (output dtype)
@@ -288,7 +287,7 @@ def setup(combo: tuple[str, str, str], fusion: str, problem: Problem, family: st
 def other_family(s: Setup) -> Setup:
     family = FULL if s.inputs.family == EXACT else EXACT
     combo = (s.case.act, s.case.weight, s.case.out)
-    return setup(combo, s.case.fusion, s.case.problem, family)
+    return setup(combo, s.case.axes.fusion, s.case.problem, family)
 
 
 # ------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.fake_backend import BASIC
+from helpers.fake_backend import BASIC, TEST_KINDS
 from helpers.matrix_corpus import CORPUS, LIMIT_S, POSITION, Entry, Loads, Refused
 
 from pytest_tileconform.matrix.bounds import MAX_CASES
@@ -26,7 +26,7 @@ from pytest_tileconform.matrix.load import MatrixInvalid, load_matrix
 
 def outcome(path: Path, max_cases: int = MAX_CASES) -> Loads | list[str]:
     try:
-        return Loads(len(load_matrix(path, {"fake"}, max_cases=max_cases).cases))
+        return Loads(len(load_matrix(path, TEST_KINDS, {"fake"}, max_cases=max_cases).cases))
     except MatrixInvalid as exc:
         return [str(e) for e in exc.errors]
 

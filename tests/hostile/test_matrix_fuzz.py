@@ -12,7 +12,7 @@ import tempfile
 from datetime import timedelta
 from pathlib import Path
 
-from helpers.fake_backend import BASIC
+from helpers.fake_backend import BASIC, TEST_KINDS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -138,7 +138,7 @@ def check(data: bytes, backends: set[str] | None) -> None:
     path = FOLDER / "m.yaml"
     path.write_bytes(data)
     try:
-        loaded = load_matrix(path, backends)
+        loaded = load_matrix(path, TEST_KINDS, backends)
     except MatrixInvalid as exc:
         assert exc.errors
         for error in exc.errors:
@@ -191,4 +191,4 @@ def test_yaml_like_text_is_refused_with_positions(text: str) -> None:
 def test_the_seeds_load() -> None:
     for seed in SEEDS:
         check(seed, {"fake", "flashinfer-cutlass-moe"})
-    assert len(load_matrix(FOLDER / "m.yaml", text=RICH).cases) > 10
+    assert len(load_matrix(FOLDER / "m.yaml", TEST_KINDS, text=RICH).cases) > 10

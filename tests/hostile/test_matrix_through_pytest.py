@@ -21,9 +21,11 @@ from helpers.matrix_corpus import CORPUS, POSITION, Refused
 READ_ONE = """
 import sys
 from pathlib import Path
+from dataclasses import replace
+from pytest_tileconform.flashinfer.axes import KIND
 from pytest_tileconform.matrix.load import MatrixInvalid, load_matrix
 try:
-    load_matrix(Path(sys.argv[1]), {"fake"})
+    load_matrix(Path(sys.argv[1]), {"fake": replace(KIND, backend="fake")}, {"fake"})
 except MatrixInvalid as exc:
     print(exc)
 else:

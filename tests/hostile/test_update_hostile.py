@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers.fake_backend import TEST_KINDS
 
 from pytest_tileconform.matrix.load import MatrixInvalid, load_matrix
 from pytest_tileconform.matrix.schema import Expectation
@@ -178,11 +179,11 @@ def test_update_after_a_change_meanwhile(
         error = {"refused": UpdateRefused, "invalid": MatrixInvalid, "flow": ValueError}[expected]
         message = {"refused": "nothing written", "invalid": "m.yaml:", "flow": "block style"}[expected]
         with pytest.raises(error, match=message):
-            update_matrix(path, changes, started)
+            update_matrix(path, TEST_KINDS, changes, started)
         _unchanged(path, before)
         _no_debris(tmp_path)
         return
-    outcome = update_matrix(path, changes, started)
+    outcome = update_matrix(path, TEST_KINDS, changes, started)
     (case_id,) = changes
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     if expected == "written":
@@ -198,7 +199,7 @@ def test_update_after_a_change_meanwhile(
         assert all(line in text.splitlines() for line in kept)
         if b"\r\n" in before:
             assert path.read_bytes().count(b"\r\n") == path.read_bytes().count(b"\n")
-        load_matrix(path)
+        load_matrix(path, TEST_KINDS)
     elif expected == "already":
         assert list(outcome.already) == [case_id] and not outcome.written
         _unchanged(path, before)
@@ -223,7 +224,7 @@ def test_another_matrix_temp_file_is_not_touched(tmp_path: Path) -> None:
     path.write_text(BASE)
     other = tmp_path / ".other.yaml.x.tmp"
     other.write_text("not mine")
-    update_matrix(path, ADD_A, {A: None})
+    update_matrix(path, TEST_KINDS, ADD_A, {A: None})
     assert other.read_text() == "not mine"
 
 
@@ -242,7 +243,7 @@ def test_a_held_lock_refuses_after_the_timeout(tmp_path: Path) -> None:
     held.wait(5)
     try:
         with pytest.raises(UpdateRefused, match="another --tile-update has held"):
-            update_matrix(path, ADD_A, {A: None}, lock_timeout=0.2)
+            update_matrix(path, TEST_KINDS, ADD_A, {A: None}, lock_timeout=0.2)
         assert path.read_text() == BASE
     finally:
         release.set()
@@ -263,7 +264,7 @@ def test_an_update_waits_for_the_lock_and_then_writes_on_top(tmp_path: Path) -> 
     thread = threading.Thread(target=holder)
     thread.start()
     held.wait(5)
-    update_matrix(path, ADD_A, {A: None})
+    update_matrix(path, TEST_KINDS, ADD_A, {A: None})
     thread.join()
     text = path.read_text()
     line = ADD_A[A].line
@@ -279,7 +280,7 @@ def test_many_threads_updating_at_once_lose_nothing(tmp_path: Path) -> None:
 
     def run(changes: dict[str, Change]) -> None:
         try:
-            update_matrix(path, changes, {k: STARTED[k] for k in changes})
+            update_matrix(path, TEST_KINDS, changes, {k: STARTED[k] for k in changes})
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -289,7 +290,7 @@ def test_many_threads_updating_at_once_lose_nothing(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert errors == []
-    expectations = load_matrix(path).model.expectations or {}
+    expectations = load_matrix(path, TEST_KINDS).model.expectations or {}
     assert {k: v.stage for k, v in expectations.items()} == {A: "initialize", D: "run", B: "run"}
     _no_debris(tmp_path)
 
@@ -309,7 +310,7 @@ def test_an_update_killed_with_sigkill_leaves_nothing_that_blocks_the_next(tmp_p
     process.join(60)
     assert process.exitcode == -signal.SIGKILL
     assert (tmp_path / ".m.yaml.dead.tmp").exists()
-    outcome = update_matrix(path, ADD_A, {A: None}, lock_timeout=10)
+    outcome = update_matrix(path, TEST_KINDS, ADD_A, {A: None}, lock_timeout=10)
     assert list(outcome.written) == [A]
     assert path.read_text() == BASE.replace("expectations:\n", "expectations:\n") + f"  {ADD_A[A].line}\n"
     _no_debris(tmp_path)
@@ -332,5 +333,5 @@ def test_a_read_only_folder_is_refused_with_a_message(
 
     monkeypatch.setattr("pytest_tileconform.matrix.update.FileLock", ReadOnlyFolder)
     with pytest.raises(UpdateRefused, match=r"the folder is read-only.*nothing written"):
-        update_matrix(path, ADD_A, {A: None})
+        update_matrix(path, TEST_KINDS, ADD_A, {A: None})
     assert path.read_text() == BASE

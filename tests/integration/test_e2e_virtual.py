@@ -16,10 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.fake_backend import TEST_KINDS
 from helpers.paths import REPO
 
 from pytest_tileconform.compile.cache import default_cache_dir
 from pytest_tileconform.core.devices import current_gpu
+from pytest_tileconform.flashinfer.axes import moe_cases
 from pytest_tileconform.flashinfer.buildscript import kernel_config
 from pytest_tileconform.flashinfer.numerics.reference import make_inputs
 from pytest_tileconform.flashinfer.numerics.runfiles import write_inputs
@@ -80,7 +82,9 @@ def test_virtual_sm90_verdicts_of_a_shared_unit_match_the_h200(tmp_path: Path) -
         assert verdict["workspace_bytes"] == hardware[case]["verdict"]["workspace_bytes"]
 
     hardware_unit = Path(units.pop()) / "harness"
-    matrix_cases = {c.id: c for c in load_matrix(ROOT / "matrices" / "smoke-sm90.yaml").cases}
+    matrix_cases = {
+        c.id: c for c in moe_cases(load_matrix(ROOT / "matrices" / "smoke-sm90.yaml", TEST_KINDS).cases)
+    }
     runner = HarnessRunner(build_runner(tmp_path / "cache"))
     for case in CASES:
         run_dir = tmp_path / case

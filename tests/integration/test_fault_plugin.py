@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 import torch
-from helpers.fake_backend import TileRun, output
+from helpers.fake_backend import TEST_KINDS, TileRun, output
 from helpers.numerics_standin import inputs_in
 from helpers.paths import PLUGINS
 
 from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
+from pytest_tileconform.flashinfer.axes import MoeCase, moe_cases
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.buildscript import kernel_config
 from pytest_tileconform.flashinfer.harness_report import VERDICT_FILE
@@ -27,7 +28,6 @@ from pytest_tileconform.flashinfer.numerics.reference import output_dtype
 from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes
 from pytest_tileconform.flashinfer.numerics.tolerance import POISON_BYTE
 from pytest_tileconform.flashinfer.runner import CaseRun
-from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.load import load_matrix
 
 MATRIX = """\
@@ -58,7 +58,7 @@ STAGE_ARGS = {
 }
 
 
-def reference_d(case: Case, run_dir: Path) -> bytes:
+def reference_d(case: MoeCase, run_dir: Path) -> bytes:
     """A correct D for the input family whose A the run directory holds (seed 0)."""
     inputs = inputs_in(run_dir, case, 0)
     return _le_bytes(expected_for(inputs, case).value.to(output_dtype(case.out)))
@@ -71,7 +71,7 @@ class StandInRunner:
     pending error cleared and failing the case at prepare; any other case writes the reference
     D and passes."""
 
-    def __init__(self, cases: list[Case]) -> None:
+    def __init__(self, cases: list[MoeCase]) -> None:
         self.cases = {kernel_config(case).name: case for case in cases}
         self.problems: dict[str, str] = {}  # case id -> its problem.txt as the harness read it
         self.hooks: dict[str, bool] = {}  # case id -> whether the hook library it named was there
@@ -132,7 +132,7 @@ def runner(tc: TileRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Stan
     """The FlashInfer backend of the in-process sessions sees an H200-like GPU and judges from
     a unit that needs no compile, through the stand-in runner."""
     matrix = tc.matrix(MATRIX)
-    stand_in = StandInRunner(list(load_matrix(matrix, ["flashinfer-cutlass-moe"]).cases))
+    stand_in = StandInRunner(moe_cases(load_matrix(matrix, TEST_KINDS, ["flashinfer-cutlass-moe"]).cases))
     gpu = Gpu(index="0", uuid="GPU-stand-in", name="Stand-in", sm=90, driver="0")
     built = BuildResult(ok=True, path=tmp_path, seconds=0.0)
     monkeypatch.setattr(FlashInferBackend, "prepare", lambda self, cases: None)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.fake_backend import BASIC, BASIC_IDS, TileRun, matrix_errors, output
+from helpers.fake_backend import BASIC, BASIC_IDS, TEST_KINDS, TileRun, matrix_errors, output
 from helpers.paths import REPO
 
 from pytest_tileconform.matrix.load import load_matrix
@@ -600,7 +600,7 @@ def test_the_readmes_example_matrix_loads() -> None:
     one of its cases (a stale id there is refused like any other)."""
     readme = (REPO / "README.md").read_text()
     example = readme.split("## The matrix format (version 1)")[1].split("```yaml\n")[1].split("```")[0]
-    loaded = load_matrix(Path("README-example.yaml"), {"flashinfer-cutlass-moe"}, text=example)
+    loaded = load_matrix(Path("README-example.yaml"), TEST_KINDS, {"flashinfer-cutlass-moe"}, text=example)
     expected = [c for c in loaded.cases if c.expectation is not None]
     assert [c.id for c in expected] == ["sm90-fp8_e4m3xint4-bf16-128x128x512-c1x1x1-none-cooperative-swapab"]
     assert {c.arch for c in loaded.cases} == {"sm90", "sm100", "sm103"}

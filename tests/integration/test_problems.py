@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.fake_backend import BASIC, TileRun, matrix_errors
+from helpers.fake_backend import BASIC, TEST_KINDS, TileRun, matrix_errors
 from helpers.paths import REPO
 
+from pytest_tileconform.flashinfer.axes import MoeCase, moe_cases
 from pytest_tileconform.matrix.bounds import HOST_MAX_ELEMENTS, MAX_ELEMENTS, MAX_ROUTED_ROWS
-from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.matrix.load import load_matrix
 from pytest_tileconform.matrix.problems import (
     GROUPS,
@@ -174,7 +174,7 @@ def test_a_preset_case_is_described_with_its_routing_and_bias(tmp_path: Path) ->
     path.write_text(
         with_problems("problems: [gptoss-gemm2-decode1, mixtral-gemm1-decode16]", "    pdl: true\n")
     )
-    cases = {case.id: case for case in load_matrix(path).cases}
+    cases = {case.id: case for case in load_matrix(path, TEST_KINDS).cases}
     gptoss = cases["sm90-bf16-128x64x64-c1x1x1-none-pdl-gptoss-gemm2-decode1"].describe()
     assert gptoss["pdl"] is True
     problem = gptoss["problem"]
@@ -194,7 +194,7 @@ def test_a_preset_case_is_described_with_its_routing_and_bias(tmp_path: Path) ->
 def test_bias_and_seed_of_a_written_problem_are_described(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text(with_problems("problems: {name: b, rows: [3, 0], n: 64, k: 64, bias: true, seed: 4}"))
-    [case] = load_matrix(path).cases
+    [case] = load_matrix(path, TEST_KINDS).cases
     assert case.describe()["problem"] == {
         "name": "b",
         "rows": [3, 0],
@@ -305,23 +305,23 @@ def test_update_records_a_preset_case_and_the_matrix_still_loads(tc: TileRun) ->
 H200_SMS = 132
 
 
-def _extents(case: Case) -> tuple[list[int], list[int]]:
+def _extents(case: MoeCase) -> tuple[list[int], list[int]]:
     """What the kernel's M and N run over: each expert's rows and the problem's n, swapped
     under swap_ab (the kernel then computes D transposed)."""
     rows, n = list(case.problem.rows_per_expert), [case.problem.n]
-    return (n, rows) if case.swap_ab else (rows, n)
+    return (n, rows) if case.axes.swap_ab else (rows, n)
 
 
-def _tiles(case: Case) -> int:
+def _tiles(case: MoeCase) -> int:
     """Output tiles of the persistent schedule: per expert, M tiles x N tiles."""
     tile_m, tile_n, _ = case.tile
     over_m, over_n = _extents(case)
-    if case.swap_ab:
+    if case.axes.swap_ab:
         return sum(-(-r // tile_n) * -(-over_m[0] // tile_m) for r in over_n)
     return sum(-(-r // tile_m) * -(-over_n[0] // tile_n) for r in over_m)
 
 
-def _partial(case: Case) -> tuple[bool, bool, bool]:
+def _partial(case: MoeCase) -> tuple[bool, bool, bool]:
     """Whether the case has a partial tile along the kernel's M, N and K."""
     tile_m, tile_n, tile_k = case.tile
     over_m, over_n = _extents(case)
@@ -335,14 +335,14 @@ def _partial(case: Case) -> tuple[bool, bool, bool]:
 def test_the_shipped_sm90_problems_give_what_its_header_claims() -> None:
     """For every tile configuration (and swap_ab): several waves on an H200, partial M, N and K
     tiles, empty experts first, middle and last, bias and a one-token decode, PDL on and off."""
-    matrix = load_matrix(REPO / "matrices" / "sm90.yaml")
+    matrix = load_matrix(REPO / "matrices" / "sm90.yaml", TEST_KINDS)
     assert len(matrix.cases) == 2880
-    configs: dict[str, list[Case]] = {}
-    for case in matrix.cases:  # one configuration: the id without pdl and problem
+    configs: dict[str, list[MoeCase]] = {}
+    for case in moe_cases(matrix.cases):  # one configuration: the id without pdl and problem
         configs.setdefault(case.id.split("-pdl-")[0].split("-nopdl-")[0], []).append(case)
     assert len(configs) == 360
     for key, cases in configs.items():
-        assert {c.pdl for c in cases} == {True, False}, key
+        assert {c.axes.pdl for c in cases} == {True, False}, key
         assert max(_tiles(c) for c in cases) >= 3 * H200_SMS, key
         partial = [_partial(c) for c in cases]
         assert all(any(p[axis] for p in partial) for axis in range(3)), key

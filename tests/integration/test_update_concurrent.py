@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from helpers.fake_backend import FAKE_CONFTEST, QUIET, TileRun
+from helpers.fake_backend import FAKE_CONFTEST, QUIET, TEST_KINDS, TileRun
 
 from pytest_tileconform.matrix.load import load_matrix
 
@@ -98,7 +98,7 @@ def _pytest(tc: TileRun, *args: str) -> subprocess.Popen[str]:
 def test_two_shards_and_a_hand_edit_all_survive(tc: TileRun) -> None:
     tc.pytester.makeconftest(EDITING_CONFTEST)
     path = tc.matrix(big_matrix())
-    ids = [c.id for c in load_matrix(path).cases]
+    ids = [c.id for c in load_matrix(path, TEST_KINDS).cases]
     assert len(ids) == 5000
     # a fifth of the cases fail: the matrix format caps a file at 20,000 YAML nodes, which
     # 5,000 expectation entries would pass
@@ -131,7 +131,7 @@ def test_two_shards_and_a_hand_edit_all_survive(tc: TileRun) -> None:
     assert "NOT updated (conflict)" in both
     text = path.read_text(encoding="utf-8")
     assert "# a comment added by hand during the run\n" in text
-    loaded = load_matrix(path)
+    loaded = load_matrix(path, TEST_KINDS)
     expectations = loaded.model.expectations or {}
     assert expectations[HAND].stage == "launch" and expectations[HAND].reason == "by hand"
     assert expectations[CONFLICT].stage == "run" and expectations[CONFLICT].reason == "by hand"

@@ -7,6 +7,7 @@ it was run from."""
 from __future__ import annotations
 
 import pytest
+from helpers.fake_backend import TEST_KINDS
 from helpers.paths import REPO
 
 from pytest_tileconform.matrix.load import load_matrix
@@ -51,7 +52,7 @@ def judged(globs: list[str]) -> dict[str, list[tuple[str, CaseEntry]]]:
 
 @pytest.mark.parametrize("matrix", sorted(REPORTS))
 def test_every_case_has_a_verdict_the_matrix_agrees_with(matrix: str) -> None:
-    cases = {case.id: case for case in load_matrix(REPO / "matrices" / matrix).cases}
+    cases = {case.id: case for case in load_matrix(REPO / "matrices" / matrix, TEST_KINDS).cases}
     seen = judged(REPORTS[matrix])
     unjudged = sorted(set(cases) - seen.keys())
     assert not unjudged, f"{len(unjudged)} case(s) of {matrix} without a verdict, e.g. {unjudged[:3]}"

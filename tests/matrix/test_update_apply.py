@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from helpers.fake_backend import TEST_KINDS
 
 from pytest_tileconform.files import write_atomic
 from pytest_tileconform.matrix.load import MatrixInvalid, load_matrix
@@ -127,7 +128,7 @@ def test_entry_line_is_valid_yaml_for_awkward_text(tmp_path: Path) -> None:
     detail = "colon: hash # brace } bracket ] quote ' \" backslash \\ unicode \u00b5s"
     line = entry_line(A, verdict("run", status="a: b", detail=detail))
     text = HEAD + "expectations:\n  " + line + "\n"
-    loaded = load_matrix(tmp_path / "m.yaml", text=text)
+    loaded = load_matrix(tmp_path / "m.yaml", TEST_KINDS, text=text)
     assert loaded.model.expectations is not None
     expectation = loaded.model.expectations[A]
     assert (expectation.stage, expectation.status, expectation.reason) == ("run", "a: b", detail)
@@ -253,7 +254,7 @@ def test_write_atomic_failure_while_writing(tmp_path: Path, monkeypatch: pytest.
 def test_update_matrix_writes_the_changes(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text(HEAD)
-    update_matrix(path, {A: add(A, "launch")})
+    update_matrix(path, TEST_KINDS, {A: add(A, "launch")})
     assert path.read_text() == HEAD + f"expectations:\n  {A}: {{stage: launch}}\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]
 
@@ -263,6 +264,6 @@ def test_update_matrix_does_not_write_a_matrix_that_would_not_load(tmp_path: Pat
     path.write_text(HEAD)
     bad = Change(A, "pass", "launch", f"{A}: {{stage: lunch}}")
     with pytest.raises(MatrixInvalid, match=r"m\.yaml:6:\d+: .*stage"):
-        update_matrix(path, {A: bad})
+        update_matrix(path, TEST_KINDS, {A: bad})
     assert path.read_text() == HEAD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]

@@ -38,10 +38,9 @@ from packaging.version import InvalidVersion, Version
 from ...commands.options import add_arch
 from ...core.runoptions import DeviceChoice, add_command_option, parse_device
 from ...files import write_atomic
-from ...matrix.cases import Case
 from ...matrix.schema import DEFAULT_PROBLEM, Problem
 from ...verdict import UNRUN, NotJudgeable, Verdict
-from ..configs import FUSIONS
+from ..axes import FUSIONS, MoeCase
 
 
 def problem_option(problem: Problem) -> str:
@@ -101,13 +100,13 @@ class Outcome:
 
 
 #: Judges every case against one release (a version, a wheel or a folder), in case order.
-Judge = Callable[[str, Sequence[Case]], list[Outcome]]
+Judge = Callable[[str, Sequence[MoeCase]], list[Outcome]]
 
 
 @dataclass
 class BisectResult:
     releases: list[str]  # all candidates, in order
-    cases: list[Case]
+    cases: list[MoeCase]
     judged: dict[str, list[Outcome]] = field(default_factory=dict)  # release -> outcomes
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -135,7 +134,7 @@ class BisectResult:
 
 def bisect(
     releases: Sequence[str],
-    cases: Sequence[Case],
+    cases: Sequence[MoeCase],
     judge: Judge,
     everything: bool = False,
     progress: Callable[[str], None] = lambda _m: None,
@@ -264,10 +263,11 @@ def _problem(text: str) -> dict[str, Any]:
     return {"experts": experts, "rows": rows if len(rows) > 1 else rows[0], "n": n, "k": k}
 
 
-def build_cases(args: argparse.Namespace) -> list[Case]:
+def build_cases(args: argparse.Namespace) -> list[MoeCase]:
     """The cases of the command line, validated as a matrix file would be."""
     from ...matrix.load import MatrixInvalid, load_matrix
     from .. import NAME
+    from ..axes import KINDS, moe_cases
 
     for option, values in (("--tile", args.tile), ("--cluster", args.cluster)):
         for value in values:
@@ -288,11 +288,11 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
     text = json.dumps({"version": 1, "backend": NAME, "suites": [suite]}, indent=1)
     path = Path("<bisect arguments>")
     try:
-        loaded = load_matrix(path, backends=[NAME], text=text)
+        loaded = load_matrix(path, KINDS, [NAME], text=text)
     except MatrixInvalid as exc:
         # positions in the generated matrix mean nothing to the user; the messages name the axis
         raise BisectError("invalid case: " + "; ".join(e.message for e in exc.errors)) from None
-    return list(loaded.cases)
+    return moe_cases(loaded.cases)
 
 
 def _dtypes(text: str) -> tuple[str, str, str]:
@@ -333,7 +333,7 @@ def flashinfer_judge(
     from ..configs import UnsupportedConfig
     from ..releases import ReleaseError, resolve_release
 
-    def judge(release_spec: str, cases: Sequence[Case]) -> list[Outcome]:
+    def judge(release_spec: str, cases: Sequence[MoeCase]) -> list[Outcome]:
         spec = str(wheels[release_spec]) if wheels and release_spec in wheels else release_spec
         try:
             release = resolve_release(spec, cache_dir)
@@ -409,7 +409,7 @@ def outcome_of(verdict: Verdict, offered: bool | None, release: str) -> Outcome:
 # -- output --------------------------------------------------------------------------------------
 
 
-def case_label(case: Case) -> str:
+def case_label(case: MoeCase) -> str:
     return case.id
 
 

@@ -20,7 +20,8 @@ from ...dtypes import shape_label
 from ...matrix.load import MatrixInvalid, load_matrix
 from ...matrix.schema import DEFAULT_PROBLEM, MIXED_PROBLEM, SMALL_K_PREFILL_PROBLEM
 from .. import NAME
-from ..configs import FUSIONS, KernelConfig, dynamic_clusters
+from ..axes import FUSIONS, KINDS, moe_cases
+from ..configs import KernelConfig, dynamic_clusters
 from ..generator import Skipped
 
 
@@ -173,10 +174,10 @@ def check_text(text: str, configs: Sequence[KernelConfig], arch: str, where: Pat
     from ..buildscript import kernel_config
 
     try:
-        loaded = load_matrix(where, {NAME}, text=text)
+        loaded = load_matrix(where, KINDS, {NAME}, text=text)
     except MatrixInvalid as exc:  # a bug here, not bad input
         raise AssertionError(f"gen-matrix wrote an invalid matrix:\n{exc}") from None
-    got = {kernel_config(c) for c in loaded.cases if c.arch == arch}
+    got = {kernel_config(c) for c in moe_cases(loaded.cases) if c.arch == arch}
     want = set(configs)
     if got != want or len(loaded.cases) != case_count(configs):
         raise AssertionError(

@@ -66,11 +66,12 @@ def describe(file: Traversable) -> Shipped:
     """One shipped matrix, loaded as the plugin loads it (so its case count is pytest's)."""
     from ...matrix.load import MatrixInvalid, load_matrix
     from .. import NAME
+    from ..axes import KINDS
 
     text = file.read_text(encoding="utf-8")
     name = file.name.removesuffix(SUFFIX)
     try:
-        loaded = load_matrix(Path(file.name), {NAME}, text=text)
+        loaded = load_matrix(Path(file.name), KINDS, {NAME}, text=text)
     except MatrixInvalid as exc:
         return Shipped(name, file, (), None, _about(text), str(exc).splitlines()[0])
     archs = tuple(sorted({c.arch for c in loaded.cases}, key=lambda a: (len(a), a)))

@@ -93,28 +93,29 @@ def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdict
     pass), counted over the matrices' cases (problems)."""
     from ...matrix.load import MatrixInvalid, load_matrix
     from .. import NAME
+    from ..axes import KINDS, moe_cases
 
     found: Verdicts = {}
     for name, text in matrices:
         try:
-            loaded = load_matrix(Path(name), {NAME}, text=text)
+            loaded = load_matrix(Path(name), KINDS, {NAME}, text=text)
         except MatrixInvalid as exc:
             message(f"warning: matrix {name} does not load, not used: {str(exc).splitlines()[0]}")
             continue
-        for case in loaded.cases:
+        for case in moe_cases(loaded.cases):
             if case.arch != arch:
                 continue
             key = case_key(
                 arch,
                 case.dtype_label,
                 case.tile,
-                case.cluster,
-                case.swap_ab,
-                case.fusion,
-                case.epilogue,
-                case.dynamic_cluster,
-                case.mainloop,
-                case.kernel_arch,
+                case.axes.cluster,
+                case.axes.swap_ab,
+                case.axes.fusion,
+                case.axes.epilogue,
+                case.axes.dynamic_cluster,
+                case.axes.mainloop,
+                case.axes.kernel_arch,
             )
             where = name
             if case.expectation is not None and case.expectation.source:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import torch
 
 from ...dtypes import dtype
-from ...matrix.cases import Case
+from ..axes import MoeCase
 from .reference import (
     ALPHA_DTYPES,
     SIMULATED_TOP_K,
@@ -71,14 +71,14 @@ def accumulator_bits(act: str) -> int:
     return FP8_FAST_ACCUMULATION_BITS if act == "fp8_e4m3" else FP32_BITS
 
 
-def check_generatable(case: Case) -> None:
+def check_generatable(case: MoeCase) -> None:
     """What :func:`make_full_inputs` refuses (a NotImplementedError or ValueError says why)."""
     _check_generatable(case)
     if dtype(case.weight).block_scaled and not dtype(case.act).block_scaled:
         raise NotImplementedError(
             f"the full family is not generated for SM90's mixed input ({case.act} x {case.weight})"
         )
-    if case.fusion == "activation":
+    if case.axes.fusion == "activation":
         raise NotImplementedError("the full family is not generated for the activation fusion")
 
 
@@ -163,7 +163,7 @@ def full_alphas(experts: int, gen: torch.Generator) -> torch.Tensor:
     return raw.view(torch.float32) / 8
 
 
-def make_full_inputs(case: Case, seed: int, device: torch.device | str | None = None) -> GroupedInputs:
+def make_full_inputs(case: MoeCase, seed: int, device: torch.device | str | None = None) -> GroupedInputs:
     """The full family's inputs for ``case`` (seeded; drawn like :func:`.reference.make_inputs`:
     A, B and block scales from ``device``'s generator, the small parts from a CPU one)."""
     check_generatable(case)
@@ -186,7 +186,7 @@ def make_full_inputs(case: Case, seed: int, device: torch.device | str | None = 
     alpha = full_alphas(experts, small) if case.act in ALPHA_DTYPES else None
     router = dest = bias = None
     out_rows = total
-    if case.fusion == "finalize":
+    if case.axes.fusion == "finalize":
         top_k = problem.top_k if problem.top_k is not None else SIMULATED_TOP_K
         dest, _, out_rows = simulate_routing(rows, small, top_k, problem.tokens)
         router = _full_precision(total, small, 0.125, 1.0)
@@ -197,7 +197,7 @@ def make_full_inputs(case: Case, seed: int, device: torch.device | str | None = 
         act=case.act,
         weight=case.weight,
         out=case.out,
-        fusion=case.fusion,
+        fusion=case.axes.fusion,
         rows_per_expert=rows,
         n=n,
         k=k,
@@ -215,7 +215,7 @@ def make_full_inputs(case: Case, seed: int, device: torch.device | str | None = 
 
 
 def make_family_inputs(
-    case: Case, seed: int, family: str, device: torch.device | str | None = None
+    case: MoeCase, seed: int, family: str, device: torch.device | str | None = None
 ) -> GroupedInputs:
     """``family``'s inputs for ``case``."""
     if family == EXACT:
@@ -298,13 +298,13 @@ def epilogue_ends(
     return pick(_fp32(rounded * router, up), _fp32(fused * router, up))
 
 
-def expected_full(inputs: GroupedInputs, case: Case) -> Expected:
+def expected_full(inputs: GroupedInputs, case: MoeCase) -> Expected:
     """The interval of D a correct kernel writes for the full family's ``inputs`` (on their
     device): without fusion each element between the output-type roundings of the epilogue's
     ends; with finalize each contribution so, and their sum within the reduction's bound."""
     if inputs.family != FULL:
         raise ValueError("expected_full takes the full family's inputs")
-    if (case.act, case.weight, case.fusion) != (inputs.act, inputs.weight, inputs.fusion):
+    if (case.act, case.weight, case.axes.fusion) != (inputs.act, inputs.weight, inputs.fusion):
         raise ValueError(f"inputs were made for another case than {case.id}")
     out = output_dtype(inputs.out)
     shape = (inputs.out_rows, inputs.n)
@@ -343,6 +343,6 @@ def expected_full(inputs: GroupedInputs, case: Case) -> Expected:
     return Expected(value, bound, out, magnitude=abs_sum)
 
 
-def expected_for(inputs: GroupedInputs, case: Case) -> Expected:
+def expected_for(inputs: GroupedInputs, case: MoeCase) -> Expected:
     """What a correct kernel writes for ``inputs`` of either family."""
     return expected_full(inputs, case) if inputs.family == FULL else expected_output(inputs, case)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...matrix.cases import Case
+from ..axes import MoeCase
 from .full import EXACT, expected_for, make_family_inputs
 from .reference import GroupedInputs
 from .shared_operands import SharedOperands
@@ -38,7 +38,7 @@ class Prepared:
     """One problem's inputs and, once asked for, its expected D."""
 
     inputs: GroupedInputs
-    case: Case
+    case: MoeCase
     _expected: list[Expected]
     _shared: list[SharedOperands] = field(default_factory=list)
 
@@ -70,13 +70,13 @@ class InputCache:
         self._entries: OrderedDict[tuple[object, ...], Prepared] = OrderedDict()
 
     @staticmethod
-    def key(case: Case, seed: int, device: torch.device, family: str = EXACT) -> tuple[object, ...]:
+    def key(case: MoeCase, seed: int, device: torch.device, family: str = EXACT) -> tuple[object, ...]:
         """What the inputs and expected D depend on (everything else of a case does not)."""
         problem = case.problem.model_dump_json()
-        return (case.act, case.weight, case.out, case.fusion, problem, int(seed), str(device), family)
+        return (case.act, case.weight, case.out, case.axes.fusion, problem, int(seed), str(device), family)
 
     def get(
-        self, case: Case, seed: int, device: torch.device | str | None = None, family: str = EXACT
+        self, case: MoeCase, seed: int, device: torch.device | str | None = None, family: str = EXACT
     ) -> Prepared:
         """``case``'s inputs of input family ``family`` (:mod:`.full`) and expected D for ``seed``
         on ``device``, made at most once."""

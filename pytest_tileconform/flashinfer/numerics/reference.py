@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from ...dtypes import BLOCK_SCALED_PAIRS, MIXED_INPUT_PAIRS, UNSCALED_DTYPES, DType, dtype
-from ...matrix.cases import Case
-from ..configs import FUSIONS, d_dtype
+from ..axes import FUSIONS, MoeCase
+from ..configs import d_dtype
 from . import activation, mixed
 from .blockscale import (
     dequantize_int4,
@@ -202,7 +202,7 @@ class GroupedInputs:
         return out
 
 
-def _check_generatable(case: Case) -> None:
+def _check_generatable(case: MoeCase) -> None:
     if mixed.is_mixed(case.act, case.weight):
         mixed.check_problem(case.problem.n, case.problem.k, case.weight)
     elif (case.act, case.weight) in GENERATED_BLOCK_SCALED:
@@ -221,10 +221,10 @@ def _check_generatable(case: Case) -> None:
             f" and the block-scaled pairs {GENERATED_BLOCK_SCALED})"
         )
     output_dtype(case.out)
-    if case.fusion not in FUSIONS:
-        raise ValueError(f"unknown fusion {case.fusion!r}")
-    block = dtype(d_dtype(case.act, case.out, case.fusion)).block_size
-    if case.fusion == "activation" and block is not None and case.problem.n % block:
+    if case.axes.fusion not in FUSIONS:
+        raise ValueError(f"unknown fusion {case.axes.fusion!r}")
+    block = dtype(d_dtype(case.act, case.out, case.axes.fusion)).block_size
+    if case.axes.fusion == "activation" and block is not None and case.problem.n % block:
         raise ValueError(f"N={case.problem.n} is not a multiple of the output scale block {block}")
     limit = exact_k_limit(case.act, case.weight)
     if case.problem.k > limit:
@@ -301,7 +301,7 @@ def _alphas(experts: int, k: int, gen: torch.Generator) -> torch.Tensor:
     return mantissa * 2.0 ** -math.ceil(math.log2(math.sqrt(k)))
 
 
-def make_inputs(case: Case, seed: int, device: torch.device | str | None = None) -> GroupedInputs:
+def make_inputs(case: MoeCase, seed: int, device: torch.device | str | None = None) -> GroupedInputs:
     """Seeded, deterministic inputs for ``case`` on ``device`` (default CPU).
 
     On the CPU every draw comes from one CPU generator, so the inputs are the same on every
@@ -330,7 +330,7 @@ def make_inputs(case: Case, seed: int, device: torch.device | str | None = None)
     alpha = _alphas(len(rows), k, small) if case.act in ALPHA_DTYPES else None
     router = dest = bias = None
     out_rows = total
-    if case.fusion == "finalize":
+    if case.axes.fusion == "finalize":
         top_k = problem.top_k if problem.top_k is not None else SIMULATED_TOP_K
         dest, router, out_rows = simulate_routing(rows, small, top_k, problem.tokens)
         if problem.bias:
@@ -340,7 +340,7 @@ def make_inputs(case: Case, seed: int, device: torch.device | str | None = None)
         act=case.act,
         weight=case.weight,
         out=case.out,
-        fusion=case.fusion,
+        fusion=case.axes.fusion,
         rows_per_expert=rows,
         n=n,
         k=k,
@@ -354,7 +354,7 @@ def make_inputs(case: Case, seed: int, device: torch.device | str | None = None)
         b_sf=b_sf,
         bias=bias,
         fp32_exact=True,
-        clamp_limit=activation.clamp_limit(k) if case.fusion == "activation" else None,
+        clamp_limit=activation.clamp_limit(k) if case.axes.fusion == "activation" else None,
     ).to(where)
 
 
@@ -466,7 +466,7 @@ def finalize_contributions(inputs: GroupedInputs, expert: int, rows: slice, c: t
     return scaled.to(torch.float32).to(output_dtype(inputs.out)).to(torch.float64)
 
 
-def expected_output(inputs: GroupedInputs, case: Case) -> Expected:
+def expected_output(inputs: GroupedInputs, case: MoeCase) -> Expected:
     """What a correct kernel writes as D (``out_rows x N``) for ``inputs``, on their device.
 
     Without fusion: ``alpha * acc`` rounded to fp32 (the epilogue's multiply) and then to the
@@ -474,7 +474,7 @@ def expected_output(inputs: GroupedInputs, case: Case) -> Expected:
     how far the order of their adds can move D (:func:`.tolerance.finalize_bound`). With the
     activation fusion: :func:`.activation.expected_activation`.
     """
-    if (case.act, case.weight, case.fusion) != (inputs.act, inputs.weight, inputs.fusion):
+    if (case.act, case.weight, case.axes.fusion) != (inputs.act, inputs.weight, inputs.fusion):
         raise ValueError(f"inputs were made for another case than {case.id}")
     out_dtype = output_dtype(inputs.out)
     shape = (inputs.out_rows, inputs.n)
@@ -506,7 +506,7 @@ def expected_output(inputs: GroupedInputs, case: Case) -> Expected:
     return Expected(value, bound, out_dtype, magnitude=abs_sum)
 
 
-def reference_output(inputs: GroupedInputs, case: Case) -> torch.Tensor:
+def reference_output(inputs: GroupedInputs, case: MoeCase) -> torch.Tensor:
     """The expected D as float64 (:attr:`Expected.value`); converted to the output type it is a
     D a correct kernel may write."""
     return expected_output(inputs, case).value

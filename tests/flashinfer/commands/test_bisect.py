@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tileconform.core.runoptions import DeviceChoice
+from pytest_tileconform.flashinfer.axes import MoeCase
 from pytest_tileconform.flashinfer.commands.bisect import (
     NOT_JUDGEABLE,
     BisectError,
@@ -22,7 +23,6 @@ from pytest_tileconform.flashinfer.commands.bisect import (
     select_releases,
     wheels_in,
 )
-from pytest_tileconform.matrix.cases import Case
 from pytest_tileconform.verdict import Stage, Verdict
 
 RELEASES = [f"0.6.{i}" for i in range(20)]
@@ -42,7 +42,7 @@ CASE_ARGS = ("--arch", "sm120", "--dtype", "nvfp4:nvfp4:bf16", "--tile", "128x25
 
 
 @pytest.fixture
-def cases() -> list[Case]:
+def cases() -> list[MoeCase]:
     return build_cases(parse(*CASE_ARGS, "--tile", "256x128x128", "--fusion", "none", "--fusion", "finalize"))
 
 
@@ -53,7 +53,7 @@ class FakeJudge:
         self.timeline = timeline
         self.calls: list[str] = []
 
-    def __call__(self, release: str, cases: Sequence[Case]) -> list[Outcome]:
+    def __call__(self, release: str, cases: Sequence[MoeCase]) -> list[Outcome]:
         self.calls.append(release)
         index = RELEASES.index(release)
         outcomes = []
@@ -68,7 +68,7 @@ FIXED = Outcome("pass", "", 98304)
 FINALIZE = "sm120-nvfp4-bf16-128x256x128-c1x1x1-finalize"
 
 
-def test_cases_are_the_product_of_the_arguments(cases: list[Case]) -> None:
+def test_cases_are_the_product_of_the_arguments(cases: list[MoeCase]) -> None:
     assert [c.id for c in cases] == [
         "sm120-nvfp4-bf16-128x256x128-c1x1x1-none",
         "sm120-nvfp4-bf16-128x256x128-c1x1x1-finalize",
@@ -78,7 +78,7 @@ def test_cases_are_the_product_of_the_arguments(cases: list[Case]) -> None:
     assert {(c.problem.rows, c.problem.n, c.problem.k) for c in cases} == {((0, 1, 77, 300), 384, 512)}
 
 
-def test_one_change_is_found_with_log_many_judgements(cases: list[Case]) -> None:
+def test_one_change_is_found_with_log_many_judgements(cases: list[MoeCase]) -> None:
     judge = FakeJudge({FINALIZE: [(0, FAIL), (13, FIXED)]})
     result = bisect(RELEASES, cases, judge)
     assert result.changes() == [("0.6.12", "0.6.13")]
@@ -88,7 +88,7 @@ def test_one_change_is_found_with_log_many_judgements(cases: list[Case]) -> None
     assert result.unresolved() == []
 
 
-def test_several_changes_in_several_cases(cases: list[Case]) -> None:
+def test_several_changes_in_several_cases(cases: list[MoeCase]) -> None:
     other = "sm120-nvfp4-bf16-256x128x128-c1x1x1-none"
     judge = FakeJudge(
         {
@@ -101,14 +101,14 @@ def test_several_changes_in_several_cases(cases: list[Case]) -> None:
     assert len(judge.calls) < len(RELEASES)
 
 
-def test_no_change_judges_only_the_ends(cases: list[Case]) -> None:
+def test_no_change_judges_only_the_ends(cases: list[MoeCase]) -> None:
     judge = FakeJudge({})
     result = bisect(RELEASES, cases, judge)
     assert judge.calls == ["0.6.0", "0.6.19"] and result.changes() == []
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
-def test_the_ends_are_always_judged(cases: list[Case], count: int) -> None:
+def test_the_ends_are_always_judged(cases: list[MoeCase], count: int) -> None:
     releases = RELEASES[12 : 12 + count]  # 0.6.12 (failing) .. : 0.6.13 fixed it
     judge = FakeJudge({FINALIZE: [(0, FAIL), (13, FIXED)]})
     result = bisect(releases, cases, judge)
@@ -116,25 +116,25 @@ def test_the_ends_are_always_judged(cases: list[Case], count: int) -> None:
     assert result.changes() == ([] if count == 1 else [("0.6.12", "0.6.13")])
 
 
-def test_all_judges_everything(cases: list[Case]) -> None:
+def test_all_judges_everything(cases: list[MoeCase]) -> None:
     judge = FakeJudge({FINALIZE: [(0, FAIL), (13, FIXED)]})
     result = bisect(RELEASES, cases, judge, everything=True)
     assert judge.calls == RELEASES and result.changes() == [("0.6.12", "0.6.13")]
 
 
-def test_smem_alone_is_a_change(cases: list[Case]) -> None:
+def test_smem_alone_is_a_change(cases: list[MoeCase]) -> None:
     judge = FakeJudge({FINALIZE: [(0, FAIL), (7, Outcome("initialize", "Error Internal", 104448))]})
     assert bisect(RELEASES, cases, judge).changes() == [("0.6.6", "0.6.7")]
 
 
-def test_not_judgeable_reasons_are_part_of_the_key(cases: list[Case]) -> None:
+def test_not_judgeable_reasons_are_part_of_the_key(cases: list[MoeCase]) -> None:
     old = Outcome(NOT_JUDGEABLE, detail="macro takes 14 parameters")
     other = Outcome(NOT_JUDGEABLE, detail="header missing")
     judge = FakeJudge({FINALIZE: [(0, old), (3, other), (6, FIXED)]})
     assert bisect(RELEASES, cases, judge).changes() == [("0.6.2", "0.6.3"), ("0.6.5", "0.6.6")]
 
 
-def test_a_change_undone_inside_an_agreeing_interval_is_not_seen_without_all(cases: list[Case]) -> None:
+def test_a_change_undone_inside_an_agreeing_interval_is_not_seen_without_all(cases: list[MoeCase]) -> None:
     # the documented limit of bisection, and why --all exists
     judge = FakeJudge({FINALIZE: [(0, FIXED), (4, FAIL), (6, FIXED)]})
     assert bisect(RELEASES, cases, judge).changes() == []
@@ -252,7 +252,9 @@ def test_main_reports_bad_input_without_a_traceback(capsys: pytest.CaptureFixtur
     assert "error: --releases lists the releases itself" in capsys.readouterr().err
 
 
-def test_the_flashinfer_judge_names_the_release_and_never_guesses(tmp_path: Path, cases: list[Case]) -> None:
+def test_the_flashinfer_judge_names_the_release_and_never_guesses(
+    tmp_path: Path, cases: list[MoeCase]
+) -> None:
     """The real judge against fake wheels: one the harness cannot instantiate (no compile), and
     one it cannot compile against (nvcc fails in the harness's own file, in seconds). Both are
     'not judgeable' with the reason and the release, never a verdict on the tile."""
@@ -288,7 +290,7 @@ def test_pdl_and_the_hardware_stages_are_options() -> None:
     args = parse(*CASE_ARGS, "--pdl", "true", "--pdl", "false", "--sequence", "1000", "--repeats", "0")
     assert [c.id.rsplit("-", 1)[-1] for c in build_cases(args)] == ["pdl", "nopdl"]
     assert (args.graph_replays, args.repeats, args.sequence) == (8, 0, 1000)
-    assert [c.pdl for c in build_cases(parse(*CASE_ARGS))] == [None]
+    assert [c.axes.pdl for c in build_cases(parse(*CASE_ARGS))] == [None]
     with pytest.raises(BisectError, match="--pdl 'maybe': expected true or false"):
         build_cases(parse(*CASE_ARGS, "--pdl", "maybe"))
     with pytest.raises(SystemExit):

@@ -6,9 +6,11 @@ import itertools
 from pathlib import Path
 
 import pytest
+from helpers.fake_backend import TEST_KINDS
 from helpers.paths import REPO
 
 from pytest_tileconform.commands.cli import main
+from pytest_tileconform.flashinfer.axes import moe_cases
 from pytest_tileconform.flashinfer.buildscript import kernel_config
 from pytest_tileconform.flashinfer.configs import SM120_INPUTS, SM120_MIXED_TILES, SM120_TILES
 from pytest_tileconform.matrix.load import load_matrix
@@ -24,8 +26,8 @@ def _generate(tmp_path: Path, *args: str) -> Path:
 
 def _coords(path: Path) -> set[tuple[object, ...]]:
     return {
-        (c.arch, c.act, c.weight, c.out, c.tile, c.cluster, c.swap_ab, c.fusion)
-        for c in load_matrix(path).cases
+        (c.arch, c.act, c.weight, c.out, c.tile, c.axes.cluster, c.axes.swap_ab, c.axes.fusion)
+        for c in moe_cases(load_matrix(path, TEST_KINDS).cases)
     }
 
 
@@ -33,14 +35,14 @@ def test_sm90_is_the_shipped_sm90_space(tmp_path: Path) -> None:
     """All 1,300 SM90 kernels: matrices/sm90.yaml (written by hand from the generator, each
     configuration judged over several problems, PDL on and off) holds the 360 uniform ones and
     sm90-mixed-flashinfer.yaml the 940 mixed-input ones."""
-    generated = load_matrix(_generate(tmp_path, "--arch", "sm90"))
+    generated = load_matrix(_generate(tmp_path, "--arch", "sm90"), TEST_KINDS)
     assert len(generated.cases) == 1300
     assert generated.model.expectations is None
     coords = _coords(tmp_path / "gen.yaml")
     uniform = {c for c in coords if c[1] == c[2]}
     assert len(uniform) == 360
     assert _coords(REPO / "matrices" / "sm90.yaml") == uniform
-    mixed = load_matrix(REPO / "matrices" / "sm90-mixed-flashinfer.yaml").cases
+    mixed = load_matrix(REPO / "matrices" / "sm90-mixed-flashinfer.yaml", TEST_KINDS).cases
     assert {c.id for c in mixed} == {c.id for c in generated.cases if c.act != c.weight}
 
 
@@ -54,8 +56,8 @@ def test_sm120_is_what_codegen_supports(tmp_path: Path) -> None:
         want |= {("sm120", act, weight, out, t, (1, 1, 1), swap, fusion) for t in tiles}
     assert coords == want
     assert len(coords) == 88
-    shipped = {c.id for c in load_matrix(REPO / "matrices" / "sm120.yaml").cases}
-    assert shipped <= {c.id for c in load_matrix(tmp_path / "gen.yaml").cases}
+    shipped = {c.id for c in load_matrix(REPO / "matrices" / "sm120.yaml", TEST_KINDS).cases}
+    assert shipped <= {c.id for c in load_matrix(tmp_path / "gen.yaml", TEST_KINDS).cases}
 
 
 def test_sm121_runs_the_sm120_kernel_set(tmp_path: Path) -> None:
@@ -76,17 +78,25 @@ def test_sm100_is_the_generators_space(tmp_path: Path, capsys: pytest.CaptureFix
     """Every SM100 instantiation FlashInfer emits, the 36 activation-fusion ones included (1,476);
     a dynamic-CGA kernel once per runtime cluster the heuristic gives it, a 2SM one only the
     clusters of even M."""
-    cases = load_matrix(_generate(tmp_path, "--arch", "sm100")).cases
+    cases = moe_cases(load_matrix(_generate(tmp_path, "--arch", "sm100"), TEST_KINDS).cases)
     kernels = {kernel_config(c) for c in cases}
     assert len(kernels) == 1476
     assert len({k for k in kernels if k.fusion == "activation"}) == 36
-    assert {c.dtype_label for c in cases if c.fusion == "activation"} == {"bf16", "mxfp8-fp16", "mxfp8-bf16"}
-    assert {c.cluster for c in cases} == {(1, 1, 1), (2, 1, 1)}
+    assert {c.dtype_label for c in cases if c.axes.fusion == "activation"} == {
+        "bf16",
+        "mxfp8-fp16",
+        "mxfp8-bf16",
+    }
+    assert {c.axes.cluster for c in cases} == {(1, 1, 1), (2, 1, 1)}
     assert {c.dtype_label for c in cases} >= {"bf16", "nvfp4-bf16", "mxfp8xmxfp4-fp16", "mxfp8-bf16"}
-    assert {c.epilogue for c in cases} == {None, "nosmem"}
-    dynamic = [c for c in cases if c.dynamic_cluster is not None]
-    assert {c.dynamic_cluster for c in dynamic if c.cluster == (2, 1, 1)} == {(4, 1, 1), (4, 2, 1)}
-    assert {c.dynamic_cluster for c in dynamic if c.cluster == (1, 1, 1)} == {(1, 1, 1), (4, 1, 1), (4, 2, 1)}
+    assert {c.axes.epilogue for c in cases} == {None, "nosmem"}
+    dynamic = [c for c in cases if c.axes.dynamic_cluster is not None]
+    assert {c.axes.dynamic_cluster for c in dynamic if c.axes.cluster == (2, 1, 1)} == {(4, 1, 1), (4, 2, 1)}
+    assert {c.axes.dynamic_cluster for c in dynamic if c.axes.cluster == (1, 1, 1)} == {
+        (1, 1, 1),
+        (4, 1, 1),
+        (4, 2, 1),
+    }
     assert len(cases) == len(kernels) + len(dynamic) - len({kernel_config(c) for c in dynamic})
     assert len(cases) == 2631 and len({c.id for c in cases}) == len(cases)
     assert "not built" not in capsys.readouterr().err
@@ -96,12 +106,12 @@ def test_sm103_builds_its_own_kernels_and_sm100s(tmp_path: Path, capsys: pytest.
     """FlashInfer's sm103 module: SM103's own NVFP4 kernels, and SM100's whole set compiled for
     sm_103a (``kernel_arch: sm100``, ids ``-sm100kernel``), told apart where their shapes meet."""
     path = _generate(tmp_path, "--arch", "sm103")
-    cases = load_matrix(path).cases
-    own = [c for c in cases if c.kernel_arch is None]
+    cases = moe_cases(load_matrix(path, TEST_KINDS).cases)
+    own = [c for c in cases if c.axes.kernel_arch is None]
     assert len({kernel_config(c) for c in own}) == 96
     assert {c.dtype_label for c in own} == {"nvfp4-bf16", "nvfp4-fp16"}
     assert {c.tile for c in own} == {(128, 128, 256), (128, 256, 256)}
-    sm100 = [c for c in cases if c.kernel_arch == "sm100"]
+    sm100 = [c for c in cases if c.axes.kernel_arch == "sm100"]
     assert len({kernel_config(c) for c in sm100}) == 1476 and all(
         c.id.count("-sm100kernel") == 1 for c in sm100
     )

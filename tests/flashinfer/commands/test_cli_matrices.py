@@ -6,6 +6,7 @@ import importlib.metadata
 from pathlib import Path
 
 import pytest
+from helpers.fake_backend import TEST_KINDS
 from helpers.paths import REPO
 
 from pytest_tileconform.commands.cli import main
@@ -35,7 +36,7 @@ def test_the_list_is_the_matrices_folder(capsys: pytest.CaptureFixture[str]) -> 
     assert [row.split()[0] for row in rows] == sorted(path.stem for path in SHIPPED)
     for row, path in zip(rows, sorted(SHIPPED, key=lambda p: p.stem), strict=True):
         name, arch, cases, about = row.split(maxsplit=3)
-        loaded = load_matrix(path)
+        loaded = load_matrix(path, TEST_KINDS)
         assert name == path.stem
         assert int(cases) == len(loaded.cases)
         assert arch.split(",") == sorted({c.arch for c in loaded.cases})

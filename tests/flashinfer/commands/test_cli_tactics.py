@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.fake_backend import TEST_KINDS
 from helpers.paths import DATA
 
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.dtypes import label_dtypes, tile_k_elements
+from pytest_tileconform.flashinfer.axes import moe_cases
 from pytest_tileconform.flashinfer.sources import FlashInferSources
 from pytest_tileconform.flashinfer.tactics.autotuner_lines import LineError, mentions
 from pytest_tileconform.flashinfer.tactics.offered import numbering_digest, parse
@@ -269,7 +271,7 @@ def test_lines_naming_no_tactic(text: str, said: str) -> None:
 
 
 def _matrix_expectation(case_id: str) -> str:
-    matrix = load_matrix(REPO / "matrices" / "sm120-flashinfer.yaml")
+    matrix = load_matrix(REPO / "matrices" / "sm120-flashinfer.yaml", TEST_KINDS)
     case = next(c for c in matrix.cases if c.id == case_id)
     source = f", {case.expectation.source}" if case.expectation and case.expectation.source else ""
     return f"{case.expected} [sm120-flashinfer{source}]"
@@ -421,18 +423,22 @@ def test_every_kernel_flashinfer_can_pick_is_a_shipped_case(arch: str) -> None:
     cases of sm90-mixed-flashinfer.yaml."""
     from pytest_tileconform.flashinfer.tactics.offered import case_key, tactic_key
 
-    cases = [c for name in WHOLE_SPACE[arch] for c in load_matrix(REPO / "matrices" / name).cases]
+    cases = [
+        c
+        for name in WHOLE_SPACE[arch]
+        for c in moe_cases(load_matrix(REPO / "matrices" / name, TEST_KINDS).cases)
+    ]
     keys = {
         case_key(
             arch,
             c.dtype_label,
             c.tile,
-            c.cluster,
-            c.swap_ab,
-            c.fusion,
-            c.epilogue,
-            c.dynamic_cluster,
-            c.mainloop,
+            c.axes.cluster,
+            c.axes.swap_ab,
+            c.axes.fusion,
+            c.axes.epilogue,
+            c.axes.dynamic_cluster,
+            c.axes.mainloop,
         )
         for c in cases
     }

@@ -14,10 +14,10 @@ from helpers.paths import SMOKE
 
 from pytest_tileconform.compile.cache import available_cores
 from pytest_tileconform.core.gctime import COLLECTOR_TIME
+from pytest_tileconform.flashinfer.axes import MoeCase
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.settings import Settings
 from pytest_tileconform.flashinfer.settling import MACS_PER_THREAD, case_threads
-from pytest_tileconform.matrix.cases import Case
 
 SM90_MATRIX = make_case(rows=[0, 1, 77, 300], n=384, k=512)  # 74 M multiply-adds
 LARGE = make_case(rows=[512] * 8, n=4096, k=7168)
@@ -35,7 +35,7 @@ LARGE = make_case(rows=[512] * 8, n=4096, k=7168)
         (make_case(rows=[1], n=MACS_PER_THREAD, k=3), 64, 1, 3),
     ],
 )
-def test_case_threads(case: Case, cores: int, workers: int, threads: int) -> None:
+def test_case_threads(case: MoeCase, cores: int, workers: int, threads: int) -> None:
     assert case_threads(case, cores, workers) == threads
 
 

@@ -20,7 +20,7 @@ from pytest_tileconform.matrix.schema import Problem
 def test_cases_of_one_problem_share_inputs_and_expected() -> None:
     cache = InputCache(max_bytes=1 << 30)
     one = make_case("bf16", rows=[3, 0, 5], n=16, k=32, fusion="finalize")
-    other_tile = replace(one, tile=(64, 128, 64), swap_ab=True)
+    other_tile = replace(one, tile=(64, 128, 64), axes=replace(one.axes, swap_ab=True))
     first = cache.get(one, 0)
     assert cache.get(other_tile, 0) is first
     expected = first.expected()
@@ -28,7 +28,7 @@ def test_cases_of_one_problem_share_inputs_and_expected() -> None:
     # another seed, fusion, output, problem or device is another entry
     for case, seed in [
         (one, 1),
-        (replace(one, fusion="none"), 0),
+        (replace(one, axes=replace(one.axes, fusion="none")), 0),
         (replace(one, out="fp16"), 0),
         (replace(one, problem=Problem(rows=(3, 0, 5), n=16, k=32, bias=True)), 0),
     ]:

@@ -503,7 +503,7 @@ def test_bias_is_finalize_only_and_written(tmp_path: Path) -> None:
         0, inputs.dest_row.long(), inputs.router_scales.double().unsqueeze(1) * inputs.bias.double()[experts]
     )
     assert torch.allclose(delta, by_hand, atol=2e-3)  # both sides rounded to fp16 per row
-    none = replace(finalize, fusion="none")
+    none = replace(finalize, axes=replace(finalize.axes, fusion="none"))
     assert make_inputs(none, 3).bias is None  # no bias operand without the finalize epilogue
 
 

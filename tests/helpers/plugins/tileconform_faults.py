@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_tileconform.flashinfer.axes import MoeCase
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR
 from pytest_tileconform.flashinfer.sources import find_cuda_home
-from pytest_tileconform.matrix.cases import Case
 
 #: The faults the hook library knows, and the stage a case with each must end at ("pass": none).
 FAULTS = {
@@ -104,7 +104,7 @@ def hook_library(config: pytest.Config) -> Path:
     return config.stash[_LIBRARY_KEY]
 
 
-def pytest_tileconform_before_run(config: pytest.Config, case: Case, run_dir: Path) -> None:
+def pytest_tileconform_before_run(config: pytest.Config, case: MoeCase, run_dir: Path) -> None:
     kind = injected(config).get(case.id)
     if kind is not None:
         arg = f"{kind}:{case.out}" if kind == "scale-d" else kind  # the hook needs D's type

@@ -1,0 +1,159 @@
+"""The FlashInfer MoE backend's case axes: the launcher's choices past arch, dtypes, tile and
+problem, as a matrix writes them (:class:`MoeMatrixAxes`) and as a case carries them
+(:class:`MoeAxes`), with TensorRT-LLM's enums and the launcher's defaults written once here.
+
+The core knows none of this (:mod:`..matrix.kinds`); :data:`KIND` declares it. Cheap to import:
+the command line reads matrices without torch or FlashInfer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeAlias, cast, get_args
+
+from pydantic import StrictBool
+
+from ..archs import arch_number
+from ..dtypes import shape_label
+from ..matrix.cases import Case
+from ..matrix.kinds import CaseKind
+from ..matrix.schema import ListOf, Shape, ShapeField, Strict
+from . import NAME
+
+#: The launcher's epilogue fusions (``EpilogueFusion::NONE``, ``FINALIZE``, ``ACTIVATION``)
+Fusion = Literal["none", "finalize", "activation"]
+FUSIONS: tuple[str, ...] = get_args(Fusion)
+#: SM10x epilogue schedule (TensorRT-LLM's ``EpilogueScheduleType`` TMA or NO_SMEM)
+Epilogue = Literal["tma", "nosmem"]
+#: SM90 mixed-input mainloop schedule (TensorRT-LLM's ``MainloopScheduleType``): the two
+#: warp-specialized kernels and the two single-warpgroup small-K ones
+#: (``sm90_generic_mixed_moe_small_k_kernelLauncher``)
+Mainloop = Literal["pingpong", "cooperative", "single_warpgroup_prefill", "single_warpgroup_rolling"]
+MIXED_MAINLOOPS: tuple[str, ...] = get_args(Mainloop)
+#: Another arch's kernel set that the case's arch's FlashInfer module compiles too (its sm103
+#: module builds SM100's kernels for sm_103a)
+KernelArch = Literal["sm100"]
+
+
+class MoeMatrixAxes(Strict):
+    """The keys a suite, the defaults and a tile entry of a FlashInfer matrix may set."""
+
+    cluster: Annotated[list[ShapeField], ListOf] | None = None
+    #: SM10x: a dynamic-CGA kernel launched with this runtime cluster (``cluster`` then says 1SM
+    #: or 2SM); not given: a static cluster
+    dynamic_cluster: Annotated[list[ShapeField], ListOf] | None = None
+    swap_ab: Annotated[list[StrictBool], ListOf] | None = None
+    fusion: Annotated[list[Fusion], ListOf] | None = None
+    #: SM10x: the epilogue schedule; not given: the TMA epilogue, the launcher's default
+    epilogue: Annotated[list[Epilogue], ListOf] | None = None
+    #: SM90 mixed input: the mainloop schedule; not given: the launcher's (uniform inputs)
+    mainloop: Annotated[list[Mainloop], ListOf] | None = None
+    #: sm103: ``sm100`` builds the SM100 kernel FlashInfer's sm103 module compiles too; not
+    #: given: the arch's own kernels
+    kernel_arch: Annotated[list[KernelArch], ListOf] | None = None
+    #: Programmatic dependent launch on or off; not given: what the backend does by default
+    pdl: Annotated[list[StrictBool], ListOf] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MoeAxes:
+    """A case's launcher choices."""
+
+    cluster: Shape = (1, 1, 1)
+    swap_ab: bool = False
+    fusion: str = "none"
+    #: Programmatic dependent launch on or off; None: what the backend does by default (FlashInfer
+    #: 0.7.4 turns it on from SM90: ``enable_pdl=None`` becomes ``device_support_pdl``, major >= 9)
+    pdl: bool | None = None
+    #: SM10x epilogue schedule ("tma" or "nosmem"); None: the launcher's default (TMA)
+    epilogue: str | None = None
+    #: SM10x dynamic CGA: the runtime cluster; None: the cluster is static
+    dynamic_cluster: Shape | None = None
+    #: SM90 mixed input: the mainloop schedule (:data:`MIXED_MAINLOOPS`); None: the launcher fixes it
+    mainloop: str | None = None
+    #: Another arch's kernel set built for this arch (``sm100`` on sm103); None: the arch's own
+    kernel_arch: str | None = None
+
+    @property
+    def kernel_sm(self) -> int:
+        """:attr:`kernel_arch` as a number (0: the arch's own kernels)."""
+        return arch_number(self.kernel_arch) if self.kernel_arch else 0
+
+    def id_words(self) -> list[str]:
+        words = ["c" + shape_label(self.cluster)]
+        if self.dynamic_cluster is not None:
+            words.append("dyn" + shape_label(self.dynamic_cluster))
+        words.append(self.fusion)
+        if self.epilogue == "nosmem":  # the TMA epilogue, given or not, keeps the ids cases had
+            words.append("nosmem")
+        if self.mainloop is not None:
+            words.append(self.mainloop)
+        if self.kernel_arch is not None:
+            words.append(f"{self.kernel_arch}kernel")
+        if self.swap_ab:
+            words.append("swapab")
+        if self.pdl is not None:  # cases that leave it to the backend keep the ids they had
+            words.append("pdl" if self.pdl else "nopdl")
+        return words
+
+    def describe(self) -> dict[str, Any]:
+        """``pdl`` and the SM10x and mixed-input choices appear where they are set, so a case that
+        sets none of them is described as it was before they existed."""
+        found: dict[str, Any] = {
+            "cluster": shape_label(self.cluster),
+            "swap_ab": self.swap_ab,
+            "fusion": self.fusion,
+        }
+        if self.epilogue is not None:
+            found["epilogue"] = self.epilogue
+        if self.dynamic_cluster is not None:
+            found["dynamic_cluster"] = shape_label(self.dynamic_cluster)
+        if self.mainloop is not None:
+            found["mainloop"] = self.mainloop
+        if self.kernel_arch is not None:
+            found["kernel_arch"] = self.kernel_arch
+        if self.pdl is not None:
+            found["pdl"] = self.pdl
+        return found
+
+    def properties(self) -> list[tuple[str, str]]:
+        return [
+            ("cluster", shape_label(self.cluster)),
+            ("swap_ab", str(self.swap_ab).lower()),
+            ("fusion", self.fusion),
+        ]
+
+
+KIND = CaseKind(
+    backend=NAME,
+    axes=MoeMatrixAxes,
+    defaults={
+        "cluster": [(1, 1, 1)],
+        "dynamic_cluster": [None],  # a static cluster
+        "swap_ab": [False],
+        "fusion": ["none"],
+        "epilogue": [None],  # the launcher's default
+        "mainloop": [None],  # the launcher's (uniform inputs)
+        "kernel_arch": [None],  # the arch's own kernels
+        "pdl": [None],  # the backend's default
+    },
+    make=MoeAxes,
+    id_pattern="cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP][-sm100kernel][-swapab][-pdl|-nopdl]",
+)
+#: This backend's kinds, as :func:`..matrix.load.load_matrix` takes them (its commands read its
+#: matrices without the plugin manager)
+KINDS: dict[str, CaseKind] = {NAME: KIND}
+
+#: A case of this backend: the core's frame with :class:`MoeAxes`.
+MoeCase: TypeAlias = Case[MoeAxes]
+
+
+def moe_cases(cases: Iterable[Case]) -> list[MoeCase]:
+    """Cases of this backend's matrices (loaded with :data:`KIND`), typed as its own."""
+    found: list[MoeCase] = []
+    for case in cases:
+        if not isinstance(case.axes, MoeAxes):
+            raise TypeError(f"{case.id} is a case of backend {case.backend!r}, not {NAME!r}")
+        found.append(cast(MoeCase, case))
+    return found
