@@ -12,12 +12,13 @@ from . import newhooks
 from .archs import KNOWN
 from .core.devices import gpu_for_worker, visible_gpus
 from .core.environment import EnvironmentGuard
-from .core.inikeys import add_ini_key
+from .core.inikeys import add_options, check_options
 from .core.inikeys import resolve as resolve_ini_keys
-from .core.items import REQUIRE_RUN_OPTION, SESSION_KEY, UNRUN_MARKER, MatrixFile, TileCase
+from .core.items import SESSION_KEY, UNRUN_MARKER, MatrixFile, TileCase
 from .core.recorder import Recorder
 from .core.runconfig import add_run_options, run_options
-from .core.session import TileSession
+from .core.runoptions import Option, not_empty
+from .core.session import TileSession, refuse_max_cases
 from .core.unrun_report import UnrunReporting, is_unrun
 from .matrix.bounds import MAX_CASES
 from .matrix.shard import Shard, ShardSpecError
@@ -30,88 +31,70 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(newhooks)
 
 
+#: The options of a pytest run that are no backend's business: which cases, what to do with
+#: their verdicts. Declared as the run options are (:mod:`.core.runoptions`), so each is an ini
+#: key too (:mod:`.core.inikeys`).
+SESSION_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "matrix",
+        str,
+        [],
+        "run the cases of this YAML tile matrix (repeatable); replaces testpaths",
+        "PATH",
+        many=True,
+    ),
+    Option(
+        "arch",
+        str,
+        None,
+        "only cases of these architectures, comma-separated (e.g. sm90,sm120)",
+        "ARCHS",
+    ),
+    Option(
+        "device",
+        str,
+        "auto",
+        "where verdicts come from: auto (hardware if the case's arch is present), "
+        "hardware, virtual (each case's own arch profile) or virtual:<arch> (default auto)",
+        "DEVICE",
+    ),
+    Option("update", None, False, "rewrite the expectations of the cases that ran to the observed verdicts"),
+    Option("update-force", None, False, "allow --tile-update when the CI environment variable is set"),
+    Option(
+        "require-run",
+        None,
+        False,
+        f"fail an expected pass whose kernel did not run (a virtual device judges through "
+        f"launch), instead of reporting it as {UNRUN}: a CI gate that only a GPU run may pass",
+    ),
+    Option("report", str, None, "write every case's verdict to this JSON file", "PATH", not_empty, path=True),
+    Option(
+        "max-cases",
+        int,
+        None,
+        f"refuse a matrix file that expands to more than N cases (default {MAX_CASES:,})",
+        "N",
+        refuse_max_cases,
+    ),
+    Option(
+        "shard",
+        str,
+        None,
+        "run only shard I of N of the matrix cases (1-based; split by a hash of each case id, "
+        "so a case stays in its shard when others are added); the others are deselected",
+        "I/N",
+    ),
+)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tileconform", "CUTLASS tile conformance (pytest-tileconform)")
-    group.addoption(
-        "--tile-matrix",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="run the cases of this YAML tile matrix (repeatable); replaces testpaths",
-    )
-    group.addoption(
-        "--tile-arch",
-        default=None,
-        metavar="ARCHS",
-        help="only cases of these architectures, comma-separated (e.g. sm90,sm120)",
-    )
-    group.addoption(
-        "--tile-device",
-        default=None,  # auto, unless the ini key tile_device says otherwise (core.inikeys)
-        metavar="DEVICE",
-        help="where verdicts come from: auto (hardware if the case's arch is present), "
-        "hardware, virtual (each case's own arch profile) or virtual:<arch> (default: the ini "
-        "key tile_device, else auto)",
-    )
-    group.addoption(
-        "--tile-update",
-        action="store_true",
-        default=False,
-        help="rewrite the expectations of the cases that ran to the observed verdicts",
-    )
-    group.addoption(
-        "--tile-update-force",
-        action="store_true",
-        default=False,
-        help="allow --tile-update when the CI environment variable is set",
-    )
-    group.addoption(
-        "--tile-require-run",
-        action="store_true",
-        dest=REQUIRE_RUN_OPTION,
-        default=None,  # off, unless the ini key tile_require_run says otherwise (core.inikeys)
-        help=f"fail an expected pass whose kernel did not run (a virtual device judges through "
-        f"launch), instead of reporting it as {UNRUN}: a CI gate that only a GPU run may pass "
-        "(default: the ini key tile_require_run, else off)",
-    )
-    group.addoption(
-        "--tile-report",
-        default=None,
-        metavar="PATH",
-        help="write every case's verdict to this JSON file",
-    )
-    group.addoption(
-        "--tile-max-cases",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"refuse a matrix file that expands to more than N cases (default {MAX_CASES:,})",
-    )
-    group.addoption(
-        "--tile-shard",
-        default=None,
-        metavar="I/N",
-        help="run only shard I of N of the matrix cases (1-based; split by a hash of each case id, "
-        "so a case stays in its shard when others are added); the others are deselected",
-    )
+    add_options(group, parser, SESSION_OPTIONS)
     add_run_options(group, parser)
-    parser.addini("tile_matrix", type="paths", default=[], help="tile matrices to run (like --tile-matrix)")
-    add_ini_key(parser, "tile_device", str, "auto", "where verdicts come from, like --tile-device")
-    add_ini_key(
-        parser, REQUIRE_RUN_OPTION, _switch, False, "true: fail an unrun pass, like --tile-require-run"
-    )
-
-
-def _switch(text: str) -> bool:
-    """An ini key's on/off value, as pytest spells its own (``true``/``false``, ``1``/``0``)."""
-    value = {"true": True, "1": True, "yes": True, "on": True}.get(text.lower())
-    if value is None and text.lower() not in ("false", "0", "no", "off"):
-        raise ValueError(text)
-    return bool(value)
 
 
 def _matrix_paths(config: pytest.Config) -> list[Path]:
-    given = config.getoption("tile_matrix")
+    given = config.getoption("tile_matrix") or []
     base = config.invocation_params.dir
     # realpath, not Path.resolve: a symlink loop must reach the loader's message, not raise here
     paths = [Path(os.path.realpath(base / p)) for p in given] or [
@@ -165,6 +148,7 @@ def pytest_configure(config: pytest.Config) -> None:
     paths = _matrix_paths(config)
     if not paths:
         return
+    check_options(config, SESSION_OPTIONS)
     if config.getoption("tile_update") and os.environ.get("CI") and not config.getoption("tile_update_force"):
         raise pytest.UsageError(
             "--tile-update refuses to rewrite matrices when CI is set; "

@@ -11,40 +11,24 @@ from typing import Any
 import pytest
 
 from ..compile.cache import default_cache_dir
-from .inikeys import add_ini_key, spelled
+from .inikeys import add_options, check_options, spelled
 from .runoptions import RUN_OPTIONS, DeviceChoice, RunOptions
 
 
 def add_run_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
-    for option in RUN_OPTIONS:
-        if option.type is None:
-            group.addoption(f"--tile-{option.name}", action="store_true", default=False, help=option.help)
-            continue
-        group.addoption(
-            f"--tile-{option.name}",
-            type=option.type,
-            default=None if option.ini else option.default,
-            metavar=option.metavar,
-            help=option.help,
-        )
-        if option.ini:
-            add_ini_key(parser, option.dest, option.type, option.default, option.ini, path=option.path)
+    add_options(group, parser, RUN_OPTIONS)
 
 
 def run_options(config: pytest.Config) -> RunOptions:
     """Every run option, checked: a bad value is one usage error (exit 4) that names the option
     (or the ini key it came from), not a failure of every case. The cache's trust options become
     the environment every build in this process and its xdist workers reads."""
-    for option in RUN_OPTIONS:
-        value = config.getoption(option.dest)
-        why = None if value is None else option.refuse(value)
-        if why is not None:
-            raise pytest.UsageError(f"{spelled(config, option.dest, value)}: {why}")
+    check_options(config, RUN_OPTIONS)
     device = config.getoption("tile_device")
     try:
         choice = DeviceChoice.parse(device)
     except ValueError as exc:
-        raise pytest.UsageError(f"--tile-device {device!r}: {exc}") from None
+        raise pytest.UsageError(f"{spelled(config, 'tile_device', repr(device))}: {exc}") from None
     _check_cache_dir(config)
     _cache_trust(config)
     remote, build_on = _remote(config)
@@ -104,7 +88,7 @@ def _cache_trust(config: pytest.Config) -> None:
         value = config.getoption(option)
         if value is not None:
             if variable != TRUST_ENV and not Path(value).is_file():
-                raise pytest.UsageError(f"--{option.replace('_', '-')} {value}: no such file")
+                raise pytest.UsageError(f"{spelled(config, option, value)}: no such file")
             os.environ[variable] = str(Path(value).resolve()) if variable != TRUST_ENV else value
     from ..compile import signing
 

@@ -1,10 +1,11 @@
 """Options that mean the same for every backend: where verdicts come from, where builds are
 cached, how many compile at once, how long a case may run, which stages a hardware run adds.
 
-Each is declared here once, as a :class:`RunOption`: the pytest plugin registers it as
-``--tile-<name>`` (with its ini key where a team sets it once, :mod:`.inikeys`) and a
-``tileconform`` command that takes it adds it as ``--<name>`` (:func:`add_command_option`), so
-both refuse the same values with the same words. The values a run settles on are handed to
+Each is declared here once, as an :class:`Option`: the pytest plugin registers it as
+``--tile-<name>`` with its ini key ``tile_<name>`` (:mod:`.inikeys`; every option of the plugin
+and its backends is declared this way, so none lacks its ini key) and a ``tileconform`` command
+that takes it adds it as ``--<name>`` (:func:`add_command_option`), so all three refuse the same
+values with the same words. The values a run settles on are handed to
 every backend as one :class:`RunOptions` (:mod:`.runconfig`). Nothing here imports pytest: a
 command's ``--help`` stays fast.
 """
@@ -124,9 +125,15 @@ def _accepted(_value: Any) -> str | None:
     return None
 
 
+def not_empty(value: str) -> str | None:
+    """An empty path or name would silently mean "the default" (or the current folder)."""
+    return None if value.strip() else "must not be empty"
+
+
 @dataclass(frozen=True)
-class RunOption:
-    """One option every backend reads the same way."""
+class Option:
+    """One option of the pytest plugin (``--tile-<name>`` and ini key ``tile_<name>``) that a
+    ``tileconform`` command may take too (``--<name>``)."""
 
     name: str  # ``build-jobs``: pytest's ``--tile-build-jobs``, a command's ``--build-jobs``
     type: Callable[[str], Any] | None  # None: a switch
@@ -135,53 +142,61 @@ class RunOption:
     metavar: str | None = None
     #: Why a value is refused (None: accepted); the caller says which option it was.
     refuse: Callable[[Any], str | None] = _accepted
-    #: The ini key's help; None: no ini key. An ini-backed option is None on pytest's command
-    #: line until :func:`.inikeys.resolve` fills it.
-    ini: str | None = None
     path: bool = False  # a relative path in an ini file is relative to that file
+    #: Given any number of times (``--tile-matrix``); its ini key is a list of paths.
+    many: bool = False
 
     @property
     def dest(self) -> str:
         """pytest's dest and the ini key: ``tile_build_jobs``."""
         return "tile_" + self.name.replace("-", "_")
 
+    @property
+    def flag(self) -> str:
+        return "--tile-" + self.name
 
-RUN_OPTIONS: tuple[RunOption, ...] = (
-    RunOption(
+
+RUN_OPTIONS: tuple[Option, ...] = (
+    Option(
         "cache-dir",
         str,
         None,
         "where compiled harnesses are cached (default: $TILECONFORM_CACHE_DIR or "
         "~/.cache/pytest-tileconform)",
         "DIR",
-        ini="compiled harness cache directory",
+        not_empty,
         path=True,
     ),
-    RunOption(
+    Option(
         "cache-trust",
         str,
         None,
         "whose build-cache entries are believed: owner (default: you and root), group:NAME "
         "(members of NAME share the cache) or any (no ownership check); env TILECONFORM_CACHE_TRUST",
         "owner|group:NAME|any",
+        not_empty,
     ),
-    RunOption(
+    Option(
         "cache-signing-key",
         str,
         None,
         "Ed25519 private key: sign every cache entry this session writes "
         "(env TILECONFORM_CACHE_SIGNING_KEY; needs the signing extra)",
         "PEM",
+        not_empty,
+        path=True,
     ),
-    RunOption(
+    Option(
         "cache-verify-key",
         str,
         None,
         "Ed25519 public key: use only cache entries it verifies, build the others again "
         "(env TILECONFORM_CACHE_VERIFY_KEY; needs the signing extra)",
         "PEM",
+        not_empty,
+        path=True,
     ),
-    RunOption(
+    Option(
         "cache-remote",
         str,
         None,
@@ -190,27 +205,26 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "checked as local entries and used, units built here uploaded when you may write it "
         "(env TILECONFORM_CACHE_REMOTE; needs the remote extra)",
         "URL",
-        ini="remote build cache URL (s3://, https://, file://)",
+        not_empty,
     ),
-    RunOption(
+    Option(
         "build-on",
         str,
         None,
         "compile the units on this Ray cluster instead of here, each landing in the remote build "
         "cache (--tile-cache-remote), which this run then reads (needs the ray extra)",
         "ray://HOST:PORT",
-        ini="Ray cluster that compiles units (ray://HOST:PORT)",
+        not_empty,
     ),
-    RunOption(
+    Option(
         "build-jobs",
         int,
         None,
         "parallel compiles (default: bounded by cores and free memory)",
         "N",
         _jobs,
-        ini="parallel compiles",
     ),
-    RunOption(
+    Option(
         "build-group",
         int,
         None,
@@ -220,7 +234,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "N",
         _at_least_one,
     ),
-    RunOption(
+    Option(
         "build-limit",
         float,
         None,
@@ -229,16 +243,15 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "SECONDS",
         _seconds,
     ),
-    RunOption(
+    Option(
         "timeout",
         float,
         120.0,
         "per-case limit for running a harness (default: the ini key tile_timeout, else 120)",
         "SECONDS",
         _run_seconds,
-        ini="per-case limit for running a harness, seconds",
     ),
-    RunOption(
+    Option(
         "timing-iters",
         int,
         0,
@@ -247,7 +260,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "N",
         _timing_iters,
     ),
-    RunOption(
+    Option(
         "graph-replays",
         int,
         8,
@@ -256,7 +269,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "N",
         _replays,
     ),
-    RunOption(
+    Option(
         "repeats",
         int,
         3,
@@ -265,7 +278,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "N",
         _replays,
     ),
-    RunOption(
+    Option(
         "sequence",
         int,
         0,
@@ -276,7 +289,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "N",
         _replays,
     ),
-    RunOption(
+    Option(
         "sanitize",
         str,
         None,
@@ -285,8 +298,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "|".join(SANITIZE_TOOLS),
         _sanitize_tool,
     ),
-    RunOption("seed", int, 0, "input seed (default 0)", "N", _seed),
-    RunOption(
+    Option("seed", int, 0, "input seed (default 0)", "N", _seed),
+    Option(
         "keep-runs",
         None,
         False,
@@ -295,10 +308,6 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
 )
 
 _BY_NAME = {option.name: option for option in RUN_OPTIONS}
-
-
-def run_option(name: str) -> RunOption:
-    return _BY_NAME[name]
 
 
 @dataclass(frozen=True)
@@ -334,17 +343,19 @@ class RunOptions:
 
 
 def add_command_option(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, name: str, help: str | None = None
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, option: str | Option, help: str | None = None
 ) -> None:
-    """Run option ``name`` as a ``tileconform`` command's ``--<name>``: the same type, default
-    and refusals as pytest's ``--tile-<name>``; a path option's value is a Path."""
-    option = _BY_NAME[name]
+    """``option`` (a run option's name, or any :class:`Option`) as a ``tileconform`` command's
+    ``--<name>``: the same type, default and refusals as pytest's ``--tile-<name>``; a path
+    option's value is a Path."""
+    if isinstance(option, str):
+        option = _BY_NAME[option]
     if option.type is None:
-        parser.add_argument(f"--{name}", action="store_true", help=help or option.help)
+        parser.add_argument(f"--{option.name}", action="store_true", help=help or option.help)
         return
     parser.add_argument(
-        f"--{name}",
-        type=_command_type(name),
+        f"--{option.name}",
+        type=_command_type(option),
         default=option.default,
         metavar=option.metavar,
         help=help or option.help,
@@ -352,10 +363,9 @@ def add_command_option(
 
 
 @functools.cache
-def _command_type(name: str) -> Callable[[str], Any]:
-    """The argparse type of run option ``name``: one function per option, so that every command
-    taking it has the same."""
-    option = _BY_NAME[name]
+def _command_type(option: Option) -> Callable[[str], Any]:
+    """The argparse type of ``option``: one function per option, so that every command taking
+    it has the same."""
     convert = option.type
     assert convert is not None
 

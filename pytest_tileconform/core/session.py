@@ -33,18 +33,21 @@ class Observation:
 
 
 def max_cases(config: pytest.Config) -> int:
-    """The most cases a matrix file may expand to (--tile-max-cases), checked before expanding."""
+    """The most cases a matrix file may expand to (--tile-max-cases, refused by
+    :func:`refuse_max_cases` when out of bounds)."""
     value = config.getoption("tile_max_cases", None)
-    if value is None:
-        return MAX_CASES
+    return MAX_CASES if value is None else int(value)
+
+
+def refuse_max_cases(value: int) -> str | None:
     if value < 1:
-        raise pytest.UsageError(f"--tile-max-cases {value}: must be at least 1")
+        return "must be at least 1"
     if value > MAX_CASES_RAISED:
-        raise pytest.UsageError(
-            f"--tile-max-cases {value}: must be at most {MAX_CASES_RAISED:,} (each case is a pytest item "
-            "held in memory: a million take about 2.5 GB before any is judged)"
+        return (
+            f"must be at most {MAX_CASES_RAISED:,} (each case is a pytest item held in memory: a "
+            "million take about 2.5 GB before any is judged)"
         )
-    return int(value)
+    return None
 
 
 @dataclass

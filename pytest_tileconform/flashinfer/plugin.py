@@ -22,31 +22,23 @@ if TYPE_CHECKING:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("tileconform")
-    group.addoption(
-        "--tile-flashinfer-sources",
-        default=None,
-        metavar="DIR",
-        help="FlashInfer kernel sources laid out like flashinfer/data "
-        "(default: the installed flashinfer-python; env TILECONFORM_FLASHINFER_SOURCES)",
-    )
-    group.addoption(
-        "--tile-flashinfer",
-        default=None,
-        metavar="VERSION|PATH",
-        help="judge against this FlashInfer release instead of the installed one: a version "
-        "(fetched once with pip download, sources only, into the cache), a local wheel or an "
-        "unpacked folder",
-    )
+    from ..core.inikeys import add_options
+    from .commands.options import PLUGIN_OPTIONS
+
+    add_options(parser.getgroup("tileconform"), parser, PLUGIN_OPTIONS)
 
 
 def _check_options(config: pytest.Config) -> None:
     """This backend's own options, checked once at startup: a bad value is one usage error
     (exit 4), not a failure of every case (the run options are the core's,
     :mod:`..core.runconfig`)."""
+    from ..core.inikeys import check_options, spelled
+    from .commands.options import PLUGIN_OPTIONS
+
+    check_options(config, PLUGIN_OPTIONS)
     sources = config.getoption("tile_flashinfer_sources")
     if sources and not Path(sources).expanduser().is_dir():
-        raise pytest.UsageError(f"--tile-flashinfer-sources {sources}: no such folder")
+        raise pytest.UsageError(f"{spelled(config, 'tile_flashinfer_sources', sources)}: no such folder")
 
 
 def pytest_tileconform_case_kinds() -> list[CaseKind]:
