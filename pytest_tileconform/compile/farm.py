@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +94,10 @@ class Farm:
             import ray
 
             try:
-                ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False)
+                if not ray.is_initialized():  # one connection a process: Ray Client's own rule
+                    with warnings.catch_warnings():  # its timeout is said in our one line
+                        warnings.simplefilter("ignore")
+                        ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False)
             except Exception as exc:
                 raise FarmError(f"the build farm {self.address} cannot be reached: {_line(exc)}") from None
             self._ray = ray
