@@ -49,12 +49,16 @@ from .trust import (
     check_files,
     check_folder,
     check_inputs,
+    check_root,
     file_digests,
     lock_mode,
     read_meta,
+    read_nofollow,
     write_meta,
 )
 
+#: what :meth:`BuildCache.has` reads with: a count, not a check (:meth:`BuildCache.lookup` checks)
+_UNCHECKED = TrustPolicy("any")
 #: (placeholder, path) pairs a command's placeholders are filled with when it runs
 Roots = tuple[tuple[str, str], ...]
 ARTIFACT = "harness"
@@ -197,6 +201,7 @@ class BuildCache:
         self._verified: set[Path] = set()
         self._staged: dict[str, str] = {}  # input name -> its private copy, while a signed build runs
         self._refused_root = False
+        self._checked_root = False
 
     def entry(self, spec: BuildSpec) -> Path:
         return self.entry_of(spec.key)
@@ -217,9 +222,9 @@ class BuildCache:
         checks the files before an entry is used)."""
         path = self.entry(spec)
         for _ in range(2):  # an entry, or a pointer to a unit's entry
-            try:
-                meta = json.loads((path / ENTRY_FILE).read_text())
-            except (OSError, ValueError):
+            try:  # a FIFO planted as build.json is refused, not waited on
+                meta = json.loads(read_nofollow(path / ENTRY_FILE, _UNCHECKED))
+            except (Untrusted, ValueError):
                 return False
             if not (unit := meta.get("unit")):
                 return True
@@ -264,7 +269,11 @@ class BuildCache:
         """The cache's own folder (a link to it is fine: the user named it) must pass the
         trust policy like every entry; refused, nothing in it is used or built."""
         try:
-            check_folder(self.root, self.trust, follow=True)
+            if self._checked_root:  # the folders above it are checked once: they stay closed
+                check_folder(self.root, self.trust, follow=True)
+            else:
+                check_root(self.root, self.trust)
+                self._checked_root = True
         except Untrusted as exc:
             if not self._refused_root:
                 self.progress(f"build cache refused: {exc}")
@@ -280,16 +289,15 @@ class BuildCache:
 
     def _require_writable(self, specs: Sequence[BuildSpec]) -> None:
         labels = ", ".join(spec.label for spec in specs[:3]) + (", ..." if len(specs) > 3 else "")
+        try:
+            check_root(self.root, self.trust)
+        except Untrusted as exc:
+            raise CacheUnusable(f"the build cache is not trusted: {exc}") from None
         if not self.writable():
             raise CacheUnusable(
                 f"the build cache {self.root} is read-only for you and lacks {len(specs)} build(s) "
                 f"({labels}): point --tile-cache-dir at a cache you can write, or have its owner build them"
             )
-        if self.root.exists():
-            try:
-                check_folder(self.root, self.trust, follow=True)
-            except Untrusted as exc:
-                raise CacheUnusable(f"the build cache is not trusted: {exc}") from None
 
     def link(self, spec: BuildSpec, unit: BuildResult) -> None:
         """Publish ``spec``'s entry as a pointer to ``unit``, an entry whose executable also

@@ -31,6 +31,7 @@ from .trust import (
     Untrusted,
     check_files,
     check_folder,
+    check_root,
     file_digests,
     lock_mode,
     read_meta,
@@ -92,8 +93,7 @@ def build_once(
     result = once_path(cache_dir, name, inputs, artifact)
     final = result.parent
     try:
-        if cache_dir.exists():
-            check_folder(cache_dir, trust, follow=True)
+        check_root(cache_dir, trust)
     except Untrusted as exc:  # nothing in it is used, nothing is built into it
         raise HostBuildError(f"the build cache is not trusted: {exc}") from None
     if (refused := verified(final, trust)) is None:

@@ -13,8 +13,10 @@ compiled from; the digests go into the entry's manifest, under the signature.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +77,17 @@ def read_tree(root: Path, files: Sequence[str]) -> Iterable[tuple[str, bytes]]:
         yield relative, (root / relative).read_bytes()
 
 
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file reached without a link (``OSError`` otherwise)."""
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as source:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return source.read()
+
+
 def stage(inputs: Iterable[BuildInput], into: Path) -> dict[str, str]:
     """Copy each input's files under ``into`` (the build's private folder), checking the bytes
     written against its digest; the copies' roots by name. Raises :class:`InputChanged`."""
@@ -85,10 +98,8 @@ def stage(inputs: Iterable[BuildInput], into: Path) -> dict[str, str]:
         for relative in item.files:
             target = copy / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                fd = os.open(item.root / relative, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-                with os.fdopen(fd, "rb") as source:
-                    data = source.read()
+            try:  # a FIFO or a device is refused, never opened to wait on
+                data = _read_regular(item.root / relative)
             except OSError as exc:
                 raise InputChanged(
                     f"tileconform: {item.root / relative}, an input of the build, cannot be read as it was "

@@ -5,22 +5,23 @@ no extra package. Keys are PEM files as ``openssl genpkey -algorithm ed25519`` w
 (private: PKCS#8, unencrypted; public: SubjectPublicKeyInfo, ``openssl pkey -pubout``).
 
 A key is only as good as who can change it: whoever can replace the verify key (or the signing
-key) decides which entries are accepted. Before a key is read, it and its folder are checked as
-ssh checks its key files (:mod:`.writers`: owner, mode, ACLs): a key someone else can write is
-refused whatever the cache's trust setting says (the signature exists to not trust the cache's
-other writers); a signing key others can read is warned about (they can sign too).
+key) decides which entries are accepted. A key is checked as ssh checks its key files (owner,
+mode, ACLs: :mod:`.writers`; every folder above it: :mod:`.folders`) on the descriptor it is then
+read from: a key someone else can write or replace is refused whatever the cache's trust setting
+says (the signature exists to not trust the cache's other writers), and so is a signing key
+others can read (they could sign too).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import warnings
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from ..backend import UnusableEnvironment
+from .folders import Exposed, check_path
 from .writers import foreign, writers
 
 
@@ -44,65 +45,60 @@ def _backend() -> Any:
     return serialization, ed25519
 
 
-class KeyExposed(UserWarning):
-    """Users other than the owner can read the signing key."""
-
-
-def check_key_file(path: Path, what: str, secret: bool) -> None:
-    """Refuse the key file ``path`` (:class:`SigningError`) when anyone but the user and root
-    can write it or replace it in its folder (a sticky folder such as /tmp keeps others from
-    replacing it); warn (:class:`KeyExposed`) when others can read a ``secret`` key."""
-    uid = os.geteuid()
-    try:
-        info = os.stat(path)
-        folder = os.stat(path.parent)
-    except OSError as exc:
-        raise SigningError(f"{what} {path}: {exc.strerror}") from None
-    if info.st_uid not in (0, uid):
-        raise SigningError(f"{what} {path} belongs to uid {info.st_uid}, not to you or root: refused")
-    if found := [w for w in writers(info, str(path), follow=True) if foreign(w, uid)]:
-        raise SigningError(f"{what} {path} is writable by {found[0].describe()}: refused (chmod go-w)")
-    if not folder.st_mode & stat.S_ISVTX:
-        if folder.st_uid not in (0, uid):
-            raise SigningError(f"{what} {path}: its folder belongs to uid {folder.st_uid}: refused")
-        if found := [w for w in writers(folder, str(path.parent), follow=True) if foreign(w, uid)]:
-            raise SigningError(
-                f"{what} {path}: its folder is writable by {found[0].describe()}, who can replace it: refused"
-            )
-    if secret and (found := [w for w in writers(info, str(path), follow=True, read=True) if foreign(w, uid)]):
-        warnings.warn(
-            f"{what} {path} is readable by {found[0].describe()}, who can then sign cache entries "
-            "(chmod go-r)",
-            KeyExposed,
-            stacklevel=2,
-        )
-
-
-#: The most bytes of a key file: an Ed25519 PEM key is about a hundred; a larger file (a device,
-#: a sparse file of gigabytes) is refused before it is read.
+#: The most bytes of a key file: an Ed25519 PEM key is about a hundred; a larger file (a sparse
+#: file of gigabytes) is refused before it is read.
 MAX_KEY_BYTES = 1 << 16
 
 
-def _read_key(path: Path, what: str) -> bytes:
-    """The bytes of key file ``path``, refused unless it is a regular file of a key's size."""
+def check_key_file(path: Path, what: str, secret: bool) -> bytes:
+    """The bytes of the key file ``path``, read from the one descriptor that was checked: refused
+    (:class:`SigningError`) unless it is a regular file of a key's size (never a FIFO or a device,
+    which is not opened to wait on), that belongs to the user or root, that no one else can
+    write, nor replace through a folder from ``/`` down or a link on the way (:mod:`.folders`:
+    a sticky folder such as /tmp is fine), and, for a ``secret`` key, that no one else can read
+    (they could sign entries: as ssh refuses such a private key)."""
+    uid = os.geteuid()
     try:
-        with path.open("rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_KEY_BYTES:
-                raise SigningError(
-                    f"{what} {path} is not a key file (a regular file of at most {MAX_KEY_BYTES:,} bytes)"
-                )
-            return f.read(MAX_KEY_BYTES)
+        check_path(path)
+    except Exposed as exc:
+        raise SigningError(
+            f"{what} {path} lies below {exc.folder}, which {exc.why}: the key could be replaced; "
+            f"refused (chmod go-w {exc.folder}, or keep the key elsewhere)"
+        ) from None
+    not_a_key = f"{what} {path} is not a key file (a regular file of at most {MAX_KEY_BYTES:,} bytes)"
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise SigningError(not_a_key)  # not even opened: a device may act on an open
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise SigningError(f"{what} {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_KEY_BYTES:
+            raise SigningError(not_a_key)
+        if info.st_uid not in (0, uid):
+            raise SigningError(f"{what} {path} belongs to uid {info.st_uid}, not to you or root: refused")
+        if found := [w for w in writers(info, fd) if foreign(w, uid)]:
+            raise SigningError(
+                f"{what} {path} is writable by {found[0].describe()}: refused (chmod go-w {path})"
+            )
+        if secret and (found := [w for w in writers(info, fd, read=True) if foreign(w, uid)]):
+            raise SigningError(
+                f"{what} {path} is readable by {found[0].describe()}, who could then sign cache "
+                f"entries: refused (chmod 600 {path})"
+            )
+        try:
+            return f.read(MAX_KEY_BYTES)
+        except OSError as exc:
+            raise SigningError(f"{what} {path}: {exc.strerror or exc}") from None
 
 
 @cache
 def _private_key(path: Path) -> Any:
-    check_key_file(path, "cache signing key", secret=True)
+    raw = check_key_file(path, "cache signing key", secret=True)
     serialization, ed25519 = _backend()
     try:
-        key = serialization.load_pem_private_key(_read_key(path, "cache signing key"), password=None)
+        key = serialization.load_pem_private_key(raw, password=None)
     except (OSError, ValueError, TypeError) as exc:
         raise SigningError(f"cache signing key {path}: {exc}") from None
     if not isinstance(key, ed25519.Ed25519PrivateKey):
@@ -112,10 +108,10 @@ def _private_key(path: Path) -> Any:
 
 @cache
 def _public_key(path: Path) -> Any:
-    check_key_file(path, "cache verify key", secret=False)
+    raw = check_key_file(path, "cache verify key", secret=False)
     serialization, ed25519 = _backend()
     try:
-        key = serialization.load_pem_public_key(_read_key(path, "cache verify key"))
+        key = serialization.load_pem_public_key(raw)
     except (OSError, ValueError) as exc:
         raise SigningError(f"cache verify key {path}: {exc}") from None
     if not isinstance(key, ed25519.Ed25519PublicKey):

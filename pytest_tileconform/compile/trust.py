@@ -40,6 +40,7 @@ from typing import Any, BinaryIO
 
 from ..backend import UnusableEnvironment
 from . import signing
+from .folders import Exposed, check_path
 from .writers import foreign, writers
 
 ENTRY_FILE = "build.json"
@@ -143,20 +144,38 @@ class TrustPolicy:
                 raise Untrusted(f"{path} is writable by {writer.describe()}{hint}")
 
 
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, for a message."""
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a folder"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
+
+
 def _open_nofollow(path: Path, policy: TrustPolicy, most: int) -> BinaryIO:
     """``path`` open for reading: a regular file reached without following a link, written by
-    no one ``policy`` distrusts and of at most ``most`` bytes (checked before anything is read)."""
+    no one ``policy`` distrusts and of at most ``most`` bytes (checked before anything is read).
+    Anything else where a file is expected (a FIFO, a device, a socket) is refused from its
+    ``lstat`` without being opened, and opened without blocking if it is swapped in after: a
+    FIFO would otherwise wait for a writer forever."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if not stat.S_ISREG((seen := os.lstat(path)).st_mode):  # a FIFO, a device: never opened
+            raise Untrusted(f"{path} is {_kind(seen.st_mode)}, not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        if os.path.islink(path):
-            raise Untrusted(f"{path} is a symbolic link") from None
         raise Untrusted(f"{path} cannot be read: {exc.strerror}") from None
     f = os.fdopen(fd, "rb")
     try:
         info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise Untrusted(f"{path} is not a regular file")
+        if not stat.S_ISREG(info.st_mode):  # swapped in after the look: opened, never read
+            raise Untrusted(f"{path} is {_kind(info.st_mode)}, not a regular file")
         policy.check_writers(info, path, f.fileno())
         if info.st_size > most:
             raise Untrusted(f"{path} is {info.st_size:,} bytes, more than the {most:,} a cache file may have")
@@ -189,6 +208,24 @@ def digest_nofollow(path: Path, policy: TrustPolicy, most: int = MAX_FILE_BYTES)
                 )
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def check_root(root: Path, policy: TrustPolicy) -> None:
+    """Refuse the cache folder ``root`` (a link to it is fine: the user named it) as
+    :func:`check_folder` does (once it exists), and when a folder above it, or a link on the
+    way, lets someone the policy does not trust swap it (:mod:`.folders`): a check of what lies
+    below such a folder holds only until they rename it."""
+    if policy.mode != "any":
+        try:
+            check_path(root, policy.gid if policy.mode == "group" else None)
+        except Exposed as exc:
+            raise Untrusted(
+                f"{root} lies below {exc.folder}, which {exc.why}: the cache could be swapped after "
+                "it is checked; move it below folders only you and root can change "
+                f"(--tile-cache-dir), or make {exc.folder} so (chmod go-w, or chmod +t as /tmp is)"
+            ) from None
+    if os.path.lexists(root):
+        check_folder(root, policy, follow=True)
 
 
 def check_folder(path: Path, policy: TrustPolicy, follow: bool = False) -> None:
@@ -239,10 +276,10 @@ def file_digests(directory: Path, policy: TrustPolicy) -> dict[str, str]:
     for item in sorted(os.scandir(directory), key=lambda e: e.name):
         if item.name in (ENTRY_FILE, SIGNATURE_FILE):
             continue
-        if item.is_symlink():
-            raise Untrusted(f"{directory / item.name} is a symbolic link")
-        if item.is_file(follow_symlinks=False):
-            found[item.name] = digest_nofollow(directory / item.name, policy)
+        if item.is_dir(follow_symlinks=False):
+            continue
+        # a link, a FIFO, a device: refused, naming what it is (:func:`_open_nofollow`)
+        found[item.name] = digest_nofollow(directory / item.name, policy)
     return found
 
 

@@ -52,6 +52,7 @@ from ..compile.trust import (
     TrustPolicy,
     Untrusted,
     check_folder,
+    check_root,
     check_tree,
     lock_mode,
     read_meta,
@@ -269,7 +270,7 @@ def _read_entry(path: Path, trust: TrustPolicy, say: Say) -> dict[str, Any] | No
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        check_folder(path.parent.parent.parent, trust, follow=True)  # the cache the user named
+        check_root(path.parent.parent.parent, trust)  # the cache the user named, and above it
         check_folder(path.parent.parent, trust)
         check_folder(path.parent, trust)
         data = read_meta(path, path.name, trust, ENTRY_FILE)

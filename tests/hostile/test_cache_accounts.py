@@ -4,8 +4,8 @@ carry out on ``R``'s cache or keys, or a setting that looks private and is not:
 
 * a group named like ``R`` that is ``M``'s primary group (or lists ``M``) is not private;
 * an ACL (or a folder's default ACL) that lets ``M`` write makes the file untrusted;
-* a key file ``M`` can write, or replace in its folder, is refused; a signing key ``M`` can
-  read is warned about.
+* a key file ``M`` can write, or replace in its folder, is refused, and so is a signing key
+  ``M`` can read.
 
 ``R`` and ``M`` act in forked children that drop root's ids for theirs (the venv's interpreter
 may be out of their reach, so they are forked, not exec'd).
@@ -18,7 +18,6 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from helpers import run_as
 from helpers.run_as import account_name
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec
-from pytest_tileconform.compile.signing import KeyExposed, SigningError, check_key_file
+from pytest_tileconform.compile.signing import SigningError, check_key_file
 from pytest_tileconform.compile.trust import TrustPolicy
 
 pytestmark = pytest.mark.skipif(
@@ -265,20 +264,18 @@ def test_a_verify_key_in_a_folder_others_can_write_is_refused(
     key = _key(folder, 0o644)
     os.chown(folder, -1, accounts[MEMBER].pw_gid)
     folder.chmod(0o775)
-    with pytest.raises(SigningError, match="its folder is writable by group"):
+    with pytest.raises(SigningError, match=f"lies below {folder}, which is writable by group"):
         check_key_file(key, "cache verify key", secret=False)
     folder.chmod(0o1775)  # sticky, as /tmp: only the owner may replace it
     check_key_file(key, "cache verify key", secret=False)
 
 
-def test_a_signing_key_others_can_read_is_warned_about(shared: Path) -> None:
+def test_a_signing_key_others_can_read_is_refused(shared: Path) -> None:
     key = _key(shared, 0o644)
-    with pytest.warns(KeyExposed, match="readable by every user"):
+    with pytest.raises(SigningError, match=r"readable by every user \(mode\), .*\(chmod 600 "):
         check_key_file(key, "cache signing key", secret=True)
     key.chmod(0o600)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        check_key_file(key, "cache signing key", secret=True)
+    check_key_file(key, "cache signing key", secret=True)
 
 
 def test_a_verify_key_refused_stops_the_lookup(shared: Path, accounts: dict[str, pwd.struct_passwd]) -> None:

@@ -84,7 +84,7 @@ def test_planted_host_build_with_recomputed_sums_fails_signature(tmp_path: Path)
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
     )
-    private.chmod(0o600)  # a signing key others can read is warned about
+    private.chmod(0o600)  # a signing key others can read is refused
     public.write_bytes(
         key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo

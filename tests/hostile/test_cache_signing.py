@@ -37,7 +37,7 @@ def keypair(directory: Path, name: str) -> tuple[Path, Path]:
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
     )
-    private.chmod(0o600)  # a signing key others can read is warned about
+    private.chmod(0o600)  # a signing key others can read is refused
     public.write_bytes(
         key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo

@@ -58,6 +58,12 @@ def pytest_collection_finish(session):
         ("--tile-cache-verify-key", 0o666, "cache verify key {key} is writable by every user (mode)"),
         ("--tile-cache-signing-key", 0o622, "cache signing key {key} is writable by every user (mode)"),
         ("--tile-cache-verify-key", 0o644, "cache verify key {key}: "),  # not a key: checked at start too
+        (
+            "--tile-cache-signing-key",
+            0o644,
+            "cache signing key {key} is readable by every user (mode), who could then sign cache "
+            "entries: refused (chmod 600 {key})",
+        ),
     ],
 )
 def test_a_key_file_that_cannot_be_trusted_is_one_usage_error(
