@@ -26,8 +26,8 @@ from types import FrameType
 from typing import Any
 
 import pytest
-import run_as
-from run_as import account_name
+from helpers import run_as
+from helpers.run_as import account_name
 
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec, CacheUnusable
 from pytest_tileconform.compile.signing import SigningError, check_key_file
