@@ -24,7 +24,6 @@ from .bounds import (
     MAX_DEPTH,
     MAX_ERRORS,
     MAX_ROUTED_ROWS,
-    BoundedComposer,
     MatrixFileError,
     decode,
     read_bytes,
@@ -33,6 +32,7 @@ from .cases import Case
 from .duplicates import Axis, Loc, across_entries, same_axis
 from .kinds import CaseKind
 from .schema import FORMAT_VERSION, Axes, Matrix, PresetRef, item_problems, matrix_model
+from .yamlsubset import MatrixComposer, NotMatrixYAML
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def _yaml() -> YAML:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     yaml.max_depth = MAX_DEPTH
-    yaml.Composer = BoundedComposer
+    yaml.Composer = MatrixComposer
     return yaml
 
 
@@ -103,6 +103,9 @@ def parse_document(path: Path, text: str) -> Any:
         )
     try:
         return _yaml().load(text)
+    except NotMatrixYAML as exc:  # valid YAML, not a matrix's: the message says what to write
+        mark = exc.problem_mark
+        raise MatrixInvalid([MatrixError(path, mark.line + 1, mark.column + 1, str(exc.problem))]) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)

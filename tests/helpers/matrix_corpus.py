@@ -176,23 +176,39 @@ add(
         f"b{i}: &b{i} {{<<: *b{i - 1}, x{i}: [*b{i - 1}, *b{i - 1}, *b{i - 1}, *b{i - 1}]}}\n"
         for i in range(1, 12)
     ),
-    Refused("YAML nodes"),
+    Refused("merge key '<<'", "9:10"),  # refused at the first merge, before it can expand
 )
 add(
     "undefined-alias",
     BASIC.replace("dtype: bf16", "dtype: *nope"),
     Refused("found undefined alias 'nope'", "5:12"),
 )
-add("alias-to-self-unused", BASIC + "x: &a [*a]\n", Refused("unknown key 'x'", "8:1"))
+RECURSIVE = "is inside the node &{0} it names (a recursive alias): a matrix is a tree"
+add("alias-to-self-unused", BASIC + "x: &a [*a]\n", Refused("alias *a " + RECURSIVE.format("a"), "8:8"))
 add(
     "alias-to-self-in-axis",
     BASIC.replace("arch: sm90", "arch: &a [sm90, *a]"),
-    Refused("suites.0.arch.1", "4:11"),
+    Refused("alias *a " + RECURSIVE.format("a"), "4:21"),
 )
 add(
     "alias-to-self-in-problem",
     problem("&p {experts: 2, rows: 64, n: 256, k: 128, x: *p}"),
-    Refused("unknown key 'x'", "7:57"),
+    Refused("alias *p " + RECURSIVE.format("p"), "7:60"),
+)
+add(
+    "recursive-suite-list",
+    BASIC.replace("suites:\n", "suites: &s\n").replace(PROBLEM, "problems: *s"),
+    Refused("alias *s " + RECURSIVE.format("s"), "7:15"),
+)
+add(
+    "alias-of-a-sibling",
+    BASIC.replace("dtype: bf16", "dtype: &d bf16").replace("    tile:", "    name: *d\n    tile:"),
+    Loads(3),
+)
+add(  # *d is the inner &d, closed: no cycle, a list with bf16 twice
+    "anchor-redefined-inside-itself",
+    ONE_TILE.replace("dtype: bf16", "dtype: &d [&d bf16, *d]"),
+    Refused("dtype lists bf16 twice", "5:16"),
 )
 add("anchor-redefined", BASIC + "x: &a 1\ny: &a 2\n", Refused("unknown key 'x'", "8:1"))
 
@@ -200,19 +216,126 @@ add("anchor-redefined", BASIC + "x: &a 1\ny: &a 2\n", Refused("unknown key 'x'",
 add(
     "huge-int",
     problem("{experts: 2, rows: 64, n: " + "9" * 5000 + ", k: 128}"),
-    Refused("invalid YAML", "1:1"),
+    Refused("an integer of 5,000 digits: no matrix value has more than 20", "7:41"),
 )
+add(
+    "huge-int-in-expectations",
+    BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: compile, smem: " + "1" * 5000 + "}\n",
+    Refused("an integer of 5,000 digits", "9:59"),
+)
+add("int-of-twenty-digits", problem("{experts: 2, rows: 64, n: " + "0" * 17 + "256, k: 128}"), Loads(1))
 add("inf", problem("{experts: 2, rows: 64, n: .inf, k: 128}"), Refused("valid integer", "7:38"))
 add("nan", problem("{experts: 2, rows: 64, n: .nan, k: 128}"), Refused("valid integer", "7:38"))
+PYTHON_TAG = "a Python object tag: a matrix is data and never names Python objects"
+CORE_ONLY = "a matrix takes no YAML tags (quote a value that must stay text); remove it"
 add(
     "python-tag",
     BASIC.replace("dtype: bf16", "dtype: !!python/object:os.system {}"),
-    Refused("missing key 'act'", "5:5"),
+    Refused(f"tag !!python/object:os.system: {PYTHON_TAG}", "5:12"),
 )
-add("binary-tag", BASIC.replace("dtype: bf16", "dtype: !!binary aGVsbG8="), Refused("dtype", None))
-add("bad-timestamp", BASIC.replace("dtype: bf16", "dtype: !!timestamp 2001-13-45"), Refused("invalid YAML"))
-add("set-tag", BASIC.replace("dtype: bf16", "dtype: !!set {bf16}"), Refused("dtype", None))
-add("custom-tag", BASIC.replace("dtype: bf16", "dtype: !mine bf16"), Refused("dtype", None))
+add(
+    "python-tag-verbatim",
+    BASIC.replace("dtype: bf16", "dtype: !<tag:yaml.org,2002:python/object/apply:os.system> [echo hi]"),
+    Refused(f"tag !!python/object/apply:os.system: {PYTHON_TAG}", "5:12"),
+)
+add(
+    "python-tag-on-suites",
+    BASIC.replace("suites:\n", "suites: !!python/object/apply:os.system\n"),
+    Refused(f"tag !!python/object/apply:os.system: {PYTHON_TAG}", "3:9"),
+)
+add(
+    "python-tag-verbatim-on-suites",
+    BASIC.replace("suites:\n", "suites: !<tag:yaml.org,2002:python/tuple>\n"),
+    Refused(f"tag !!python/tuple: {PYTHON_TAG}", "3:9"),
+)
+add(
+    "python-name-tag",
+    BASIC.replace("dtype: bf16", "dtype: !!python/name:os.system ''"),
+    Refused(f"tag !!python/name:os.system: {PYTHON_TAG}", "5:12"),
+)
+add(
+    "python-tag-through-tag-directive",
+    "%TAG !p! tag:yaml.org,2002:python/\n---\n"
+    + BASIC.replace("dtype: bf16", "dtype: !p!object:os.system {}"),
+    Refused(f"tag !!python/object:os.system: {PYTHON_TAG}", "7:12"),
+)
+add(
+    "binary-tag",
+    BASIC.replace("dtype: bf16", "dtype: !!binary aGVsbG8="),
+    Refused(f"tag !!binary: {CORE_ONLY}", "5:12"),
+)
+add(
+    "bad-timestamp",
+    BASIC.replace("dtype: bf16", "dtype: !!timestamp 2001-13-45"),
+    Refused(f"tag !!timestamp: {CORE_ONLY}", "5:12"),
+)
+add(
+    "set-tag", BASIC.replace("dtype: bf16", "dtype: !!set {bf16}"), Refused(f"tag !!set: {CORE_ONLY}", "5:12")
+)
+add(
+    "custom-tag",
+    BASIC.replace("dtype: bf16", "dtype: !mine bf16"),
+    Refused(f"tag !mine: {CORE_ONLY}", "5:12"),
+)
+add(
+    "local-tag-on-a-suite",
+    BASIC.replace("  - arch: sm90", "  - !mine\n    arch: sm90"),
+    Refused(f"tag !mine: {CORE_ONLY}", "4:5"),
+)
+add(
+    "local-tag-on-problems",
+    problem("!foo {experts: 2, rows: 64, n: 256, k: 128}"),
+    Refused(f"tag !foo: {CORE_ONLY}", "7:15"),
+)
+add("local-tag-on-an-int", problem("{experts: !i 2, rows: 64, n: 256, k: 128}"), Refused("tag !i:", "7:25"))
+add(
+    "global-tag-elsewhere",
+    "%TAG !e! tag:example.com,2000:\n---\n" + BASIC.replace("dtype: bf16", "dtype: !e!dt bf16"),
+    Refused(f"tag tag:example.com,2000:dt: {CORE_ONLY}", "7:12"),
+)
+add("core-tag", BASIC.replace("dtype: bf16", "dtype: !!str bf16"), Refused(f"tag !!str: {CORE_ONLY}", "5:12"))
+add("non-specific-tag", BASIC.replace("dtype: bf16", "dtype: ! bf16"), Loads(3))
+MERGE = "merge key '<<' (YAML 1.1): a matrix does not merge mappings"
+add(
+    "merge-key-in-a-suite",
+    BASIC.replace("  - arch: sm90", "  - <<: {arch: sm90}\n    name: x"),
+    Refused(MERGE, "4:5"),
+)
+add(
+    "merge-key-from-an-alias",
+    BASIC.replace("  - arch: sm90", "  - &base\n    arch: sm90") + "  - <<: *base\n    dtype: fp16\n",
+    Refused(MERGE, "9:5"),
+)
+add("merge-key-at-the-top", "<<: {version: 1}\n" + BASIC.replace("version: 1\n", ""), Refused(MERGE, "1:1"))
+add("merge-key-in-a-problem", problem("{<<: {experts: 2}, rows: 64, n: 256, k: 128}"), Refused(MERGE, "7:16"))
+add(
+    "merge-key-in-expectations",
+    BASIC + "expectations:\n  <<: {sm90-bf16-128x64x64-c1x1x1-none: pass}\n",
+    Refused(MERGE, "9:3"),
+)
+add(
+    "merge-key-in-an-expectation",
+    BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {<<: {stage: compile}}\n",
+    Refused(MERGE, "9:37"),
+)
+add("merge-key-quoted-is-a-key", BASIC + "'<<': 1\n", Refused("unknown key '<<'", "8:1"))
+UNDERSCORE = "'_' between digits is YAML 1.1 (YAML 1.2 reads it as text)"
+add(
+    "underscore-int",
+    problem("{experts: 2, rows: 6_4, n: 256, k: 128}"),
+    Refused(f"number 6_4: {UNDERSCORE}; write 64", "7:34"),
+)
+add(
+    "underscore-thousands",
+    problem("{experts: 2, rows: 1_000, n: 256, k: 128}"),
+    Refused("write 1000", "7:34"),
+)
+add("underscore-hex", problem("{experts: 2, rows: 0x4_0, n: 256, k: 128}"), Refused("number 0x4_0", "7:34"))
+add("underscore-version", BASIC.replace("version: 1", "version: 0_1"), Refused("number 0_1", "1:10"))
+add("underscore-float", BASIC + "defaults: {swap_ab: 1_0.5}\n", Refused("number 1_0.5", "8:21"))
+add(
+    "underscore-quoted-is-text", problem("{experts: 2, rows: '6_4', n: 256, k: 128}"), Refused("rows", "7:28")
+)
 add("complex-key", BASIC + "? [a, b]\n: 1\n", Refused("", None))
 add("null-key", BASIC + "~: 1\n", Refused("Keys should be strings", "1:1"))
 add(

@@ -67,4 +67,19 @@ def test_the_corpus_documents_itself() -> None:
     entry is about not crashing (YAML that ruamel may read several ways)."""
     vague = [e.id for e in CORPUS if isinstance(e.expect, Refused) and not e.expect.text]
     assert vague == ["complex-key"]
+
+
+def test_every_tag_form_is_refused_before_construction(tmp_path: Path) -> None:
+    """No tag outside the core schema reaches ruamel's constructor, whatever its form: the
+    handle ``!!``, the verbatim ``!<...>``, a local ``!x`` in either form, on a scalar, a sequence
+    and a mapping, as a value or as a key."""
+    forms = ["!!python/object:x", "!<tag:yaml.org,2002:python/object:x>", "!!omap", "!local", "!<!local>"]
+    path = tmp_path / "t.yaml"
+    for form in forms:
+        for node in ("bf16", "[bf16]", "{act: bf16}"):
+            for text in (f"x: {form} {node}\n", f"? {form} {node}\n: 1\n"):
+                path.write_text(BASIC + text)
+                found = outcome(path)
+                assert isinstance(found, list), text
+                assert any(": tag " in e and "; remove it" in e for e in found), (text, found)
     assert textwrap.dedent(BASIC) == BASIC
