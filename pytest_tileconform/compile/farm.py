@@ -85,8 +85,11 @@ def compile_unit(spec: BuildSpec, remote: str) -> Outcome:
 class Farm:
     """A Ray cluster compiles units; this process connects to it at its first build."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, most_at_once: int | None = None) -> None:
+        """``most_at_once``: tasks in flight at a time (``--tile-build-jobs``; None: as many as
+        the cluster runs)."""
         self.address = check_address(address)
+        self.most_at_once = most_at_once
         self._ray: Any = None
 
     def _connect(self) -> Any:
@@ -128,34 +131,43 @@ class Farm:
         most_cpu = max((n.get("CPU", 1) for n in nodes), default=1)
         most_memory = max((n.get("memory", 0) for n in nodes), default=0)
         task = ray.remote(max_retries=RETRIES)(compile_unit)
+        waiting = sorted(specs, key=lambda s: -s.path_s)
         pending: dict[Any, BuildSpec] = {}
-        for spec in sorted(specs, key=lambda s: -s.path_s):
-            cpus = min(most_cpu, max(1, math.ceil(spec.cpu_s / spec.path_s))) if spec.path_s else 1
-            options: dict[str, Any] = {"num_cpus": cpus, "name": f"tileconform {spec.label}"[:200]}
-            if most_memory:
-                options["memory"] = min(int(most_memory), spec.ram_bytes)
-            pending[task.options(**options).remote(spec, remote)] = spec
-        progress(f"compiling {len(pending)} translation unit(s) on the build farm {self.address}")
+
+        def submit() -> None:
+            while waiting and (self.most_at_once is None or len(pending) < self.most_at_once):
+                spec = waiting.pop(0)
+                cpus = min(most_cpu, max(1, math.ceil(spec.cpu_s / spec.path_s))) if spec.path_s else 1
+                options: dict[str, Any] = {"num_cpus": cpus, "name": f"tileconform {spec.label}"[:200]}
+                if most_memory:
+                    options["memory"] = min(int(most_memory), spec.ram_bytes)
+                pending[task.options(**options).remote(spec, remote)] = spec
+
+        at_once = "" if self.most_at_once is None else f", {self.most_at_once} at a time"
+        progress(f"compiling {len(waiting)} translation unit(s) on the build farm {self.address}{at_once}")
         done = 0
         try:
+            submit()
             while pending:
                 left = None if deadline is None else max(0.0, deadline - clock())
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
                 if not ready:
-                    progress(f"the build's time limit passed: {len(pending)} unit(s) on the farm cancelled")
+                    left_out = len(pending) + len(waiting)
+                    progress(f"the build's time limit passed: {left_out} unit(s) for the farm cancelled")
                     return
                 spec = pending.pop(ready[0])
                 try:
                     outcome: Outcome = ray.get(ready[0])
                 except Exception as exc:
                     raise FarmError(
-                        f"the build farm {self.address} failed {spec.label} (after {RETRIES} retries of a "
-                        f"lost worker): {_line(exc)}"
+                        f"the build farm {self.address} failed {spec.label} ({RETRIES} retries when its "
+                        f"worker is lost): {_line(exc)}"
                     ) from None
                 done += 1
-                total = done + len(pending)
+                total = done + len(pending) + len(waiting)
                 progress(f"{spec.label}: compiled on the farm in {outcome.seconds:.0f} s ({done}/{total})")
                 yield spec, outcome
+                submit()
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)

@@ -357,9 +357,11 @@ def open_cache(
     progress: Callable[[str], None],
     remote: str | None,
     build_on: str | None = None,
+    jobs: int | None = None,
 ) -> BuildCache:
     """The build cache a run uses: the local one, with the ``remote`` tier behind it when a URL
-    is given and, with ``build_on`` (``ray://HOST:PORT``), its compiles on that Ray cluster."""
+    is given and, with ``build_on`` (``ray://HOST:PORT``), its compiles on that Ray cluster,
+    ``jobs`` at a time (None: as many as it runs)."""
     if not remote:
         return BuildCache(root, progress)
     try:
@@ -375,5 +377,5 @@ def open_cache(
     if build_on:
         from .farm import Farm
 
-        farm = Farm(build_on)
+        farm = Farm(build_on, jobs)
     return TieredCache(root, progress, tier=RemoteTier(store, progress), farm=farm)

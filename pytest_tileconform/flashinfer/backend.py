@@ -94,7 +94,9 @@ class FlashInferBackend:
         called once a case's inputs are in its run directory, before its harness runs (the
         plugin passes its ``pytest_tileconform_before_run`` hook)."""
         self.settings = settings
-        self.cache = open_cache(settings.cache_dir, progress, settings.cache_remote, settings.build_on)
+        self.cache = open_cache(
+            settings.cache_dir, progress, settings.cache_remote, settings.build_on, settings.jobs
+        )
         self._units = UnitBuilder(self.cache, settings, lambda cases: self._spec(cases))
         self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)
