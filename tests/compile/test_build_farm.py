@@ -107,7 +107,7 @@ def test_the_farm_builds_into_the_remote_and_a_fresh_cache_compiles_nothing(
     url = (tmp_path / "remote").as_uri()
     units = [spec("one\n", compiler), spec("two\n", compiler), spec("FAIL three\n", compiler)]
     lines: list[str] = []
-    farm = Farm(cluster.address)
+    farm = Farm(cluster.address, most_at_once=2)
     assert farm.capacity()[0] == 2  # two nodes of one CPU: what the planner plans units for
     driver = TieredCache(
         tmp_path / "driver", lines.append, tier=RemoteTier(RemoteStore(url), lines.append), farm=farm
@@ -115,6 +115,7 @@ def test_the_farm_builds_into_the_remote_and_a_fresh_cache_compiles_nothing(
     built = driver.build(units, jobs=1)
     assert sorted(invocations(compiler)) == ["FAIL three", "one", "two"]  # each once, on the farm
     assert sum("compiled on the farm" in line for line in lines) == 3, lines
+    assert any(line.endswith("2 at a time") for line in lines)  # --tile-build-jobs 2
     assert built[units[0].key].artifact.read_text() == "one\n"
     assert not built[units[2].key].ok and "tile too big" in built[units[2].key].first_error
     # the nodes built in their own caches, not in the driver's
