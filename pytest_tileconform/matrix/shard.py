@@ -13,7 +13,10 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$", re.ASCII)
+#: The most shards: one a CI runner, so more is a typo (and a number of thousands of digits
+#: would stop Python's own conversion).
+MAX_SHARDS = 100_000
 
 
 class ShardSpecError(ValueError):
@@ -30,7 +33,11 @@ class Shard:
         match = _SPEC.match(spec)
         if not match:
             raise ShardSpecError(f"--tile-shard {spec!r}: expected I/N with whole numbers, e.g. 2/4")
+        if max(len(match.group(1)), len(match.group(2))) > len(str(MAX_SHARDS)):
+            raise ShardSpecError(f"--tile-shard {spec[:40]!r}: at most {MAX_SHARDS:,} shards")
         index, count = int(match.group(1)), int(match.group(2))
+        if count > MAX_SHARDS:
+            raise ShardSpecError(f"--tile-shard {spec!r}: at most {MAX_SHARDS:,} shards")
         if count < 1:
             raise ShardSpecError(f"--tile-shard {spec!r}: N must be at least 1")
         if not 1 <= index <= count:
