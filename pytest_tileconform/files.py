@@ -11,11 +11,17 @@ import re
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-#: A temporary file of :func:`write_atomic` older than this is the leftover of a writer that was
-#: killed (``kill -9``, power loss) and is removed at the next write of the same target.
-STALE_TMP_SECONDS = 3600.0
+#: The mark in the name of every temporary file :func:`write_atomic` makes
+#: (``.NAME.tileconform-XXXXXXXX.tmp``): the cleanup removes only files so named, never a user's
+#: own ``.NAME.*.tmp``.
+TMP_MARK = "tileconform-"
+#: A marked temporary file is stale (its writer was killed: ``kill -9``, power loss) when its
+#: writer's lock on it is gone and it is older than this: the lock is taken a moment after the
+#: file is made, and this covers that moment on a loaded host.
+STALE_TMP_SECONDS = 60.0
 
 #: The kernel's names of files that are already open (``/dev/stdout``, ``/proc/self/fd/1``):
 #: such a name is written into, never replaced.
@@ -72,15 +78,38 @@ def read_regular(path: Path, limit: int, what: str = "file") -> bytes:
         os.close(fd)
 
 
-def _remove_stale_tmp(folder: Path, name: str) -> None:
-    """Remove temporary files of target ``name`` that a killed writer left behind."""
+def tmp_glob(name: str) -> str:
+    """The glob of the temporary files :func:`write_atomic` makes for a target named ``name``."""
+    return f".{name}.{TMP_MARK}*.tmp"
+
+
+def remove_stale_tmp(folder: Path, name: str) -> list[Path]:
+    """Remove the temporary files of target ``name`` that a killed writer left, and say which.
+
+    A file is removed only with proof that it is such a leftover: its name has :data:`TMP_MARK`,
+    it is a regular file (not a link) of this user, it is older than :data:`STALE_TMP_SECONDS`,
+    and its writer's lock on it (held from just after the file is made until it is renamed
+    into place) can be taken, so no live writer has it: the kernel drops a lock when its
+    process dies. Anything else, a user's ``.NAME.x.tmp`` included, stays.
+    """
     cutoff = time.time() - STALE_TMP_SECONDS
+    removed: list[Path] = []
     with contextlib.suppress(OSError):
-        for leftover in folder.glob(f".{name}.*.tmp"):
+        for leftover in folder.glob(tmp_glob(name)):
             with contextlib.suppress(OSError):
                 info = leftover.lstat()
-                if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
-                    leftover.unlink()
+                if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mtime >= cutoff:
+                    continue
+                fd = os.open(leftover, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live writer's
+                    same = os.fstat(fd)
+                    if (same.st_dev, same.st_ino) == (info.st_dev, info.st_ino):
+                        leftover.unlink()
+                        removed.append(leftover)
+                finally:
+                    os.close(fd)
+    return removed
 
 
 def _write_into(path: Path, text: str) -> None:
@@ -98,16 +127,18 @@ def _write_into(path: Path, text: str) -> None:
         handle.flush()
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, before_replace: Callable[[], None] | None = None) -> None:
     """Write ``text`` (UTF-8, newlines as given) to ``path``: readers see the old file or the
     new one, never a torn one.
 
     What ``path`` is decides how:
 
-    - missing or a regular file: the text goes to a temporary file ``.NAME.XXXX.tmp`` in the same
-      folder (created with its parents if missing), is flushed to disk and renamed over
-      ``path``. The file keeps its mode; a new one gets 0644. A regular file without any write
-      permission bit is refused (even for root: it was made read-only on purpose).
+    - missing or a regular file: the text goes to a temporary file ``.NAME.tileconform-XXXX.tmp``
+      in the same folder (created with its parents if missing), locked while it is written, is
+      flushed to disk and renamed over ``path``; ``before_replace`` (a last check that may
+      raise) runs just before the rename. The file keeps its mode; a new one gets 0644. A
+      regular file without any write permission bit is refused (even for root: it was made
+      read-only on purpose).
     - a symlink to a regular file (or to nothing yet) in the symlink's own folder: the target is
       replaced as above and the symlink stays. A symlink that leads into another folder is
       refused: the user named a place in this folder, and replacing a file elsewhere (a shared
@@ -121,9 +152,9 @@ def write_atomic(path: Path, text: str) -> None:
     - a directory, a block device, a socket, a symlink loop: refused.
 
     Refusals are :class:`FileRefused` (an :class:`OSError`) with a message for the user. On any
-    failure a temporary file is removed and ``path`` is left as it was. Temporary files of the
-    same target older than :data:`STALE_TMP_SECONDS` (a writer killed with ``kill -9``) are
-    removed at the next write.
+    failure a temporary file is removed and ``path`` is left as it was. The temporary files of
+    the same target that a writer killed with ``kill -9`` left are removed at the next write
+    (:func:`remove_stale_tmp`: only this tool's, and only with proof that no writer has them).
     """
     if _OPEN_FILE_NAME.fullmatch(str(path)) and path.exists():
         if path.is_dir():
@@ -168,16 +199,43 @@ def write_atomic(path: Path, text: str) -> None:
             errno.EACCES, "is read-only (no write permission): make it writable or write elsewhere"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_tmp(target.parent, target.name)
+    remove_stale_tmp(target.parent, target.name)
     mode = info.st_mode & 0o7777 if info is not None else 0o644
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{TMP_MARK}", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a new file nobody else holds: proof of life for the cleanup
+        data = text.encode("utf-8")
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+        os.fchmod(fd, mode)
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        os.close(fd)
+
+
+def write_in_place(path: Path, text: str, before_write: Callable[[], None] | None = None) -> None:
+    """Write ``text`` into the regular file ``path`` itself, keeping its inode: every hard link
+    of it sees the new text (as an editor writes a hard-linked file). Not atomic: a reader at
+    that moment may see part of it; the caller keeps writers apart. ``before_write`` runs just
+    before the first byte is written (a last check that may raise)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileRefused(errno.EINVAL, "is not a regular file to write in place")
+        if before_write is not None:
+            before_write()
+        data = text.encode("utf-8")
+        written = 0
+        while written < len(data):
+            written += os.pwrite(fd, data[written:], written)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ruamel.yaml.composer import Composer, ComposerError
 from ruamel.yaml.events import AliasEvent
+from ruamel.yaml.nodes import ScalarNode
 
 from ..files import read_regular
 
@@ -34,6 +35,13 @@ MAX_BYTES = 2 << 20
 #: an expectation entry is about eight, so a matrix with several thousand known-bad cases still
 #: loads; an alias bomb stops here, and a file of this many nodes takes seconds to parse.
 MAX_NODES = 60_000
+#: YAML nodes of one ``expectations`` entry's value, aliases expanded: an entry written by
+#: ``--tile-update`` has at most 13 (a mapping of six fields). The entries themselves count two
+#: nodes each (key and value) against :data:`MAX_NODES`, not their fields, so the expectations the
+#: update writes for every case of a matrix within :data:`MAX_CASES` load again: the node bound is
+#: for what a user writes, not for what this tool records (a 5,000-case matrix whose cases all
+#: fail needs 70,000 nodes counted field by field).
+MAX_ENTRY_NODES = 64
 #: Nesting of collections; a matrix needs 9 (matrix, suites, suite, tile, entry, problems,
 #: problem, rows, row).
 MAX_DEPTH = 32
@@ -172,12 +180,18 @@ class BoundedComposer(Composer):
 
     An alias costs the node count of what it names, so a file of nested aliases that would
     expand to billions of nodes is stopped at :data:`MAX_NODES`, at the alias that crosses it.
+    An entry of the root's ``expectations`` costs two nodes (its key and value) and its value's
+    own nodes count against :data:`MAX_ENTRY_NODES` instead: the entries are what
+    ``--tile-update`` writes, one per failing case; an alias in one still costs what it expands to.
     """
 
     def __init__(self, loader: Any = None) -> None:
         super().__init__(loader)
         self.warn_double_anchors = False  # YAML allows it; a warning would only be noise
-        self.nodes = 0
+        self.nodes = 0  # counted against MAX_NODES
+        self.total = 0  # every node, aliases expanded: what an anchor costs where it is used
+        self.entry = 0  # nodes of the current expectation entry's value
+        self.in_expectations = False
         self.sizes: dict[Any, int] = {}
 
     def _count(self, n: int, mark: Any) -> None:
@@ -191,14 +205,46 @@ class BoundedComposer(Composer):
                 mark,
             )
 
+    def _count_entry(self, n: int, mark: Any) -> None:
+        self.entry += n
+        if self.entry > MAX_ENTRY_NODES:
+            raise ComposerError(
+                None,
+                None,
+                f"this expectation entry has more than {MAX_ENTRY_NODES} YAML nodes (aliases counted "
+                "as expanded); an entry is a mapping of stage, status, smem, limit, source and reason",
+                mark,
+            )
+
     def compose_node(self, parent: Any, index: Any) -> Any:
+        opens = self.depth == 1 and isinstance(index, ScalarNode) and index.value == "expectations"
+        if opens:
+            self.in_expectations = True
+        try:
+            return self._compose_counted(parent, index)
+        finally:
+            if opens:
+                self.in_expectations = False
+
+    def _compose_counted(self, parent: Any, index: Any) -> Any:
         event = self.parser.peek_event()
+        inside = self.in_expectations and self.depth >= 3  # within an entry's value
+        if self.in_expectations and self.depth == 2 and index is not None:
+            self.entry = 0  # an entry's value starts
         if isinstance(event, AliasEvent):
-            self._count(self.sizes.get(event.anchor, 1), event.start_mark)
+            size = self.sizes.get(event.anchor, 1)
+            self._count(size, event.start_mark)
+            if inside:
+                self._count_entry(size, event.start_mark)
+            self.total += size
             return super().compose_node(parent, index)
-        before = self.nodes
-        self._count(1, event.start_mark)
+        before = self.total
+        self.total += 1
+        if inside:
+            self._count_entry(1, event.start_mark)
+        else:
+            self._count(1, event.start_mark)
         node = super().compose_node(parent, index)
         if event.anchor is not None:
-            self.sizes[event.anchor] = self.nodes - before
+            self.sizes[event.anchor] = self.total - before
         return node

@@ -1,34 +1,40 @@
 """``--tile-update``: rewrite the ``expectations`` of a matrix to what was observed.
 
-Only the lines of the expectation entries that change are touched, so comments, key order
-and formatting elsewhere stay byte for byte. Each entry is written as one flow mapping
-line. The new text is parsed again before it replaces the file, and the replacement is
-atomic (:func:`pytest_tileconform.files.write_atomic`).
+Only the lines of the expectation entries that change are touched (:mod:`.rewrite`), so
+comments, key order and formatting elsewhere stay byte for byte. Each entry is written as one
+flow mapping line. The new text is parsed again before it is written, and the write is atomic
+(:func:`pytest_tileconform.files.write_atomic`), or in place for a hard-linked matrix, whose
+other names must see it too.
 
 Several runs may update one matrix at once (shards of one matrix, a hand edit in an editor), so
-the read-modify-write holds a lock on the matrix and applies this run's changes to the file as
-it is *then*, not as it was when the run started: every run's changes and every hand edit
-survive. A change whose expectation was edited meanwhile to something else is refused, never
-overwritten (:func:`update_matrix`).
+the read-modify-write holds a lock on the matrix file (:func:`matrix_lock`) and applies this
+run's changes to the file as it is *then*, not as it was when the run started: every run's
+changes and every hand edit survive. A change whose expectation was edited meanwhile to
+something else is refused, never overwritten (:func:`update_matrix`); a file changed between
+the read and the write (an editor takes no lock) is not written at all (:class:`ChangedMeanwhile`).
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
-from collections.abc import Iterator, Mapping
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from filelock import FileLock, Timeout
 from pydantic import ValidationError
-from ruamel.yaml.comments import CommentedMap
 
-from ..files import write_atomic
+from ..files import remove_stale_tmp, write_atomic, write_in_place
 from ..reasons import shorten, stable_reason
 from ..verdict import UNRUN, Stage, Verdict
 from .kinds import CaseKind
 from .load import MatrixError, MatrixInvalid, load_matrix, parse_document
+from .rewrite import apply_changes, unrewritable
 from .schema import Expectation
 
 #: How long an update waits for another run's update of the same matrix to finish.
@@ -101,61 +107,15 @@ def entry_line(case_id: str, verdict: Verdict) -> str:
     return f"{json.dumps(case_id) if ':' in case_id else case_id}: {{{body}}}"
 
 
-def _entry_spans(lines: list[str], block: CommentedMap, ids: list[str]) -> dict[str, tuple[int, int]]:
-    """0-based [start, end) line span of each entry: its key line and more-indented continuations."""
-    spans = {}
-    for case_id in ids:
-        start, col = block.lc.key(case_id)
-        end = start + 1
-        while end < len(lines):
-            text = lines[end]
-            stripped = text.lstrip()
-            if not stripped or stripped.startswith("#") or len(text) - len(stripped) <= col:
-                break
-            end += 1
-        spans[case_id] = (start, end)
-    return spans
-
-
-def apply_changes(path: Path, text: str, changes: Mapping[str, Change]) -> str:
-    """The matrix text with ``changes`` applied to its ``expectations`` block."""
-    document = parse_document(path, text)
-    newline = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += newline
-    block = document.get("expectations")
-    entries = block if isinstance(block, CommentedMap) else CommentedMap()
-    additions = [c.line for c in changes.values() if c.line is not None and c.case_id not in entries]
-    if not entries:
-        if additions:
-            new_block = [f"expectations:{newline}", *(f"  {line}{newline}" for line in additions)]
-            if "expectations" in document:
-                at, _ = document.lc.key("expectations")
-                lines[at : at + 1] = new_block
-            else:
-                lines.extend(new_block)
-        return "".join(lines)
-    if entries.fa.flow_style():
-        at, _ = document.lc.key("expectations")
-        raise ValueError(
-            f"{path}:{at + 1}:1: --tile-update needs 'expectations' in block style, one entry per line"
-        )
-    indent = " " * entries.lc.key(next(iter(entries)))[1]
-    spans = _entry_spans(lines, entries, list(entries))
-    block_end = max(end for _, end in spans.values())
-    lines[block_end:block_end] = [f"{indent}{line}{newline}" for line in additions]
-    # Edit bottom-up so the spans above an edit keep their line numbers.
-    for case_id, (start, end) in sorted(spans.items(), key=lambda item: -item[1][0]):
-        change = changes.get(case_id)
-        if change is not None:
-            lines[start:end] = [] if change.line is None else [f"{indent}{change.line}{newline}"]
-    return "".join(lines)
-
-
 class UpdateRefused(Exception):
     """The matrix as a whole cannot be updated now (gone, read-only, locked too long); the
     message says why and nothing was written."""
+
+
+class ChangedMeanwhile(UpdateRefused):
+    """The matrix changed between the update's read and its write (an editor does not take the
+    lock): nothing written, the change kept. ``report apply`` exits 1 for it, as for an entry
+    edited meanwhile."""
 
 
 @dataclass
@@ -181,61 +141,102 @@ class UpdateOutcome:
         return lines
 
 
-def lock_path(path: Path) -> Path:
-    """The lock file of the matrix at ``path``: beside it, since the atomic replace needs that
-    folder writable anyway (a read-only folder is refused either way), and every process that
-    can see the matrix, on this host or over a shared file system, sees the same lock."""
-    return path.with_name(f".{path.name}.lock")
+@dataclass(frozen=True)
+class Seen:
+    """The matrix file as the update read it: which file (device and inode) and its bytes."""
+
+    device: int
+    inode: int
+    links: int
+    digest: str
+
+
+def _seen(fd: int, data: bytes) -> Seen:
+    info = os.fstat(fd)
+    return Seen(info.st_dev, info.st_ino, info.st_nlink, hashlib.sha256(data).hexdigest())
 
 
 @contextmanager
-def matrix_lock(path: Path, timeout: float) -> Iterator[None]:
-    """Hold the matrix's lock; the lock file is removed before the lock is let go, so no
-    ``.NAME.lock`` stays beside a matrix (filelock sees a lock file unlinked under it and takes
-    the new one)."""
-    lock = FileLock(lock_path(path), timeout=timeout)
-    try:
-        lock.acquire()
-    except PermissionError as exc:
-        raise UpdateRefused(
-            f"cannot make its lock file {lock_path(path).name} ({exc.strerror}): the folder is "
-            "read-only, and the update replaces the file in that folder; nothing written"
-        ) from None
-    except Timeout:
-        raise UpdateRefused(
-            f"another --tile-update has held {lock_path(path).name} for over {timeout:.0f} s; nothing written"
-        ) from None
-    try:
-        yield
-    finally:
+def matrix_lock(path: Path, timeout: float) -> Iterator[int]:
+    """Hold the lock of the matrix at ``path`` and give the open file's descriptor.
+
+    The lock is on the matrix file itself (``flock``), not on a file beside it, so every name of
+    it takes the same lock: a symlink, another relative path, and a hard link in another folder,
+    whose update would otherwise run alongside this one and keep only one run's entries. An
+    update replaces the file by a rename, so a waiter that gets the lock on the file the name no
+    longer leads to takes the lock again on the file that is there now. Nothing is left beside
+    the matrix, and a read-only folder needs no lock file."""
+    deadline = time.monotonic() + timeout
+    while True:
         try:
-            lock_path(path).unlink(missing_ok=True)
-        finally:
-            lock.release()
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise UpdateRefused(GONE) from None
+        except PermissionError:
+            raise UpdateRefused(READ_ONLY) from None
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise UpdateRefused(
+                            f"another --tile-update has held the lock on {path.name} for over "
+                            f"{timeout:.0f} s; nothing written"
+                        ) from None
+                    time.sleep(0.05)
+            held, now = os.fstat(fd), _stat(path)
+            if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # replaced while this waited: lock the file that is there now
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _stat(path: Path) -> os.stat_result:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        raise UpdateRefused(GONE) from None
 
 
 def remove_leftovers(path: Path) -> list[Path]:
-    """Remove the temporary files a killed update left beside the matrix
-    (``.NAME.*.tmp``, :func:`..files.write_atomic`'s names). Called with the lock held, so no
-    live update of this matrix is writing one."""
-    removed = []
-    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
-        if leftover.is_file() and not leftover.is_symlink():
-            leftover.unlink(missing_ok=True)
-            removed.append(leftover)
-    return removed
+    """Remove the temporary files a killed update left beside the matrix: only this tool's, and
+    only with proof that no writer has them (:func:`..files.remove_stale_tmp`)."""
+    return remove_stale_tmp(path.resolve().parent, path.resolve().name)
 
 
-def _wanted(path: Path, change: Change) -> Expectation | str | None:
+def _wanted(path: Path, change: Change, parsed: Mapping[str, Any]) -> Expectation | str | None:
     """The expectation ``change`` writes (None: the entry removed; its line as text where it is
-    not a valid expectation, which equals nothing the file has and fails the final load)."""
+    not a valid expectation, which equals nothing the file has and fails the final load).
+    ``parsed``: every change's line parsed at once (:func:`_parse_lines`), or empty."""
     if change.line is None:
         return None
     try:
-        document = parse_document(path, change.line)
-        return Expectation.model_validate(dict(document[change.case_id]))
+        entry = parsed[change.case_id] if change.case_id in parsed else parse_document(path, change.line)
+        if change.case_id not in parsed:
+            entry = entry[change.case_id]
+        return Expectation.model_validate(dict(entry))
     except (MatrixInvalid, ValidationError, KeyError, TypeError, ValueError):
         return change.line
+
+
+def _parse_lines(path: Path, changes: Mapping[str, Change]) -> Mapping[str, Any]:
+    """The lines of ``changes`` parsed as one document (one parse, not one per line: an update of
+    thousands of entries), or nothing where that fails; :func:`_wanted` then parses each alone."""
+    text = "".join(f"  {c.line}\n" for c in changes.values() if c.line is not None)
+    try:  # under `expectations`, where the node bound counts entries (:mod:`.bounds`)
+        document = parse_document(path, f"expectations:\n{text}")
+    except MatrixInvalid:
+        return {}
+    entries = document.get("expectations") if isinstance(document, Mapping) else None
+    return entries if isinstance(entries, Mapping) else {}
 
 
 def _show(expectation: Expectation | str | None) -> str:
@@ -246,13 +247,58 @@ def _show(expectation: Expectation | str | None) -> str:
     return json.dumps(expectation.model_dump(exclude_none=True))
 
 
-def _read(path: Path) -> str:
-    if not path.exists():
-        raise UpdateRefused("the matrix is gone (deleted or moved during the run); nothing written")
-    if path.stat().st_mode & 0o222 == 0:
-        raise UpdateRefused("the matrix is read-only; nothing written (make it writable and rerun)")
-    with path.open(encoding="utf-8", newline="") as handle:  # keep CRLF files CRLF
-        return handle.read()
+GONE = "the matrix is gone (deleted or moved during the run); nothing written"
+READ_ONLY = "the matrix is read-only; nothing written (make it writable and rerun)"
+CHANGED = (
+    "the matrix was changed while this update wrote it (a hand edit saved meanwhile?): nothing "
+    "written, the change kept; rerun the update (its changes are listed above)"
+)
+
+
+def _read(path: Path) -> None:
+    """Refuse a matrix that cannot be updated, before anything else is done."""
+    if _stat(path).st_mode & 0o222 == 0:
+        raise UpdateRefused(READ_ONLY)
+
+
+def _read_locked(fd: int) -> tuple[str, Seen]:
+    """The text of the locked matrix and what was read (:class:`Seen`)."""
+    data = os.pread(fd, os.fstat(fd).st_size + 1, 0)
+    return data.decode("utf-8"), _seen(fd, data)  # CRLF files stay CRLF
+
+
+def _unchanged_since(path: Path, seen: Seen) -> Callable[[], None]:
+    """A check, run just before the write, that ``path`` is still the file and bytes the update
+    read: an editor does not take the lock, and a hand edit saved in place after the read would
+    otherwise be overwritten. It raises :class:`ChangedMeanwhile`."""
+
+    def check() -> None:
+        try:
+            with path.open("rb") as handle:
+                now = _seen(handle.fileno(), handle.read())
+        except FileNotFoundError:
+            raise ChangedMeanwhile(GONE) from None
+        if (now.device, now.inode, now.digest) != (seen.device, seen.inode, seen.digest):
+            raise ChangedMeanwhile(CHANGED)
+
+    return check
+
+
+def _write(path: Path, text: str, seen: Seen) -> None:
+    """Write the new text: a hard-linked matrix in place, so that every name of it sees it (as
+    an editor writes a hard-linked file; the lock on the file keeps updates through its names
+    apart), any other by an atomic rename."""
+    check = _unchanged_since(path, seen)
+    try:
+        if seen.links > 1:
+            write_in_place(path, text, before_write=check)
+        else:
+            write_atomic(path, text, before_replace=check)
+    except PermissionError as exc:
+        raise UpdateRefused(
+            f"cannot write beside it ({exc.strerror}): the folder is read-only, and the update "
+            "replaces the file in that folder; nothing written"
+        ) from None
 
 
 def update_matrix(
@@ -274,11 +320,12 @@ def update_matrix(
     that is gone, read-only or locked too long, and MatrixInvalid for one that no longer loads;
     both write nothing.
     """
-    _read(path)  # refuse before making a lock file beside a matrix that cannot be updated
+    _read(path)  # refuse a matrix that cannot be updated before taking its lock
     outcome = UpdateOutcome()
-    with matrix_lock(path, lock_timeout):
+    with matrix_lock(path, lock_timeout) as fd:
         remove_leftovers(path)
-        text = _read(path)
+        _read(path)
+        text, seen = _read_locked(fd)
         try:
             current = load_matrix(path, kinds, text=text, stale_ok=True)
         except MatrixInvalid as exc:
@@ -287,11 +334,12 @@ def update_matrix(
         ids = {case.id for case in current.cases}
         now = current.model.expectations or {}
         to_write: dict[str, Change] = {}
+        parsed = _parse_lines(path, changes)
         for case_id, change in changes.items():
             if case_id not in ids and change.line is not None:  # removing an entry needs no case
                 outcome.refused[case_id] = (change, "the case is no longer in the matrix")
                 continue
-            wanted = _wanted(path, change)
+            wanted = _wanted(path, change, parsed)
             there = now.get(case_id)
             if there == wanted:
                 outcome.already[case_id] = change
@@ -303,9 +351,11 @@ def update_matrix(
                     f"its expectation was edited during the run (started {_show(started.get(case_id))}, "
                     f"now {_show(there)}); kept, not overwritten with {_show(wanted)}",
                 )
+        for case_id, why in unrewritable(text, to_write).items():
+            outcome.refused[case_id] = (to_write.pop(case_id), why)
         if to_write:
             new_text = apply_changes(path, text, to_write)
             load_matrix(path, kinds, text=new_text)
-            write_atomic(path, new_text)
+            _write(path, new_text, seen)
         outcome.written = to_write
     return outcome

@@ -3,6 +3,7 @@ every command's ``-o``, and a stdout that is closed, full or whose reader left."
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import subprocess
@@ -116,19 +117,25 @@ def test_a_fifo_with_a_reader_is_written_into(tmp_path: Path) -> None:
 
 
 def test_stale_temporaries_of_a_killed_writer_are_removed(tmp_path: Path) -> None:
+    """Only this tool's temporary files (``.NAME.tileconform-*.tmp``) with proof that they are a
+    killed writer's: old, and no writer holds their lock. A user's own ``.out.md.mine.tmp`` stays."""
     target = tmp_path / "out.md"
-    stale, fresh, other = (
-        tmp_path / ".out.md.abc.tmp",
-        tmp_path / ".out.md.def.tmp",
-        tmp_path / ".x.md.abc.tmp",
+    stale, fresh, other, users, held = (
+        tmp_path / ".out.md.tileconform-abc.tmp",
+        tmp_path / ".out.md.tileconform-def.tmp",
+        tmp_path / ".x.md.tileconform-abc.tmp",
+        tmp_path / ".out.md.mine.tmp",
+        tmp_path / ".out.md.tileconform-live.tmp",
     )
-    for leftover in (stale, fresh, other):
+    for leftover in (stale, fresh, other, users, held):
         leftover.write_text("torn")
     old = time.time() - files.STALE_TMP_SECONDS - 60
-    os.utime(stale, (old, old))
-    os.utime(other, (old, old))
-    write_atomic(target, "x")
-    assert not stale.exists() and fresh.exists() and other.exists()
+    for leftover in (stale, other, users, held):
+        os.utime(leftover, (old, old))
+    with held.open() as writer:  # a live writer that has been slow
+        fcntl.flock(writer.fileno(), fcntl.LOCK_EX)
+        write_atomic(target, "x")
+    assert not stale.exists() and fresh.exists() and other.exists() and users.exists() and held.exists()
 
 
 def test_a_writer_killed_mid_write_leaves_a_temporary_the_next_write_removes(tmp_path: Path) -> None:
@@ -145,7 +152,7 @@ def test_a_writer_killed_mid_write_leaves_a_temporary_the_next_write_removes(tmp
     )
     proc = subprocess.run([sys.executable, "-c", code], timeout=LIMIT_S)
     assert proc.returncode == -9
-    leftovers = list(tmp_path.glob(".out.md.*.tmp"))
+    leftovers = list(tmp_path.glob(".out.md.tileconform-*.tmp"))
     assert len(leftovers) == 1 and not target.exists()
     old = time.time() - files.STALE_TMP_SECONDS - 1
     os.utime(leftovers[0], (old, old))

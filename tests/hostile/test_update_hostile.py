@@ -9,9 +9,10 @@ update writing it (``meanwhile``), the changes the run wants, and the documented
   with a message and the edit kept;
 * ``gone``: the case left the matrix meanwhile; the change is refused by name;
 * ``refused`` / ``invalid`` / ``flow``: the whole matrix is refused (UpdateRefused, MatrixInvalid,
-  ValueError) with a message, and the file is left byte for byte as ``meanwhile`` left it.
+  Unrewritable) with a message, and the file is left byte for byte as ``meanwhile`` left it.
 
-No row may lose an edit or leave a lock or temporary file behind.
+No row may lose an edit or leave a lock or temporary file of its own behind; a file beside the
+matrix that this tool did not make (a user's ``.m.yaml.x.tmp``) is never touched.
 """
 
 # ruff: noqa: E501  (the table rows read best one to a line)
@@ -29,12 +30,13 @@ from pathlib import Path
 import pytest
 from helpers.fake_backend import TEST_KINDS
 
+from pytest_tileconform import files
 from pytest_tileconform.matrix.load import MatrixInvalid, load_matrix
+from pytest_tileconform.matrix.rewrite import Unrewritable
 from pytest_tileconform.matrix.schema import Expectation
 from pytest_tileconform.matrix.update import (
     Change,
     UpdateRefused,
-    lock_path,
     matrix_lock,
     update_matrix,
 )
@@ -94,10 +96,29 @@ def nothing(path: Path) -> None:
     pass
 
 
-def leftovers(*names: str) -> Callable[[Path], None]:
+#: files beside the matrix that a row made and that must still be there, unchanged, after the update
+KEPT: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def _kept_of_this_test() -> None:
+    KEPT.clear()
+
+
+def leftovers(
+    *names: str, age: float = 2 * files.STALE_TMP_SECONDS, kept: bool = False
+) -> Callable[[Path], None]:
+    """Temporary files beside the matrix, ``age`` seconds old: the tool's own (named
+    ``.m.yaml.tileconform-*.tmp``) from an update killed with ``kill -9``, or a user's own."""
+
     def apply(path: Path) -> None:
         for name in names:
-            (path.parent / name).write_text("half a matrix")
+            leftover = path.parent / name
+            leftover.write_text(f"half a matrix {name}")
+            old = time.time() - age
+            os.utime(leftover, (old, old))
+            if kept:
+                KEPT[name] = leftover.read_text()
 
     return apply
 
@@ -110,8 +131,10 @@ def delete(path: Path) -> None:
     path.unlink()
 
 
-def stale_lock(path: Path) -> None:
-    lock_path(path).write_text("")  # a kill -9'd update's lock file: the kernel let the lock go
+def old_lock_file(path: Path) -> None:
+    """The lock file an older version made beside the matrix: no lock now, and not this one's."""
+    (path.parent / ".m.yaml.lock").write_text("")
+    KEPT[".m.yaml.lock"] = ""
 
 
 def crlf(path: Path) -> None:
@@ -145,10 +168,13 @@ ROWS: list[tuple[str, Callable[[Path], None], dict[str, Change], str]] = [
     ("invalid-empty", write(""), ADD_A, "invalid"),
     ("invalid-not-a-mapping", write("- a\n- b\n"), ADD_A, "invalid"),
     ("invalid-bad-stage-meanwhile", edit("{stage: compile}", "{stage: lunch}"), ADD_A, "invalid"),
-    ("flow-style-meanwhile", edit(f'  {B}: {{stage: compile}}\n  {C}: {{stage: launch, reason: "old"}}\n', f"  {{{B}: {{stage: compile}}}}\n"), MOVE_B, "flow"),
-    ("kill9-temp-left", leftovers(".m.yaml.abc123.tmp"), ADD_A, "written"),
-    ("kill9-several-temps-left", leftovers(".m.yaml.a.tmp", ".m.yaml.b.tmp", ".m.yaml.c.tmp"), ADD_A, "written"),
-    ("kill9-lock-file-left", stale_lock, ADD_A, "written"),
+    ("flow-style-meanwhile", edit(f'expectations:\n  {B}: {{stage: compile}}\n  {C}: {{stage: launch, reason: "old"}}\n', f"expectations: {{{B}: {{stage: compile}}}}\n"), MOVE_B, "flow"),
+    ("kill9-temp-left", leftovers(".m.yaml.tileconform-abc123.tmp"), ADD_A, "written"),
+    ("kill9-several-temps-left", leftovers(".m.yaml.tileconform-a.tmp", ".m.yaml.tileconform-b.tmp"), ADD_A, "written"),
+    ("tool-temp-just-made-kept", leftovers(".m.yaml.tileconform-new.tmp", age=0, kept=True), ADD_A, "written"),
+    ("user-temp-kept", leftovers(".m.yaml.abc123.tmp", ".m.yaml.mine.tmp", kept=True), ADD_A, "written"),
+    ("user-temp-like-tool-kept", leftovers(".m.yaml.tileconformX.tmp", ".m.yaml.tileconform-.bak", kept=True), ADD_A, "written"),
+    ("old-lock-file-left", old_lock_file, ADD_A, "written"),
 ]  # fmt: skip
 
 
@@ -159,9 +185,11 @@ def _unchanged(path: Path, before: bytes | None) -> None:
         assert path.read_bytes() == before
 
 
-def _no_debris(folder: Path, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
-    debris = {p.name for p in folder.iterdir() if p.name.startswith(".m.yaml")} - keep
+def _no_debris(folder: Path) -> None:
+    """Nothing of the update's own beside the matrix, and every file a row made there as it was."""
+    debris = {p.name for p in folder.iterdir() if p.name.startswith(".m.yaml")} - set(KEPT)
     assert debris == set()
+    assert {name: (folder / name).read_text() for name in KEPT} == KEPT
 
 
 @pytest.mark.parametrize(
@@ -176,7 +204,7 @@ def test_update_after_a_change_meanwhile(
     before = path.read_bytes() if path.exists() else None
     started = {k: STARTED[k] for k in changes}
     if expected in ("refused", "invalid", "flow"):
-        error = {"refused": UpdateRefused, "invalid": MatrixInvalid, "flow": ValueError}[expected]
+        error = {"refused": UpdateRefused, "invalid": MatrixInvalid, "flow": Unrewritable}[expected]
         message = {"refused": "nothing written", "invalid": "m.yaml:", "flow": "block style"}[expected]
         with pytest.raises(error, match=message):
             update_matrix(path, TEST_KINDS, changes, started)
@@ -222,8 +250,10 @@ def test_corpus_is_big_enough() -> None:
 def test_another_matrix_temp_file_is_not_touched(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text(BASE)
-    other = tmp_path / ".other.yaml.x.tmp"
+    other = tmp_path / ".other.yaml.tileconform-x.tmp"
     other.write_text("not mine")
+    old = time.time() - 2 * files.STALE_TMP_SECONDS
+    os.utime(other, (old, old))
     update_matrix(path, TEST_KINDS, ADD_A, {A: None})
     assert other.read_text() == "not mine"
 
@@ -298,8 +328,7 @@ def test_many_threads_updating_at_once_lose_nothing(tmp_path: Path) -> None:
 def _killed_mid_write(path: str) -> None:
     """An update killed -9 while it holds the lock and has half-written its temporary file."""
     with matrix_lock(Path(path), 5):
-        Path(path).with_name(f".{Path(path).name}.dead.tmp").write_text("half")
-        os.kill(os.getpid(), signal.SIGKILL)
+        files.write_atomic(Path(path), "half", before_replace=lambda: os.kill(os.getpid(), signal.SIGKILL))
 
 
 def test_an_update_killed_with_sigkill_leaves_nothing_that_blocks_the_next(tmp_path: Path) -> None:
@@ -309,7 +338,9 @@ def test_an_update_killed_with_sigkill_leaves_nothing_that_blocks_the_next(tmp_p
     process.start()
     process.join(60)
     assert process.exitcode == -signal.SIGKILL
-    assert (tmp_path / ".m.yaml.dead.tmp").exists()
+    (leftover,) = tmp_path.glob(".m.yaml.tileconform-*.tmp")
+    old = time.time() - 2 * files.STALE_TMP_SECONDS  # its writer's lock went with it; and it is old
+    os.utime(leftover, (old, old))
     outcome = update_matrix(path, TEST_KINDS, ADD_A, {A: None}, lock_timeout=10)
     assert list(outcome.written) == [A]
     assert path.read_text() == BASE.replace("expectations:\n", "expectations:\n") + f"  {ADD_A[A].line}\n"
@@ -319,19 +350,15 @@ def test_an_update_killed_with_sigkill_leaves_nothing_that_blocks_the_next(tmp_p
 def test_a_read_only_folder_is_refused_with_a_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The lock file cannot be made where the folder is read-only (root can always make it, so
-    the refusal is simulated at the lock)."""
+    """The new file cannot be made where the folder is read-only (root can always make it, so
+    the refusal is simulated where the temporary file is made)."""
     path = tmp_path / "m.yaml"
     path.write_text(BASE)
 
-    class ReadOnlyFolder:
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            pass
+    def read_only_folder(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
 
-        def acquire(self) -> None:
-            raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr("pytest_tileconform.matrix.update.FileLock", ReadOnlyFolder)
+    monkeypatch.setattr("pytest_tileconform.files.tempfile.mkstemp", read_only_folder)
     with pytest.raises(UpdateRefused, match=r"the folder is read-only.*nothing written"):
         update_matrix(path, TEST_KINDS, ADD_A, {A: None})
     assert path.read_text() == BASE
