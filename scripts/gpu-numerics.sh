@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The numerics check through the path a hardware verdict takes (operands and D in device memory,
 # the reference on CUDA), for one case of each SM90 dtype family
-# (results/h200-2026-12-02-numerics/matrix.yaml):
+# (results/fidelity/h200-2026-12-02-numerics/matrix.yaml):
 #   1. every case judged as a user judges it: both input families (exact and full-mantissa,
 #      docs/numerics.md), each must pass;
 #   2. every case again with the test plugin's scale-d fault (tests/helpers/plugins/tileconform_faults.py:
@@ -18,7 +18,7 @@
 #   scripts/gpu-numerics.sh [MATRIX]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-matrix=${1:-results/h200-2026-12-02-numerics/matrix.yaml}
+matrix=${1:-results/fidelity/h200-2026-12-02-numerics/matrix.yaml}
 . "$(dirname "$0")/gpu-env.sh"
 export PYTHONPATH="$PWD/tests/helpers/plugins:$PWD/tests:$PYTHONPATH"  # the fault plugin, the test helpers
 P=(python3 -m pytest "${plugins[@]}" -q -p no:xdist --tile-device hardware --tile-matrix "$matrix"

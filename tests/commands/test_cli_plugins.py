@@ -8,13 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.paths import REPO
+from helpers.evidence import document as report_document
+from helpers.evidence import report
 
 from pytest_tileconform.commands.cli import build_parser, main
 from pytest_tileconform.results.fingerprint import HostColumn
 from pytest_tileconform.results.merge import CaseNote
 
-RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
+RESULTS = report("sm120-virtual")
 
 
 class Greeter:
@@ -73,7 +74,7 @@ def test_a_plugin_adds_a_device_column_to_report_merge(
 ) -> None:
     """A backend's field of the host fingerprint becomes a column of every device row, beside
     FlashInfer's."""
-    document = json.loads(RESULTS.read_text())
+    document = report_document(RESULTS)
     document["host"].setdefault("fingerprint", {})["python_of_host"] = "3.99"
     results = tmp_path / "r.json"
     results.write_text(json.dumps(document))

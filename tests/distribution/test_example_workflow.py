@@ -3,6 +3,7 @@ files, and linted by actionlint when it is installed."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.evidence import report
 from helpers.paths import DATA, REPO
 from ruamel.yaml import YAML
 
@@ -216,12 +218,11 @@ def _bash(
     )
 
 
-RESULTS = WORKFLOW.parents[2] / "results"
-
-
 def _place(path: Path, source: Path) -> None:
+    """``source`` (a report, gzipped or not) as the plain JSON file ``path``, as a run writes it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, path)
+    data = source.read_bytes()
+    path.write_bytes(gzip.decompress(data) if source.name.endswith(".gz") else data)
 
 
 @pytest.mark.parametrize("gate", ["strict", "diff"])
@@ -232,7 +233,7 @@ def test_the_diff_step_runs(workflow: Any, tmp_path: Path, gate: str) -> None:
     # no baseline: nothing to gate on
     _place(
         tmp_path / "artifacts/tileconform-virtual-sm120/out/results-virtual-sm120.json",
-        RESULTS / "sm120-virtual-2026-11-29.json",
+        report("sm120-virtual"),
     )
     proc = _bash(script, tmp_path, {"GATE": gate})
     assert proc.returncode == 0, proc.stderr
@@ -243,15 +244,15 @@ def test_the_diff_step_runs(workflow: Any, tmp_path: Path, gate: str) -> None:
     (tmp_path / "baseline/RUN").write_text("baseline: run 1\n")
     _place(
         tmp_path / "baseline/tileconform-virtual-sm120/out/results-virtual-sm120.json",
-        RESULTS / "sm120-virtual-2026-11-29.json",
+        report("sm120-virtual"),
     )
     _place(
         tmp_path / "baseline/tileconform-h100-1/out/results-h100-1.json",
-        RESULTS / "h200-2026-11-29/smoke-hardware.json",
+        report("smoke-hardware"),
     )
     _place(
         tmp_path / "artifacts/tileconform-virtual-sm120/out/results-virtual-sm120.json",
-        RESULTS / "h200x2-2026-11-29-grouped/sm120-flashinfer-virtual.json",
+        report("sm120-flashinfer-virtual"),
     )
     (tmp_path / "output.txt").unlink()
     proc = _bash(script, tmp_path, {"GATE": gate})
@@ -263,7 +264,7 @@ def test_the_diff_step_runs(workflow: Any, tmp_path: Path, gate: str) -> None:
     # only the missing file: it gates under the diff gate, where a crashed pytest fails no job
     _place(
         tmp_path / "artifacts/tileconform-virtual-sm120/out/results-virtual-sm120.json",
-        RESULTS / "sm120-virtual-2026-11-29.json",
+        report("sm120-virtual"),
     )
     (tmp_path / "output.txt").unlink()
     assert _bash(script, tmp_path, {"GATE": gate}).returncode == 0

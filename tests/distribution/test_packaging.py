@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.evidence import report
 from helpers.paths import REPO
 
 if sys.version_info >= (3, 11):
@@ -22,7 +23,7 @@ else:
     import tomli as tomllib
 
 PYPROJECT: dict[str, Any] = tomllib.loads((REPO / "pyproject.toml").read_text())
-RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
+RESULTS = report("sm120-virtual")
 TACTICS = REPO / "tests" / "data" / "tactics-sm120-flashinfer-0.7.4.jsonl"
 
 

@@ -187,7 +187,7 @@ def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
         ([126], 32, 256 * GB, (6, 26)),  # one round of 21 units of 6 on a 32-core host
         ([72], 16, 128 * GB, (7, 12)),  # a 72-case slice on a 16-core host: one round
         # the whole sm90 matrix (5 dtypes of 72) on a 16-core host with MemAvailable 134 GB: 20
-        # units of 18, 10 at a time, two rounds; what its cold build ran (results/h200-2026-11-29-s13)
+        # units of 18, 10 at a time, two rounds; what its cold build ran (results/speed/h200-2026-11-29-s13)
         ([72] * 5, 16, 134 * GB, (18, 10)),
         ([72] * 5, 16, 128 * GB, (12, 11)),  # a little less RAM: 30 units of 12, three rounds
         ([1], 16, 128 * GB, (1, 15)),  # ties go to the larger unit: 1 case, 1 unit
@@ -244,10 +244,10 @@ def test_a_killed_build_gives_no_verdict(
 @pytest.mark.parametrize(
     ("sm", "instantiations", "measured_gb"),
     [
-        (90, 8, 7.7),  # SM90 units, cicc + cudafe++ (results/h200-2026-11-29-s13/cs-*.json)
+        (90, 8, 7.7),  # SM90 units, cicc + cudafe++ (results/speed/h200-2026-11-29-s13/cs-*.json)
         (90, 16, 10.5),
         (90, 36, 12.9),
-        (120, 1, 5.97),  # SM120 NVFP4 units, cicc (results/cpu-2026-11-30-sm120-nvfp4-units.json)
+        (120, 1, 5.97),  # SM120 NVFP4 units, cicc (results/speed/cpu-2026-11-30-sm120-nvfp4-units.json)
         (120, 8, 9.96),
     ],
 )

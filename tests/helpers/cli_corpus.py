@@ -4,14 +4,14 @@ in a child process under a time limit, for inputs that could block (FIFOs, devic
 from __future__ import annotations
 
 import copy
-import json
 import subprocess
 import sys
 from typing import Any
 
-from helpers.paths import DATA, REPO
+from helpers.evidence import document, report
+from helpers.paths import DATA
 
-VALID_RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
+VALID_RESULTS = report("sm120-virtual")
 VALID_TACTICS = DATA / "tactics-sm120-drift.jsonl"
 #: every child process of the corpus ends within this many seconds, or the case fails
 LIMIT_S = 60
@@ -19,7 +19,7 @@ LIMIT_S = 60
 
 def valid_document() -> dict[str, Any]:
     """A small valid results document (format 1, two cases) to damage."""
-    data: dict[str, Any] = json.loads(VALID_RESULTS.read_text())
+    data: dict[str, Any] = document(VALID_RESULTS)
     data["cases"] = copy.deepcopy(data["cases"][:2])
     return data
 

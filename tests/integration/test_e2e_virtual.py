@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.evidence import report
 from helpers.fake_backend import TEST_KINDS
 from helpers.paths import REPO
 
@@ -30,7 +31,7 @@ from pytest_tileconform.matrix.load import load_matrix
 
 ROOT = REPO
 CASES = ("sm90-bf16-128x128x64-c1x1x1-none", "sm90-bf16-128x16x64-c1x1x1-finalize-swapab")
-HARDWARE_REPORT = ROOT / "results" / "h200-2026-11-29" / "smoke-hardware.json"
+HARDWARE_REPORT = report("smoke-hardware")
 # a cache of this test's own, kept between runs: in the suite's cache one of the cases may already
 # have been built by another unit, and then the other would be built alone
 UNIT_CACHE = default_cache_dir().with_name(f"{default_cache_dir().name}-e2e-shared-unit")
@@ -104,7 +105,7 @@ def test_virtual_sm90_verdicts_of_a_shared_unit_match_the_h200(tmp_path: Path) -
 
 
 MIXED_CASE = "sm90-fp8_e4m3xint4-bf16-64x16x128-c1x1x1-none-pingpong-swapab"
-MIXED_REPORT = ROOT / "results" / "h200-2026-12-01-sm90-mixed" / "w4a8-bf16-c1-pingpong-hardware.json.gz"
+MIXED_REPORT = report("w4a8-c1-pingpong-hardware")
 
 
 @pytest.mark.slow

@@ -2,11 +2,13 @@
 it: a case the reports judged failing carries an expectation at that stage, with the source and
 the shared memory of the report, and a case without one passed wherever it was judged. A report
 counts for a case when it judged the same coordinates (kernel and problem), whichever matrix file
-it was run from."""
+it was run from. The reports are those results/index.json lists for the matrix; a matrix it
+marks complete must have a verdict for every case."""
 
 from __future__ import annotations
 
 import pytest
+from helpers.evidence import complete_matrices, index, matrix_reports
 from helpers.fake_backend import TEST_KINDS
 from helpers.paths import REPO
 
@@ -14,46 +16,30 @@ from pytest_tileconform.matrix.load import load_matrix
 from pytest_tileconform.results.model import CaseEntry, CaseRecord
 from pytest_tileconform.results.store import read_results
 
-RESULTS = REPO / "results"
 
-#: The reports each matrix's header cites, as globs under results/.
-REPORTS = {
-    "sm90.yaml": ["h200-2026-12-01-sm90-problems/sm90-*-cold.json.gz"],
-    "sm90-mixed-flashinfer.yaml": ["h200-2026-12-01-sm90-mixed/*-hardware.json.gz"],
-    "sm100-flashinfer.yaml": [
-        "h200-2026-12-01-sm10x/sm100-*-virtual.json.gz",
-        "cpu-2026-12-01-sm100/*-virtual.json.gz",
-        "cpu-2026-12-01-sm100-activation/*-virtual.json.gz",
-    ],
-    "sm103-flashinfer.yaml": [
-        "h200-2026-12-01-sm10x/sm103-virtual.json.gz",
-        "cpu-2026-12-01-sm103/*-virtual.json.gz",
-    ],
-    "sm120-flashinfer.yaml": [
-        "h200x2-2026-11-29-grouped/sm120-flashinfer-virtual.json",
-        "cpu-2026-12-01-sm120/*-virtual.json.gz",
-    ],
-    "sm121-flashinfer.yaml": ["h200-2026-12-01-sm121/*-virtual.json.gz"],
-}
-
-
-def judged(globs: list[str]) -> dict[str, list[tuple[str, CaseEntry]]]:
-    """Each case id the reports judged, with every (report name, entry) that judged it."""
+def judged(matrix: str) -> dict[str, list[tuple[str, CaseEntry]]]:
+    """Each case id the reports behind ``matrix`` judged, with every (report name, entry) that
+    judged it."""
     seen: dict[str, list[tuple[str, CaseEntry]]] = {}
-    for pattern in globs:
-        paths = sorted(RESULTS.glob(pattern))
-        assert paths, f"no report matches results/{pattern}"
-        for path in paths:
-            for entry in read_results(path).cases:
-                if entry.verdict is not None:
-                    seen.setdefault(entry.id, []).append((path.name, entry))
+    for path in matrix_reports(matrix):
+        for entry in read_results(path).cases:
+            if entry.verdict is not None:
+                seen.setdefault(entry.id, []).append((path.name, entry))
     return seen
 
 
-@pytest.mark.parametrize("matrix", sorted(REPORTS))
+def test_every_shipped_matrix_has_its_reports_in_the_index() -> None:
+    shipped = sorted(path.name for path in (REPO / "matrices").glob("*.yaml"))
+    assert sorted(index()["matrices"]) == shipped
+    for name in shipped:
+        assert matrix_reports(name), name
+        assert "results/index.json" in (REPO / "matrices" / name).read_text().split("\nversion:")[0]
+
+
+@pytest.mark.parametrize("matrix", complete_matrices())
 def test_every_case_has_a_verdict_the_matrix_agrees_with(matrix: str) -> None:
     cases = {case.id: case for case in load_matrix(REPO / "matrices" / matrix, TEST_KINDS).cases}
-    seen = judged(REPORTS[matrix])
+    seen = judged(matrix)
     unjudged = sorted(set(cases) - seen.keys())
     assert not unjudged, f"{len(unjudged)} case(s) of {matrix} without a verdict, e.g. {unjudged[:3]}"
     disagree = []

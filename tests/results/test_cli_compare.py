@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.evidence import report
 from helpers.fake_backend import TileRun
 from helpers.paths import REPO
 
@@ -17,9 +18,9 @@ from pytest_tileconform.commands.cli import main
 from pytest_tileconform.results.compare import EXACT_FIELDS, UNRUN_AGREE
 from pytest_tileconform.results.store import read_results, write_results
 
-HARDWARE = REPO / "results/h200-2026-11-29/smoke-hardware.json"
-WARM = REPO / "results/h200-2026-11-29/smoke-hardware-warm.json"
-VIRTUAL = REPO / "results/h200-2026-11-29/smoke-virtual.json"
+HARDWARE = report("smoke-hardware")
+WARM = report("smoke-hardware-warm")
+VIRTUAL = report("smoke-virtual")
 EXACT_SUMMARY = "(exact: " + ", ".join(EXACT_FIELDS) + ")"
 
 
@@ -153,7 +154,7 @@ def test_cases_in_one_file_only_are_listed(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_nothing_in_common_or_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    sm120 = REPO / "results/sm120-virtual-2026-11-29.json"
+    sm120 = report("sm120-virtual")
     status, out, err = compare(capsys, HARDWARE, sm120)
     assert status == 2
     assert out[-1] == "0/0 cases agree (no case was judged in both)"

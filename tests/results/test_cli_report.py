@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.evidence import report
 from helpers.fake_backend import TileRun
 from helpers.paths import REPO
 
@@ -218,9 +219,9 @@ def test_conflicting_verdicts_are_flagged(tmp_path: Path, capsys: pytest.Capture
 def test_shipped_results_merge(tmp_path: Path) -> None:
     """The H200 run and the virtual sm100 / sm120 runs of results/: one table, HTML and Markdown."""
     files = [
-        REPO / "results/h200-2026-11-29/sm90-bf16-hardware.json",
-        REPO / "results/sm100-virtual-2026-11-29.json",
-        REPO / "results/sm120-virtual-2026-11-29.json",
+        report("sm90-bf16-hardware"),
+        report("sm100-virtual"),
+        report("sm120-virtual"),
     ]
     code = main(
         [
@@ -303,12 +304,12 @@ def test_usage_error_exit_status() -> None:
 def test_the_documented_example_is_current(tmp_path: Path) -> None:
     """docs/merged-example.{md,html} are what the command in docs/ci-gating.md writes today."""
     inputs = [
-        "results/h200-2026-11-29/sm90-bf16-hardware.json",
-        "results/h200-2026-11-29/sm90-fp8-bf16-none-hardware.json",
-        "results/h200x2-2026-11-29-grouped/sm90-fp8-rest-hardware.json.gz",
-        "results/h200x2-2026-11-29-grouped/sm90-fp16-fp32-hardware.json.gz",
-        "results/sm100-virtual-2026-11-29.json",
-        "results/h200x2-2026-11-29-grouped/sm120-flashinfer-virtual.json",
+        "results/verdicts/h200-2026-11-29/sm90-bf16-hardware.json.gz",
+        "results/verdicts/h200-2026-11-29/sm90-fp8-bf16-none-hardware.json.gz",
+        "results/verdicts/h200x2-2026-11-29-grouped/sm90-fp8-rest-hardware.json.gz",
+        "results/verdicts/h200x2-2026-11-29-grouped/sm90-fp16-fp32-hardware.json.gz",
+        "results/verdicts/sm100-virtual-2026-11-29.json.gz",
+        "results/verdicts/h200x2-2026-11-29-grouped/sm120-flashinfer-virtual.json.gz",
     ]
     assert " \\\n    ".join(inputs) in (REPO / "docs/ci-gating.md").read_text()
     md, page = tmp_path / "m.md", tmp_path / "m.html"
@@ -323,7 +324,7 @@ def test_merge_names_flashinfers_tactic_ids(capsys: pytest.CaptureFixture[str], 
     """With a saved probe output, each listed case carries the ids that select its kernel: the
     SM120 NVFP4 finalize tiles the virtual device refuses are GEMM 2's tactics 26 and 27."""
     probe = REPO / "tests" / "data" / "tactics-sm120-flashinfer-0.7.4.jsonl"
-    results = REPO / "results" / "sm120-virtual-2026-11-29.json"
+    results = report("sm120-virtual")
     page = tmp_path / "m.html"
     assert main(["report", "merge", str(results), "--tactics", str(probe), "--html", str(page)]) == 0
     assert "<th>FlashInfer tactic ids</th>" in page.read_text()

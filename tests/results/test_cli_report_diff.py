@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.evidence import report
 from helpers.paths import REPO
 
 from pytest_tileconform.commands.cli import main
@@ -16,11 +17,11 @@ from pytest_tileconform.verdict import Stage
 
 #: the virtual sm120 and sm120-flashinfer matrices in one run: 126 cases, 38 ids in both matrices,
 #: six known-bad (xfailed at initialize)
-SM12X = REPO / "results/h200-2026-12-01-reshape/virtual-sm12x-after.json.gz"
+SM12X = report("sm12x-virtual-after-reshape")
 #: the 38-case sm120 matrix (two known-bad) and the 88 generated configurations before their
 #: expectations were recorded (the four finalize rejections failed pytest)
-SM120 = REPO / "results/sm120-virtual-2026-11-29.json"
-GENERATED = REPO / "results/h200x2-2026-11-29-grouped/sm120-flashinfer-virtual.json"
+SM120 = report("sm120-virtual")
+GENERATED = report("sm120-flashinfer-virtual")
 
 FINALIZE = "sm120-nvfp4-bf16-128x256x128-c1x1x1-finalize"
 PASSING = "sm120-nvfp4-bf16-128x128x128-c1x1x1-none"
@@ -134,7 +135,7 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_no_common_case_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status, _, err = _diff(capsys, REPO / "results/sm100-virtual-2026-11-29.json", SM120)
+    status, _, err = _diff(capsys, report("sm100-virtual"), SM120)
     assert status == 0
     assert "warning: no case of" in err and "is it the right baseline?" in err
 

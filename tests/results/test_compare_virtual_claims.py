@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.paths import REPO
+from helpers.evidence import report
 
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.results.compare import UNRUN_AGREE
 
-HARDWARE = REPO / "results/h200-2026-11-29/smoke-hardware.json"
-VIRTUAL = REPO / "results/h200-2026-11-29/smoke-virtual.json"
+HARDWARE = report("smoke-hardware")
+VIRTUAL = report("smoke-virtual")
 
 
 CASE_ID = json.loads(VIRTUAL.read_text())["cases"][0]["id"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.evidence import RESULTS, report
 from helpers.fake_backend import TileRun
 from helpers.paths import REPO
 
@@ -35,7 +36,7 @@ def _is_results_file(path: Path) -> bool:
 
 #: Every run report kept in results/ (format 1, written before the format had a number 2).
 SHIPPED = sorted(
-    p for p in (REPO / "results").rglob("*") if p.name.endswith((".json", ".json.gz")) and _is_results_file(p)
+    p for p in RESULTS.rglob("*") if p.name.endswith((".json", ".json.gz")) and _is_results_file(p)
 )
 
 MATRIX = """\
@@ -161,7 +162,7 @@ def test_a_tile_report_validates_against_the_schema(tc: TileRun, schema: dict[st
 
 
 def test_the_validator_is_not_vacuous(schema: dict[str, Any]) -> None:
-    document = read_results(REPO / "results/sm120-virtual-2026-11-29.json").to_json()  # upgraded
+    document = read_results(report("sm120-virtual")).to_json()  # upgraded
     assert document["format"] == FORMAT
     document["cases"][0]["verdict"]["outcome"] = "weird"
     document["cases"][1]["case"]["tile"] = "128x128"
@@ -325,10 +326,11 @@ def test_many_problems_are_cut_short() -> None:
 
 
 def test_gzipped_and_unreadable_files(tmp_path: Path) -> None:
-    source = REPO / "results/sm120-virtual-2026-11-29.json"
-    packed = tmp_path / "r.json.gz"
-    packed.write_bytes(gzip.compress(source.read_bytes()))
-    assert read_results(packed) == read_results(source)
+    source = report("sm120-virtual")
+    plain, packed = tmp_path / "r.json", tmp_path / "r.json.gz"
+    plain.write_bytes(gzip.decompress(source.read_bytes()))
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_results(packed) == read_results(plain) == read_results(source)
     (tmp_path / "bad.json.gz").write_text("not gzip")
     with pytest.raises(ReportError, match=r"bad\.json\.gz: cannot read"):
         read_results(tmp_path / "bad.json.gz")

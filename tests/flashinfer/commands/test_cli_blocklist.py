@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.evidence import document as report_document
+from helpers.evidence import report
 from helpers.paths import DATA
 
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.flashinfer.sources import FlashInferSourcesError, find_sources
 
 REPO = DATA.parent.parent
-SM120_RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
+SM120_RESULTS = report("sm120-virtual")
 RECORDED = DATA / "tactics-sm120-flashinfer-0.7.4.jsonl"
 ENVIRONMENT = {
     "flashinfer_version": "0.7.4",
@@ -97,7 +99,7 @@ def _virtual(*extra: str) -> tuple[str, ...]:
 def _on_hardware(tmp_path: Path, name: str = ENVIRONMENT["gpu"], **changes: str) -> Path:
     """The recorded virtual results as if a GPU called ``name`` had judged them (format 2, whose
     verdicts name their device); ``changes`` maps case ids to another outcome."""
-    data = json.loads(SM120_RESULTS.read_text())
+    data = report_document(SM120_RESULTS)
     data["format"] = 2
     for entry in data["cases"]:
         verdict = entry["verdict"]
@@ -155,7 +157,7 @@ def test_written_like_tacticsblocklist_save(tmp_path: Path, blocklist_class: Any
 
 
 def test_several_dtypes_need_a_choice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    results = json.loads(SM120_RESULTS.read_text())
+    results = report_document(SM120_RESULTS)
     for entry in results["cases"]:
         if entry["case"]["act"] == "mxfp8":
             entry["verdict"]["outcome"] = "numerics"
@@ -174,7 +176,7 @@ def test_several_dtypes_need_a_choice(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_nothing_failing_is_an_empty_blocklist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    results = json.loads(SM120_RESULTS.read_text())
+    results = report_document(SM120_RESULTS)
     for entry in results["cases"]:
         entry["verdict"]["outcome"] = "pass"
     path = tmp_path / "r.json"

@@ -11,11 +11,12 @@ which the dispatch accepts but the generator does not instantiate.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers.evidence import document as report_document
+from helpers.evidence import matrix_report_groups, matrix_reports, report
 from helpers.paths import DATA
 
 from pytest_tileconform.commands.cli import main
@@ -35,7 +36,7 @@ from pytest_tileconform.flashinfer.tactics.offered import parse
 from pytest_tileconform.results.store import parse_results, read_results
 
 REPO = DATA.parent.parent
-SM120_RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
+SM120_RESULTS = report("sm120-virtual")
 RECORDED = DATA / "tactics-sm120-flashinfer-0.7.4.jsonl"
 FIXTURE = DATA / "tactics-sm120-drift.jsonl"
 
@@ -94,7 +95,7 @@ def test_a_virtual_pass_is_unrun_in_the_table(flashinfer_074, capsys: pytest.Cap
 def test_a_passing_verdict_clears_always_failing(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
     tactics = parse(FIXTURE.read_text().splitlines())
     failing = read_results(SM120_RESULTS)
-    rerun = json.loads(SM120_RESULTS.read_text())
+    rerun = report_document(SM120_RESULTS)
     for entry in rerun["cases"]:
         if entry["verdict"] and entry["verdict"]["outcome"] == "initialize":
             entry["verdict"]["outcome"] = "pass"
@@ -133,7 +134,7 @@ def test_results_option_is_a_deprecated_alias(flashinfer_074, capsys: pytest.Cap
     positional = capsys.readouterr()
     assert main([*argv, "--results", str(SM120_RESULTS)]) == 0
     deprecated = capsys.readouterr()
-    assert deprecated.out == positional.out and "`sm120-virtual-2026-11-29.json`" in positional.out
+    assert deprecated.out == positional.out and "`sm120-virtual-2026-11-29.json.gz`" in positional.out
     assert "--results is deprecated" in deprecated.err and "deprecated" not in positional.err
 
 
@@ -197,9 +198,9 @@ def test_probe_reproduces_the_recorded_output(flashinfer_074, tmp_path: Path) ->
 
 
 SM90_SM100 = DATA / "tactics-sm90-sm100-flashinfer-0.7.4.jsonl"
-SM10X_RESULTS = sorted((REPO / "results" / "h200-2026-12-01-sm10x").glob("sm100-*-virtual.json.gz"))
-SM90_RESULTS = sorted((REPO / "results" / "h200-2026-12-01-sm90-problems").glob("sm90-*-cold.json.gz"))
-SM90_MIXED_RESULTS = sorted((REPO / "results" / "h200-2026-12-01-sm90-mixed").glob("*-hardware.json.gz"))
+SM10X_RESULTS, *SM100_CPU_RESULTS = matrix_report_groups("sm100-flashinfer.yaml")
+SM90_RESULTS = matrix_reports("sm90.yaml")
+SM90_MIXED_RESULTS = matrix_reports("sm90-mixed-flashinfer.yaml")
 
 
 def test_sm90_mixed_input_tactics_are_the_generators_kernels(flashinfer_074) -> None:  # type: ignore[no-untyped-def]
@@ -262,8 +263,7 @@ def test_sm100_kernels_judged_by_the_recorded_slices(flashinfer_074) -> None:  #
     assert {r.key.dtypes for r in never if r not in fused} <= {"bf16", "fp16", "fp32"}
     assert all(r.key.variant.startswith("tma") for r in never)
     # with the slices judged on the CPU machine, every offered kernel the dispatch takes is judged
-    cpu = sorted((REPO / "results" / "cpu-2026-12-01-sm100").glob("sm100-*-tma-virtual.json.gz"))
-    cpu += sorted((REPO / "results" / "cpu-2026-12-01-sm100-activation").glob("*-virtual.json.gz"))
+    cpu = [path for group in SM100_CPU_RESULTS for path in group]
     every = compare(
         "sm100", tactics, generated_ops(flashinfer_074, "sm100"), results + [read_results(p) for p in cpu]
     )
@@ -292,8 +292,7 @@ def test_sm103_tactics_are_its_two_kernel_sets(flashinfer_074) -> None:  # type:
     on_sm100 = compare("sm100", sm100, generated_ops(flashinfer_074, "sm100"))
     flags = Counter(f for r in drift.rows for f in r.flags)
     assert flags == Counter(f for r in on_sm100.rows for f in r.flags) and flags[FLAG_REJECTED] == 480
-    reports = sorted((REPO / "results" / "cpu-2026-12-01-sm103").glob("*-virtual.json.gz"))
-    reports.append(REPO / "results" / "h200-2026-12-01-sm10x" / "sm103-virtual.json.gz")
+    reports = matrix_reports("sm103-flashinfer.yaml")
     judged = compare("sm103", tactics, generated, [read_results(p) for p in reports])
     assert not any(FLAG_NEVER_JUDGED in r.flags for r in judged.rows)
     assert {frozenset(r.flags) for r in judged.flagged} == {frozenset({FLAG_REJECTED, FLAG_NOT_INSTANTIATED})}

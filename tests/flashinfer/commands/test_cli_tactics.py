@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.evidence import matrix_reports, report
 from helpers.fake_backend import TEST_KINDS
 from helpers.paths import DATA
 
@@ -35,7 +36,7 @@ SM90_SM100 = DATA / "tactics-sm90-sm100-flashinfer-0.7.4.jsonl"
 SM120 = DATA / "tactics-sm120-flashinfer-0.7.4.jsonl"
 KEY = DATA / "tactics-flashinfer-0.7.4.key.json"
 RECORDED = {"sm90": SM90_SM100, "sm100": SM90_SM100, "sm120": SM120}
-SM120_RESULTS = REPO / "results" / "sm120-virtual-2026-11-29.json"
+SM120_RESULTS = report("sm120-virtual")
 
 
 @pytest.fixture(scope="module")
@@ -323,9 +324,8 @@ def test_a_mixed_input_tactic_names_its_kernel_and_the_h200s_verdict(
     on the H200 by the c1x1x1 Pingpong slice; that slice does not judge its 2x1x1 neighbour.
     W4A16 MXFP4 tactic 44, which FlashInfer offers, asks for more shared memory than an H200
     has: the matrix expects, and the H200 observed, a failure at initialize."""
-    mixed = REPO / "results" / "h200-2026-12-01-sm90-mixed"
-    results = sorted(mixed.glob("*-hardware.json.gz"))
-    c1_pingpong = str(mixed / "w4a8-bf16-c1-pingpong-hardware.json.gz")
+    results = matrix_reports("sm90-mixed-flashinfer.yaml")
+    c1_pingpong = str(report("w4a8-c1-pingpong-hardware"))
     argv = ["--arch", "sm90", "--dtype", "fp8_e4m3xint4-bf16", "--tactics", str(SM90_SM100)]
     argv += ["--matrix", "sm90-mixed-flashinfer"]
     (row,) = _json(capsys, *argv, "--explain", "0", c1_pingpong)
@@ -474,7 +474,7 @@ def test_clamped_relu2_runs_the_activation_fusion_kernels(capsys: pytest.Capture
     128 x 64|128|256 x 128 bytes, cluster 1x1x1 or 2x1x1), and each is one the shipped matrix
     builds and the recorded virtual run judged; the binding refuses the others. GEMM 2 and
     the fp8 runner select what they select without it."""
-    activation = REPO / "results" / "cpu-2026-12-01-sm100-activation" / "sm100-activation-virtual.json.gz"
+    activation = report("sm100-activation-virtual")
     base = ["--arch", "sm100", "--tactics", str(SM90_SM100), "--matrix", "sm100-flashinfer"]
     for runner in ("bf16", "mxfp8-bf16", "mxfp8-fp16"):
         argv = [*base, "--dtype", runner, "--gemm", "1"]
