@@ -81,6 +81,9 @@ def header_lines(backend: FlashInferBackend, cases: Sequence[MoeCase], narrowed:
     except (UnusableEnvironment, HostBuildError):
         have = total = 0  # nothing can be compiled here
     store = f"build cache {cache_dir}"
+    if remote := backend.settings.cache_remote:  # what is counted below is the local tier's
+        farm = f", units compiled on {backend.settings.build_on}" if backend.settings.build_on else ""
+        store += f" before the remote tier {remote}{farm}"
     if total:
         scope = " (before -k/-m)" if narrowed else ""
         store += f": {have} of {total} case(s) to compile are built{scope}"

@@ -33,7 +33,8 @@ pytest.importorskip("fsspec")
 
 @pytest.fixture
 def compiler(tmp_path: Path) -> tuple[Path, Path]:
-    return make_compiler(tmp_path)
+    script, counter = make_compiler(tmp_path)
+    return script, counter
 
 
 def tiered(
