@@ -19,7 +19,8 @@ from pytest_tileconform.compile.failure import Cause, first_error_line, killed_b
 
 @pytest.fixture
 def compiler(tmp_path: Path) -> tuple[Path, Path]:
-    return make_compiler(tmp_path)
+    script, counter = make_compiler(tmp_path)
+    return script, counter
 
 
 def test_key_covers_source_command_and_salt(compiler: tuple[Path, Path]) -> None:
