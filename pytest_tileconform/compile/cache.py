@@ -30,7 +30,8 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -39,6 +40,7 @@ from ..backend import UnusableEnvironment
 from . import ninja
 from . import progress as progress_module
 from .failure import Failure, classify
+from .handles import CheckedFiles
 from .inputs import STAGED, BuildInput, stage, unstage
 from .progress import UnitEstimate
 from .trust import (
@@ -106,10 +108,28 @@ class BuildResult:
     #: or disk space, a tool missing: :mod:`.failure`): it is not cached, no verdict may come
     #: of it, and a rerun with the cause removed compiles it
     environment: Failure | None = None
+    #: its files as they were checked, which is what is run (:mod:`.handles`)
+    files: CheckedFiles | None = field(default=None, compare=False, repr=False)
 
     @property
     def artifact(self) -> Path:
+        """Where the entry's program lies: to name it. What runs it takes :meth:`runnable`."""
         return self.path / ARTIFACT
+
+    def runnable(self, name: str = ARTIFACT) -> Path:
+        """The entry's file ``name`` as ``/proc/PID/fd/N`` of its checked bytes, open for this
+        process's life: a runner loads a unit once, by the name it is given."""
+        return self._checked().kept(name)
+
+    def running(self, name: str = ARTIFACT) -> AbstractContextManager[Path]:
+        """The entry's file ``name`` as ``/proc/PID/fd/N`` of its checked bytes while a block
+        runs: a program run once."""
+        return self._checked().opened(name)
+
+    def _checked(self) -> CheckedFiles:
+        if self.files is None:  # a compile the run is to blame for: never run, never cached
+            raise RuntimeError(f"{self.path} was not built here nor checked: nothing of it can run")
+        return self.files
 
     @property
     def log(self) -> Path:
@@ -198,7 +218,7 @@ class BuildCache:
         self.clock = clock
         self.heartbeat_s = heartbeat_s
         self.trust = trust or TrustPolicy.from_env()
-        self._verified: set[Path] = set()
+        self._seen: dict[Path, dict[str, os.stat_result]] = {}  # entries checked, their files as hashed
         self._staged: dict[str, str] = {}  # input name -> its private copy, while a signed build runs
         self._refused_root = False
         self._checked_root = False
@@ -253,11 +273,11 @@ class BuildCache:
                     raise Untrusted(f"{path} points outside the cache ({unit!r})")
                 return self._read(self.root / unit[:2] / unit, pointer=False, inputs=inputs)
             check_inputs(path, meta, inputs or {}, self.trust)
-            if path not in self._verified:
-                check_files(path, meta, self.trust)
-                self._verified.add(path)
+            if path not in self._seen:
+                self._seen[path] = check_files(path, meta, self.trust)
             error = str(meta.get("first_error", ""))
-            return BuildResult(bool(meta["ok"]), path, float(meta["seconds"]), error)
+            files = CheckedFiles(path, meta["sha256"], self.trust, self._seen[path])
+            return BuildResult(bool(meta["ok"]), path, float(meta["seconds"]), error, files=files)
         except Untrusted as exc:
             self.progress(f"cache entry refused: {exc}: building it again")
             return None
@@ -516,6 +536,7 @@ class BuildCache:
                 self.progress(f"{spec.label}: {what}: not a verdict, nothing cached")
                 return BuildResult(False, self.entry(spec), seconds, failure.line, environment=failure)
             first_error = failure.line
+        seen: dict[str, os.stat_result] = {}  # the files as hashed: what is run (:mod:`.handles`)
         meta = {
             "key": spec.key,
             "ok": ok,
@@ -524,13 +545,14 @@ class BuildCache:
             "label": spec.label,
             "command": list(spec.command),
             "inputs": {item.name: item.digest for item in spec.inputs},
-            "sha256": file_digests(case_dir, self.trust),
+            "sha256": (sums := file_digests(case_dir, self.trust, seen)),
         }
         write_meta(case_dir, meta, self.trust)
         final = self.entry(spec)
         _clear(final)  # left by a crashed build (no build.json) or refused (:meth:`_read`)
         os.rename(case_dir, final)
-        return BuildResult(ok, final, seconds, first_error)
+        files = CheckedFiles(final, sums, self.trust, seen)
+        return BuildResult(ok, final, seconds, first_error, files=files)
 
 
 def _clear(final: Path) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from .handles import CheckedFiles
 from .trust import (
     TrustPolicy,
     Untrusted,
@@ -143,6 +144,15 @@ def artifact_digest(path: Path, trust: TrustPolicy | None = None) -> str:
     if not isinstance(sums, dict) or not isinstance(found := sums.get(path.name), str):
         raise HostBuildError(f"{path.parent}/build.json lists no sum for {path.name}")
     return found
+
+
+def runnable(path: Path, trust: TrustPolicy | None = None) -> Path:
+    """The host build ``path`` (what :func:`build_once` returned) as ``/proc/PID/fd/N`` of the
+    bytes its checked ``build.json`` lists, open for this process's life (:mod:`.handles`): what
+    runs it must run those, whatever is swapped in under its name after. Raises
+    :class:`HostBuildError` or :class:`.handles.EntryChanged`."""
+    trust = trust or TrustPolicy.from_env()
+    return CheckedFiles(path.parent, {path.name: artifact_digest(path, trust)}, trust).kept(path.name)
 
 
 def _writable(path: Path) -> bool:

@@ -22,8 +22,9 @@ evidence at once. Three layers guard it, each against something else:
   fails it whoever wrote it. A writer checks what it reads with its own key's public half, so
   it never uses (and vouches for) an entry it did not sign.
 
-Checks happen when an entry is first used in a process; someone who can replace the file
-between the check and its use can also write the cache, which the ownership rule forbids.
+Checks happen when an entry is first used in a process. What is run is run through a
+descriptor of the checked bytes (:mod:`.handles`), and the folders above the cache must not let
+anyone else swap it (:mod:`.folders`), so nothing changed after the check is run.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-def _open_nofollow(path: Path, policy: TrustPolicy, most: int) -> BinaryIO:
+def open_nofollow(path: Path, policy: TrustPolicy, most: int) -> BinaryIO:
     """``path`` open for reading: a regular file reached without following a link, written by
     no one ``policy`` distrusts and of at most ``most`` bytes (checked before anything is read).
     Anything else where a file is expected (a FIFO, a device, a socket) is refused from its
@@ -186,20 +187,25 @@ def _open_nofollow(path: Path, policy: TrustPolicy, most: int) -> BinaryIO:
 
 
 def read_nofollow(path: Path, policy: TrustPolicy, most: int = MAX_META_BYTES) -> bytes:
-    """The bytes of ``path`` (:func:`_open_nofollow`), read to at most ``most``: a file that
+    """The bytes of ``path`` (:func:`open_nofollow`), read to at most ``most``: a file that
     grows while it is read is refused too."""
-    with _open_nofollow(path, policy, most) as f:
+    with open_nofollow(path, policy, most) as f:
         data = f.read(most + 1)
     if len(data) > most:
         raise Untrusted(f"{path} grew past the {most:,} bytes a cache file may have while it was read")
     return data
 
 
-def digest_nofollow(path: Path, policy: TrustPolicy, most: int = MAX_FILE_BYTES) -> str:
-    """The SHA-256 of ``path`` (:func:`_open_nofollow`), read a chunk at a time."""
+def digest_nofollow(
+    path: Path, policy: TrustPolicy, most: int = MAX_FILE_BYTES, seen: dict[str, os.stat_result] | None = None
+) -> str:
+    """The SHA-256 of ``path`` (:func:`open_nofollow`), read a chunk at a time; the file as it
+    was hashed (its ``fstat``) goes into ``seen`` under its name (:mod:`.handles`)."""
     digest = hashlib.sha256()
     read = 0
-    with _open_nofollow(path, policy, most) as f:
+    with open_nofollow(path, policy, most) as f:
+        if seen is not None:
+            seen[path.name] = os.fstat(f.fileno())
         while chunk := f.read(_CHUNK):
             read += len(chunk)
             if read > most:
@@ -269,17 +275,20 @@ def read_meta(
     return meta
 
 
-def file_digests(directory: Path, policy: TrustPolicy) -> dict[str, str]:
+def file_digests(
+    directory: Path, policy: TrustPolicy, seen: dict[str, os.stat_result] | None = None
+) -> dict[str, str]:
     """The SHA-256 of every file of ``directory`` but ``build.json`` and its signature, each
-    read without following links; a link or a distrusted file anywhere refuses the entry."""
+    read without following links (and, into ``seen``, how each was found); a link or a
+    distrusted file anywhere refuses the entry."""
     found = {}
     for item in sorted(os.scandir(directory), key=lambda e: e.name):
         if item.name in (ENTRY_FILE, SIGNATURE_FILE):
             continue
         if item.is_dir(follow_symlinks=False):
             continue
-        # a link, a FIFO, a device: refused, naming what it is (:func:`_open_nofollow`)
-        found[item.name] = digest_nofollow(directory / item.name, policy)
+        # a link, a FIFO, a device: refused, naming what it is (:func:`open_nofollow`)
+        found[item.name] = digest_nofollow(directory / item.name, policy, seen=seen)
     return found
 
 
@@ -317,15 +326,18 @@ def check_tree(directory: Path, expected: object, policy: TrustPolicy, skip: fro
             raise Untrusted(f"{directory / relative} fails its checksum")
 
 
-def check_files(directory: Path, meta: dict[str, Any], policy: TrustPolicy) -> None:
-    """Refuse ``directory`` unless its files are exactly those ``meta`` lists, with their sums."""
+def check_files(directory: Path, meta: dict[str, Any], policy: TrustPolicy) -> dict[str, os.stat_result]:
+    """Refuse ``directory`` unless its files are exactly those ``meta`` lists, with their sums;
+    how each file was found when it was hashed (:mod:`.handles` runs that file unread)."""
     expected = meta.get("sha256")
     if not isinstance(expected, dict) or not all(FILE_NAME.match(str(n)) for n in expected):
         raise Untrusted(f"{directory / ENTRY_FILE} lists no valid checksums")
-    found = file_digests(directory, policy)
+    seen: dict[str, os.stat_result] = {}
+    found = file_digests(directory, policy, seen)
     if found != expected:
         differ = sorted(n for n in set(found) | set(expected) if found.get(n) != expected.get(n))
         raise Untrusted(f"cache entry {directory} fails its checksums ({', '.join(differ[:3])})")
+    return seen
 
 
 def check_inputs(

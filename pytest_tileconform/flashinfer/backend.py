@@ -466,9 +466,9 @@ class FlashInferBackend:
             # a fault the host can decide from the problem and the instantiation (virtual/faults.py)
             fault = predicted_fault(kernel_config(case), case.problem.n, case.problem.k)
             self._before_run(case, run_dir)
-            executable = build.path / (build.artifact.name + VIRTUAL_SUFFIX)
             args = [str(run_dir), kernel_config(case).name]
-            run = run_virtual(executable, args, run_dir, profile, self.settings.timeout)
+            with build.running(build.artifact.name + VIRTUAL_SUFFIX) as executable:  # the checked bytes
+                run = run_virtual(executable, args, run_dir, profile, self.settings.timeout)
             report = HarnessReport.read(run_dir)
             verdict = verdict_of(
                 run, report, f"virtual ({profile.arch} profile)", profile.device, fault=fault
@@ -526,16 +526,17 @@ class FlashInferBackend:
             self._inputs[device] = InputCache(cache_bytes(where))
         return self._inputs[device].get(case, self.settings.seed, where, family)
 
-    def _execute(self, unit: Path, run_dir: Path, name: str) -> tuple[HarnessReport, str | None]:
-        """Run case ``name`` of the harness ``unit`` in this worker's runner
+    def _execute(self, build: BuildResult, run_dir: Path, name: str) -> tuple[HarnessReport, str | None]:
+        """Run case ``name`` of ``build``'s checked harness in this worker's runner
         (:func:`.hardware.execute`)."""
+        unit = build.runnable()
         return hardware.execute(self._hardware_runner, unit, run_dir, name, self.settings.timeout)
 
-    def _sanitize(self, unit: Path, run_dir: Path, name: str) -> SanitizerRun:
-        """Run case ``name`` of ``unit`` under compute-sanitizer (:mod:`.sanitizer`), through
-        the runner's one-case mode, in a process of its own."""
+    def _sanitize(self, build: BuildResult, run_dir: Path, name: str) -> SanitizerRun:
+        """Run case ``name`` of ``build``'s checked harness under compute-sanitizer
+        (:mod:`.sanitizer`), through the runner's one-case mode, in a process of its own."""
         mode = self.settings.sanitize
         assert mode is not None  # judge asks only with --tile-sanitize
         tool = find_sanitizer(self.toolchain[0])
         runner = self._hardware_runner.executable
-        return sanitize(tool, mode, runner, unit, run_dir, name, self.settings.timeout)
+        return sanitize(tool, mode, runner, build.runnable(), run_dir, name, self.settings.timeout)

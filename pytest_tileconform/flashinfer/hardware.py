@@ -46,11 +46,12 @@ if TYPE_CHECKING:
 
 #: Called with a case and its run directory once the inputs are there, before the harness runs.
 BeforeRun = Callable[[MoeCase, Path], None]
-#: Runs case NAME of the harness UNIT on the inputs in RUN_DIR: (unit, run_dir, name) -> what
-#: the harness reported and, if the process running it failed, why (:func:`execute`).
-Execute = Callable[[Path, Path, str], tuple[HarnessReport, str | None]]
-#: Runs case NAME of the harness UNIT under compute-sanitizer on RUN_DIR's inputs (:mod:`.sanitizer`).
-Sanitize = Callable[[Path, Path, str], SanitizerRun]
+#: Runs case NAME of the harness of the checked BUILD on the inputs in RUN_DIR: (build, run_dir,
+#: name) -> what the harness reported and, if the process running it failed, why (:func:`execute`
+#: of ``build.runnable()``, its checked bytes: :mod:`..compile.handles`).
+Execute = Callable[[BuildResult, Path, str], tuple[HarnessReport, str | None]]
+#: Runs case NAME of the harness of BUILD under compute-sanitizer on RUN_DIR's inputs (:mod:`.sanitizer`).
+Sanitize = Callable[[BuildResult, Path, str], SanitizerRun]
 
 #: The oldest architecture on which FlashInfer enables programmatic dependent launch by default
 #: (``device_support_pdl``: compute capability 9 and later).
@@ -234,7 +235,7 @@ def judge(
         before_run(case, run_dir)
         inputs_done = time.perf_counter()
         name = kernel_config(case).name
-        report, failure = execute(build.artifact, run_dir, name)
+        report, failure = execute(build, run_dir, name)
         harness_done = time.perf_counter()
         # where a case's time goes beside the kernel: writing its inputs, the harness call
         # (the runner's round trip included) and, below, the check of D
@@ -324,7 +325,7 @@ def judge(
                 full, full_dir, once, replace(settings, graph_replays=0, repeats=0, sequence=0)
             )
             before_run(case, full_dir)
-            full_report, full_fault = execute(build.artifact, full_dir, name)
+            full_report, full_fault = execute(build, full_dir, name)
             extra["launches"] += 1
             if full_fault is not None or not full_report.passed:
                 why = full_fault or full_report.message
@@ -364,7 +365,7 @@ def judge(
         if settings.sanitize:
             if shared is not None:  # compute-sanitizer's run reads files, in a process of its own
                 write_inputs(prepared.inputs.to("cpu"), run_dir, extra_problem=entries)
-            sanitized = sanitize(build.artifact, run_dir, name)
+            sanitized = sanitize(build, run_dir, name)
             extra["sanitizer"] = sanitized.as_dict()
             if sanitized.result == "unavailable":
                 judged.remove(Stage.SANITIZE)  # not judged here: the verdict says so and why

@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..compile.hostbuild import build_once, compiler_id, cxx, run_tool
+from ..compile.hostbuild import build_once, compiler_id, cxx, run_tool, runnable
 
 RUNNER_SOURCE = Path(__file__).resolve().parent / "runner.cpp"
 #: the operand table's declarations, which runner.cpp includes
@@ -32,7 +32,8 @@ NO_SUCH_CASE, UNLOADABLE, UNMAPPED = 2, 3, 4
 def build_runner(cache_dir: Path) -> Path:
     """The runner executable, compiled once per (source, compiler). It loads every unit and
     reports every status, so it is checked before each session uses it and built again when
-    it fails (:func:`..compile.hostbuild.build_once`)."""
+    it fails (:func:`..compile.hostbuild.build_once`), and what runs is the checked bytes
+    (:func:`..compile.hostbuild.runnable`), whatever is swapped in under its name after."""
     compiler = cxx()
 
     def produce(directory: Path) -> None:
@@ -40,7 +41,7 @@ def build_runner(cache_dir: Path) -> Path:
         run_tool(command, "compiling the case runner")
 
     inputs = (RUNNER_SOURCE.read_bytes(), OPERANDS_HEADER.read_bytes(), compiler_id(compiler).encode())
-    return build_once(cache_dir, "runner", inputs, RUNNER, produce)
+    return runnable(build_once(cache_dir, "runner", inputs, RUNNER, produce))
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ class HarnessRunner:
         proc = self._process()
         assert proc.stdin is not None
         try:
-            proc.stdin.write(f"{unit.resolve()}\t{run_dir.resolve()}\t{case}\n".encode())
+            # the unit's name as given: a /proc/PID/fd/N of its checked bytes must not be resolved
+            proc.stdin.write(f"{os.path.abspath(unit)}\t{run_dir.resolve()}\t{case}\n".encode())
             proc.stdin.flush()
         except BrokenPipeError:
             pass  # it died before reading: no reply, reported below

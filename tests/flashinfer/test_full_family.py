@@ -38,7 +38,7 @@ class Harness:
         self.prepared, self.kernels = prepared, kernels
         self.problems: dict[str, str] = {}
 
-    def __call__(self, _unit: Path, run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
+    def __call__(self, _build: BuildResult, run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
         a = (run_dir / "a.bin").read_bytes()
         family = next(f for f, p in self.prepared.items() if _le_bytes(p.inputs.a) == a)
         self.problems[family] = (run_dir / "problem.txt").read_text()

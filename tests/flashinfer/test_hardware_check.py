@@ -37,7 +37,7 @@ def judge_with_output(
 ) -> Verdict:
     """``backend``'s hardware verdict on ``case`` when the kernel writes ``output(reference)``."""
 
-    def execute(_unit: Path, run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
+    def execute(_build: BuildResult, run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
         inputs = inputs_in(run_dir, case, backend.settings.seed)  # either family's
         expected = expected_for(inputs, case).value
         (run_dir / "d.bin").write_bytes(_le_bytes(output(expected).to(output_dtype(case.out))))

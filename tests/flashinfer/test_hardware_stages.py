@@ -43,7 +43,7 @@ class Harness:
         self.fields, self.files, self.failure = fields, files, failure
         self.problem = ""
 
-    def __call__(self, _unit: Path, run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
+    def __call__(self, _build: BuildResult, run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
         self.problem = (run_dir / "problem.txt").read_text()
         for name, data in self.files.items():
             (run_dir / name).write_bytes(data)
@@ -227,7 +227,7 @@ def test_the_sanitize_stage(
     case = make_case()
     asked: list[str] = []
 
-    def sanitize(_unit: Path, _run_dir: Path, name: str) -> SanitizerRun:
+    def sanitize(_build: BuildResult, _run_dir: Path, name: str) -> SanitizerRun:
         asked.append(name)
         return run
 

@@ -106,10 +106,10 @@ def _hardware(fields: dict[str, Any], backend_settings: Callable[..., Settings],
     """The hardware verdict when the harness reports ``fields`` and the runner is fine."""
     gpu = Gpu(index="0", uuid="GPU-stand-in", name="NVIDIA H200", sm=90, driver="0")
 
-    def execute(_unit: Path, _run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
+    def execute(_build: BuildResult, _run_dir: Path, _name: str) -> tuple[HarnessReport, str | None]:
         return HarnessReport(fields), None
 
-    def sanitize(_unit: Path, _run_dir: Path, _name: str) -> SanitizerRun:
+    def sanitize(_build: BuildResult, _run_dir: Path, _name: str) -> SanitizerRun:
         raise AssertionError("no sanitize stage without --tile-sanitize")
 
     build = BuildResult(ok=True, path=tmp_path, seconds=0.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.sanitizer import SanitizerRun
 
@@ -16,5 +17,5 @@ def passed(**fields: Any) -> dict[str, Any]:
     return {"final": True, "stage": "pass", "status": "Success", "kernel_ms": 0.0125, **fields}
 
 
-def no_sanitizer(_unit: Path, _run_dir: Path, _name: str) -> SanitizerRun:
+def no_sanitizer(_build: BuildResult, _run_dir: Path, _name: str) -> SanitizerRun:
     raise AssertionError("the sanitize stage was not asked for")

@@ -2,6 +2,11 @@
 ``M`` (``useradd``; a member of the team group ``T``) against a reader, and each failing closed:
 no entry believed, nothing of it run, one line saying what is wrong and how to fix it.
 
+* **A file of a signed team cache swapped between its check and its run**: ``M`` (in ``T``,
+  without the key) rewrites or replaces a checked harness. What runs is a descriptor of the
+  checked bytes (a sealed copy, since ``M`` can write the file): a change before it is opened
+  stops the session, one after it does not reach what runs, for a program run once (the virtual
+  harness, the tactics probe), a unit the runner loads (the hardware harness) and the runner.
 * **A folder above the cache** that ``M`` can write (or a link through one): ``M`` renames the
   checked cache away and puts theirs in its place. The cache is refused before anything in it is
   used, naming the folder (a sticky folder, as /tmp, is fine).
@@ -39,8 +44,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 MEMBER, TEAM = account_name("tcswap-m"), account_name("tcswap-team")
-#: the "compiler": the unit's text becomes an executable shell script
-FAKE_COMPILER = '#!/bin/sh\ncp "$1" "$2" && chmod 755 "$2"\n'
+#: the "compiler": the unit's text becomes an executable shell script (mode by the umask, as nvcc's)
+FAKE_COMPILER = '#!/bin/sh\ncp "$1" "$2" && chmod +x "$2"\n'
 
 
 def _run(*command: str) -> None:
@@ -314,3 +319,166 @@ def test_a_fifo_as_a_signature_or_a_key_is_refused_without_waiting(shared: Path)
     messages: list[str] = []
     assert BuildCache(cache.root, messages.append, trust=TrustPolicy(verify_key=public)).lookup(case) is None
     assert "build.json.sig is a FIFO, not a regular file" in messages[0]
+
+
+# -- a swap between the check and the run -------------------------------------------------
+
+GENUINE, PAYLOAD = "#!/bin/sh\necho genuine\n", "#!/bin/sh\necho payload\ntouch {marker}\n"
+
+
+def keypair(directory: Path) -> tuple[Path, Path]:
+    crypto = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")
+    key = crypto.Ed25519PrivateKey.generate()
+    private, public = directory / "ci.pem", directory / "ci.pub.pem"
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    private.chmod(0o600)
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return private, public
+
+
+def signed_team_cache(
+    shared: Path, member: tuple[pwd.struct_passwd, int], case: BuildSpec
+) -> tuple[BuildCache, TrustPolicy]:
+    """CI signs into the team's cache (setgid ``T``, umask 002: ``M`` may write every entry);
+    readers trust ``T`` and CI's key."""
+    private, public = keypair(shared)
+    root = shared / "cache"
+    root.mkdir()
+    os.chown(root, -1, member[1])
+    root.chmod(0o2775)
+    old = os.umask(0o002)
+    try:
+        BuildCache(root, trust=TrustPolicy("group", member[1], signing_key=private)).build([case], jobs=1)
+    finally:
+        os.umask(old)
+    reader = TrustPolicy("group", member[1], verify_key=public)
+    return BuildCache(root, trust=reader), reader
+
+
+def swap(path: Path, payload: bytes, how: str) -> Callable[[], dict[str, Any]]:
+    """``M`` rewrites ``path`` in place (its group may write it) or renames a file of theirs over
+    it (its folder's group may write it)."""
+
+    def job() -> dict[str, Any]:
+        if how == "rewrite":
+            with path.open("r+b") as f:
+                f.write(payload)
+                f.truncate()
+        else:
+            planted = path.with_name("planted")
+            planted.write_bytes(payload)
+            planted.chmod(0o775)
+            os.rename(planted, path)
+        return {"owner": path.stat().st_uid}
+
+    return job
+
+
+@pytest.mark.parametrize("how", ["rewrite", "rename"])
+def test_a_swap_after_the_check_is_not_run(
+    shared: Path, member: tuple[pwd.struct_passwd, int], how: str
+) -> None:
+    """``M`` changes the harness after the reader checked the entry, before it runs: the run
+    stops with one line, and ``M``'s code does not run."""
+    from pytest_tileconform.compile.handles import EntryChanged
+
+    case = spec(GENUINE, shared)
+    cache, _ = signed_team_cache(shared, member, case)
+    found = cache.lookup(case)
+    assert found is not None and found.ok  # checked: sums, signature, writers
+    marker = shared / "ran"
+    payload = PAYLOAD.format(marker=marker).encode()
+    assert as_member(member, swap(found.artifact, payload, how))["owner"] in (0, member[0].pw_uid)
+    refused = pytest.raises(EntryChanged, match=r"harness is not what was checked .* nothing of it was run")
+    with refused, found.running() as executable:
+        subprocess.run([str(executable)], check=False)
+    with pytest.raises(EntryChanged):
+        found.runnable()
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("how", ["rewrite", "rename"])
+def test_a_swap_once_the_run_has_its_handle_does_not_reach_it(
+    shared: Path, member: tuple[pwd.struct_passwd, int], how: str
+) -> None:
+    """The handle is a sealed copy of the checked bytes: what ``M`` does to the file after it was
+    opened is not what runs."""
+    case = spec(GENUINE, shared)
+    cache, _ = signed_team_cache(shared, member, case)
+    found = cache.lookup(case)
+    assert found is not None
+    marker = shared / "ran"
+    kept = found.runnable()
+    with found.running() as executable:
+        assert os.readlink(executable).startswith("/memfd:")  # ``M`` can write the file: copied
+        as_member(member, swap(found.artifact, PAYLOAD.format(marker=marker).encode(), how))
+        ran = subprocess.run([str(executable)], capture_output=True, text=True, check=True)
+    again = subprocess.run([str(kept)], capture_output=True, text=True, check=True)
+    assert ran.stdout == again.stdout == "genuine\n" and not marker.exists()
+
+
+def test_a_private_entry_runs_from_the_cache_file_itself(shared: Path) -> None:
+    """The warm path: the reader's own cache, which no one else can write, is run from the file
+    that was checked (no copy, not read again)."""
+    case = spec(GENUINE, shared)
+    cache = BuildCache(shared / "cache", trust=TrustPolicy())
+    built = cache.build([case], jobs=1)[case.key]
+    found = BuildCache(shared / "cache", trust=TrustPolicy()).lookup(case)
+    assert found is not None
+    for result in (built, found):
+        with result.running() as executable:
+            assert os.readlink(executable) == str(found.artifact)
+            ran = subprocess.run([str(executable)], capture_output=True, text=True, check=True)
+        assert ran.stdout == "genuine\n"
+
+
+#: a stand-in harness unit the runner loads: its verdict names who built it
+UNIT = """
+#include <fstream>
+#include <string>
+extern "C" int tileconform_run_case(const char* run_dir, const char* name, int* context_lost) {
+  *context_lost = 0;
+  std::ofstream(std::string(run_dir) + "/verdict.json") << "{\\"stage\\": \\"pass\\", \\"by\\": \\"WHO\\"}";
+  return 0;
+}
+"""
+
+
+def test_the_runner_loads_the_checked_unit_whatever_is_swapped_in(
+    shared: Path, member: tuple[pwd.struct_passwd, int], tmp_path: Path
+) -> None:
+    """The hardware path: the runner (itself a checked host build) loads a unit by the name it
+    is given, ``/proc/PID/fd/N`` of the checked bytes; ``M`` replaces the unit's file after that
+    name was handed out, and the runner still runs CI's unit."""
+    from pytest_tileconform.compile.hostbuild import cxx
+    from pytest_tileconform.flashinfer.runner import HarnessRunner, build_runner
+
+    compiler = shared / "cc.sh"
+    compiler.write_text(f'#!/bin/sh\n{cxx()} -shared -fPIC -x c++ "$1" -o "$2"\n')
+    case = spec(UNIT.replace("WHO", "genuine"), shared)
+    cache, _ = signed_team_cache(shared, member, case)
+    (shared / "payload.cpp").write_text(UNIT.replace("WHO", "payload"))
+    subprocess.run(
+        [cxx(), "-shared", "-fPIC", str(shared / "payload.cpp"), "-o", str(shared / "payload.so")], check=True
+    )
+    found = cache.lookup(case)
+    assert found is not None
+    unit = found.runnable()
+    as_member(member, swap(found.artifact, (shared / "payload.so").read_bytes(), "rename"))
+    runner = HarnessRunner(build_runner(tmp_path / "own-cache"))
+    try:
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        assert runner.run(unit, run_dir, "case", 30).status == 0
+        assert '"by": "genuine"' in (run_dir / "verdict.json").read_text()
+    finally:
+        runner.close()

@@ -6,6 +6,7 @@ GPU host runs), so the backend writes each case's inputs, calls the
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +19,8 @@ from helpers.numerics_standin import inputs_in
 from helpers.paths import PLUGINS
 
 from pytest_tileconform.compile.cache import BuildResult
+from pytest_tileconform.compile.handles import CheckedFiles
+from pytest_tileconform.compile.trust import TrustPolicy
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer.axes import MoeCase, moe_cases
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
@@ -134,7 +137,9 @@ def runner(tc: TileRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Stan
     matrix = tc.matrix(MATRIX)
     stand_in = StandInRunner(moe_cases(load_matrix(matrix, TEST_KINDS, ["flashinfer-cutlass-moe"]).cases))
     gpu = Gpu(index="0", uuid="GPU-stand-in", name="Stand-in", sm=90, driver="0")
-    built = BuildResult(ok=True, path=tmp_path, seconds=0.0)
+    (tmp_path / "harness").write_bytes(b"")  # what the backend hands the runner: checked, never run
+    empty = hashlib.sha256(b"").hexdigest()
+    built = BuildResult(True, tmp_path, 0.0, files=CheckedFiles(tmp_path, {"harness": empty}, TrustPolicy()))
     monkeypatch.setattr(FlashInferBackend, "prepare", lambda self, cases: None)
     monkeypatch.setattr(FlashInferBackend, "_build", lambda self, case: built)
     monkeypatch.setattr(FlashInferBackend, "_incompatibility", None)

@@ -299,7 +299,7 @@ def build_probe(
         raise ProbeError(f"the tactics probe: {exc}") from None
     if not result.ok:
         raise ProbeError(f"building the tactics probe failed: {result.first_error} (log: {result.log})")
-    return result.artifact
+    return result.runnable()  # the checked bytes, whatever is swapped in under its name after
 
 
 def probe_output(executable: Path, archs: Sequence[str]) -> list[str]:
