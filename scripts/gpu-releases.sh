@@ -12,6 +12,8 @@
 # VERSION; WHEELS-DIR: the plugin's own needs as wheels (ruamel.yaml, pydantic, ...). JOBS:
 # --tile-build-jobs of each process (default 16 / the number of releases). BUILD_LIMIT:
 # --tile-build-limit of the hardware runs (cases not built by then are skipped, saying so).
+# DEVICE: the first run's --tile-device (default hardware; virtual to rehearse on a CPU machine),
+# TILECONFORM_CACHE_DIR: the build cache (default /tmp/tc-releases).
 # Into $OUT: releases.tar.gz (sm90-V-{hardware,virtual}.{json,log} for each V) and times.txt.
 set -uo pipefail
 matrix=$1 entries=$2 wheels=$3
@@ -22,7 +24,7 @@ mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wheels"/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=/tmp/pycache
 unset PYTHONDONTWRITEBYTECODE
-export TILECONFORM_CACHE_DIR=/tmp/tc-releases
+export TILECONFORM_CACHE_DIR=${TILECONFORM_CACHE_DIR:-/tmp/tc-releases}
 mkdir -p "$TILECONFORM_CACHE_DIR/flashinfer-releases"
 tar -xJf "$entries" -C "$TILECONFORM_CACHE_DIR/flashinfer-releases" || exit 1
 plugins=(-p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin -p no:cacheprovider)
@@ -31,9 +33,9 @@ judge() {
   local version=$1 start
   start=$(date +%s)
   python3 -m pytest "${plugins[@]}" -q -rs --tile-matrix "$matrix" --tile-flashinfer "$version" \
-    --tile-device hardware --tile-build-jobs "$jobs" ${BUILD_LIMIT:+--tile-build-limit "$BUILD_LIMIT"} \
+    --tile-device "${DEVICE:-hardware}" --tile-build-jobs "$jobs" ${BUILD_LIMIT:+--tile-build-limit "$BUILD_LIMIT"} \
     --tile-report "$work/sm90-$version-hardware.json" > "$work/sm90-$version-hardware.log" 2>&1
-  echo "$version hardware: exit $? in $(( $(date +%s) - start )) s" >> "$work/times.txt"
+  echo "$version ${DEVICE:-hardware}: exit $? in $(( $(date +%s) - start )) s" >> "$work/times.txt"
   start=$(date +%s)
   # the same builds: nothing more is compiled (a case the hardware run did not build is skipped)
   python3 -m pytest "${plugins[@]}" -q -rs --tile-matrix "$matrix" --tile-flashinfer "$version" \

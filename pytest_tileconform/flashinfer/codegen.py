@@ -218,6 +218,7 @@ def _mixed_case_struct(config: KernelConfig, index: int, features: ReleaseFeatur
   static constexpr bool d_scaled = false;
   static constexpr bool mixed = true;
   static constexpr int group = {group}, scale_bytes = {scale_bytes}, interleave = {interleave};
+  static constexpr int tile_k = {config.tile[2]};
   static constexpr bool pre_mma = {str(pre_mma_scales(config)).lower()}, small_k = {small_k};
 }};"""
 
@@ -277,11 +278,9 @@ def _unit(
         raise ValueError("configurations of one translation unit must be for one arch")
     if len({c.mixed for c in configs}) > 1:  # as FlashInfer's files, one launcher per file
         raise ValueError("SM90 mixed-input and uniform configurations cannot share a translation unit")
-    launcher = (
-        f'#include "{MIXED_LAUNCHER_INL}"\n#include "{MIXED_UTILS_CU}"'
-        if configs[0].mixed
-        else f'#include "{LAUNCHER_INL}"'
-    )
+    # the interleave kernels where the release's mainloop reads B interleaved (none before 0.6.12)
+    utils = f'\n#include "{MIXED_UTILS_CU}"' if features.mixed_weights == "interleaved" else ""
+    launcher = f'#include "{MIXED_LAUNCHER_INL}"{utils}' if configs[0].mixed else f'#include "{LAUNCHER_INL}"'
     instantiations = "" if probe else "\n".join(instantiation(c, features) for c in configs)
     structs = "\n".join(_case_struct(c, i, features, probe) for i, c in enumerate(configs))
     entries = []

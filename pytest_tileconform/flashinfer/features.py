@@ -9,11 +9,15 @@ other pieces come and go:
 - the SM90 mixed-input launcher (``moe_gemm_tma_ws_mixed_input_launcher.inl``) declares its own
   ``SafeFP4`` alias only in some releases (the others' generator names ``__nv_fp4_e2m1``), and
   only some have the precomputed tile scheduler, the small-K launcher, the pre-MMA ue8m0 scale
-  mode and each of the weight interleave kernels (``moe_gemm_mixed_utils.cu``); older ones read
-  the group scales packed CTA_K / group to an element (``ElementScalePacked``), a layout the
-  harness does not make (it folds them as ``interleave_moe_scales_for_sm90_mixed_gemm`` does for
-  the unpacked launcher: on the H200 FlashInfer 0.6.12's W4A8 and W4A16 kernels given those
-  scales wrote a D wrong in almost every element, the harness's doing, not the kernel's).
+  mode and each of the weight interleave kernels (``moe_gemm_mixed_utils.cu``);
+- two layouts of the mixed launcher's inputs change with its generation, and the harness makes
+  each where the release's sources say so (``harness_mixed.h``): the group scales packed CTA_K /
+  group to an element (``ElementScalePacked``, with ``PackedScalesNum = get<2>(CTAShape{}) /
+  group_size``; 0.6.15 and older and 0.6.17) or one per element, folded (0.6.16 on); B read
+  through LDSM as FlashInfer's interleave kernels lay it out (the mainloop's ``copy_tensors_A``,
+  0.6.12 on) or as stored (``copy_tensors_MK``, 0.5.3 - 0.6.6, which have no interleave
+  kernels). Given the folded scales, 0.6.12's W4A8 and W4A16 kernels wrote a D wrong in almost
+  every element on the H200: the harness's doing, which is why it is read, never assumed.
 
 :func:`release_features` reads these facts once per sources directory; :func:`harness_defines`
 tells the harness which of its code paths exist; :func:`missing_piece` says, before anything is
@@ -45,6 +49,18 @@ MIXED_LAUNCHER = "sm90_generic_mixed_moe_gemm_kernelLauncher"
 SMALL_K_LAUNCHER = "sm90_generic_mixed_moe_small_k_kernelLauncher"
 PRE_MMA_MODE = "kPreMmaE8M0"
 PACKED_SCALES = "ElementScalePacked"
+#: How the packed launcher sizes a pack (one K tile of one weight row), the rule the harness packs by
+_PACK_RULE = re.compile(r"PackedScalesNum\s*=\s*get<2>\(CTAShape\{\}\)\s*/\s*group_size\s*;")
+#: The mixed-input mainloop (relative to ``csrc/nv_internal``): how it reads B
+MIXED_MAINLOOP_HPP = (
+    "tensorrt_llm/cutlass_extensions/include/cutlass_extensions/gemm/collective/"
+    "sm90_mma_array_tma_gmma_rs_warpspecialized_mixed_input_.hpp"
+)
+#: ... through LDSM, interleaved (``copy_tensors_A``), or as stored (``copy_tensors_MK``)
+_READS_INTERLEAVED, _READS_STORED = (
+    re.compile(r"\bcopy_tensors_A\s*\("),
+    re.compile(r"\bcopy_tensors_MK\s*\("),
+)
 #: What the generator names FP4 without the launcher's alias (its ``DataType.e2m1``)
 CUDA_FP4 = "__nv_fp4_e2m1"
 _SAFE_FP4 = re.compile(r"\busing\s+SafeFP4\s*=")
@@ -72,6 +88,10 @@ class ReleaseFeatures:
     mixed_pre_mma: bool  #: ... and uses the pre-MMA ue8m0 scale mode
     mixed_fp4_alias: bool  #: ... and declares ``SafeFP4``
     mixed_packed_scales: bool  #: ... and reads its scales packed per CTA K (``ElementScalePacked``)
+    mixed_pack_rule: bool  #: ... a pack holding ``get<2>(CTAShape{}) / group_size`` scales
+    #: how the mixed mainloop reads B: "interleaved" (FlashInfer's interleave kernels' layout),
+    #: "stored" (as the user holds it), None when it says neither
+    mixed_weights: str | None
     uniform_fp4_alias: bool  #: the uniform launcher .inl declares ``SafeFP4``
     interleaves: tuple[bool, bool, bool]  #: which of :data:`INTERLEAVE_FUNCTIONS` exist
 
@@ -89,6 +109,8 @@ def release_features(data_dir: Path) -> ReleaseFeatures:
     gemm_input = _read(nv / GEMM_INPUT_H)
     mixed = _read(nv / MIXED_LAUNCHER_INL)
     utils = _read(nv / MIXED_UTILS_CU)
+    mainloop = _read(nv / MIXED_MAINLOOP_HPP)
+    interleaved, stored = _READS_INTERLEAVED.search(mainloop), _READS_STORED.search(mainloop)
     interleaves = tuple(_declares(utils, name) for name in INTERLEAVE_FUNCTIONS)
     return ReleaseFeatures(
         activation_fusion=_declares(gemm_input, "fused_activation_epilogue"),
@@ -98,6 +120,12 @@ def release_features(data_dir: Path) -> ReleaseFeatures:
         mixed_pre_mma=_declares(mixed, PRE_MMA_MODE),
         mixed_fp4_alias=_SAFE_FP4.search(mixed) is not None,
         mixed_packed_scales=_declares(mixed, PACKED_SCALES),
+        mixed_pack_rule=_PACK_RULE.search(mixed) is not None,
+        mixed_weights="interleaved"
+        if interleaved and not stored
+        else "stored"
+        if stored and not interleaved
+        else None,
         uniform_fp4_alias=_SAFE_FP4.search(_read(nv / LAUNCHER_INL)) is not None,
         interleaves=(interleaves[0], interleaves[1], interleaves[2]),
     )
@@ -109,6 +137,8 @@ def harness_defines(features: ReleaseFeatures) -> str:
         "TILECONFORM_HAS_ACTIVATION_FUSION": features.activation_fusion,
         "TILECONFORM_HAS_PRECOMPUTED_SCHEDULER": features.precomputed_scheduler,
         **{f"TILECONFORM_HAS_INTERLEAVE_{i}": have for i, have in enumerate(features.interleaves)},
+        "TILECONFORM_MIXED_PACKED_SCALES": features.mixed_packed_scales,
+        "TILECONFORM_MIXED_INTERLEAVED_WEIGHTS": features.mixed_weights == "interleaved",
     }
     return "\n".join(f"#define {name} {int(value)}" for name, value in flags.items())
 
@@ -121,13 +151,18 @@ def missing_piece(features: ReleaseFeatures, config: KernelConfig) -> str | None
         return None
     if not features.mixed_launcher:
         return f"{MIXED_LAUNCHER_INL} defines no {MIXED_LAUNCHER}"
-    if features.mixed_packed_scales:
+    if features.mixed_packed_scales and not features.mixed_pack_rule:
         return (
-            f"{MIXED_LAUNCHER_INL} reads the group scales packed per CTA K ({PACKED_SCALES}), a "
-            "layout the harness does not make (it folds them for the unpacked launcher)"
+            f"{MIXED_LAUNCHER_INL} reads the group scales packed per CTA K ({PACKED_SCALES}), but "
+            "not as PackedScalesNum = get<2>(CTAShape{}) / group_size, the packing the harness makes"
+        )
+    if features.mixed_weights is None:
+        return (
+            f"{MIXED_MAINLOOP_HPP} reads B neither through copy_tensors_A (interleaved) nor "
+            "copy_tensors_MK (as stored): a weight layout the harness does not know"
         )
     interleave = INTERLEAVE[(config.act, config.weight)]
-    if not features.interleaves[interleave]:
+    if features.mixed_weights == "interleaved" and not features.interleaves[interleave]:
         kernel = INTERLEAVE_FUNCTIONS[interleave]
         return f"{MIXED_UTILS_CU} has no {kernel} (the weight layout the kernel reads)"
     if config.mainloop in SMALL_K_MAINLOOPS and not features.mixed_small_k:

@@ -20,6 +20,7 @@ from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.features import (
     GEMM_INPUT_H,
     INTERLEAVE_FUNCTIONS,
+    MIXED_MAINLOOP_HPP,
     family,
     harness_defines,
     missing_piece,
@@ -46,15 +47,22 @@ def sources(root: Path, files: dict[str, str]) -> Path:
 
 
 #: Shaped like FlashInfer 0.6.12: the mixed launcher without SafeFP4, small-K or pre-MMA scales and
-#: with its scales packed per CTA K, two of the three interleave kernels, no activation fusion and
-#: no precomputed scheduler
+#: with its scales packed per CTA K, its mainloop reading B interleaved, two of the three
+#: interleave kernels, no activation fusion and no precomputed scheduler
 OLD = {
     GEMM_INPUT_H: "struct TmaWarpSpecializedGroupedGemmInput { FusedFinalizeEpilogue epilogue; };",
     LAUNCHER_INL: "#if defined(ENABLE_FP4)\nusing SafeFP4 = __nv_fp4_e2m1;\n#endif\n",
     MIXED_LAUNCHER_INL: "void sm90_generic_mixed_moe_gemm_kernelLauncher(GroupedGemmInput<T> inputs);\n"
+    "  constexpr int PackedScalesNum = get<2>(CTAShape{}) / group_size;\n"
     "using ElementScalePacked = cutlass::Array<ElementScale, PackedScalesNum>;\n",
     MIXED_UTILS_CU: "void interleave_int4_weights_for_sm90_mixed_gemm();\n"
     "void interleave_fp4_weights_for_sm90_mixed_gemm();\n",
+    MIXED_MAINLOOP_HPP: "Utils::copy_tensors_A(smem_tiled_copy_A_LDSM, tCsA_LDSM, v, 0, read_stage);\n",
+}
+#: Shaped like FlashInfer 0.5.3 - 0.6.6: OLD's packed scales, B read as stored, no interleave kernels
+OLDEST = {
+    **{name: text for name, text in OLD.items() if name != MIXED_UTILS_CU},
+    MIXED_MAINLOOP_HPP: "Utils::copy_tensors_MK(smem_tiled_copy_A, tCsA, v, extra, copies, 0, read_stage);\n",
 }
 #: Shaped like FlashInfer 0.7.4: every piece
 NEW = {
@@ -64,6 +72,7 @@ NEW = {
     MIXED_LAUNCHER_INL: "using SafeFP4 = Fp4Type;\nvoid sm90_generic_mixed_moe_gemm_kernelLauncher();\n"
     "void sm90_generic_mixed_moe_small_k_kernelLauncher();\nMixedInputScaleMode::kPreMmaE8M0\n",
     MIXED_UTILS_CU: "\n".join(f"void {name}();" for name in INTERLEAVE_FUNCTIONS),
+    MIXED_MAINLOOP_HPP: OLD[MIXED_MAINLOOP_HPP],
 }
 
 
@@ -77,11 +86,27 @@ def test_what_a_release_lacks_is_read_from_its_sources(tmp_path: Path) -> None:
     assert "TILECONFORM_HAS_ACTIVATION_FUSION 0" in harness_defines(old)
     assert "TILECONFORM_HAS_INTERLEAVE_2 0" in harness_defines(old)
     assert "TILECONFORM_HAS_PRECOMPUTED_SCHEDULER 1" in harness_defines(new)
-    # the pieces a configuration needs and the release lacks, each named with its file
-    packed = missing_piece(old, W4A16)  # the scale layout the harness does not make
-    assert packed is not None and "reads the group scales packed per CTA K (ElementScalePacked)" in packed
-    old = replace(old, mixed_packed_scales=False)
+    # packed scales and interleaved B: made by the harness, as the release's sources say
+    assert old.mixed_packed_scales and old.mixed_pack_rule and old.mixed_weights == "interleaved"
+    assert "TILECONFORM_MIXED_PACKED_SCALES 1" in harness_defines(old)
+    assert "TILECONFORM_MIXED_PACKED_SCALES 0" in harness_defines(new)
     assert missing_piece(old, W4A16) is None
+    # the pieces a configuration needs and the release lacks, each named with its file
+    packed = missing_piece(replace(old, mixed_pack_rule=False), W4A16)  # packed another way
+    assert packed is not None and "reads the group scales packed per CTA K (ElementScalePacked)" in packed
+    unknown = missing_piece(replace(old, mixed_weights=None), W4A16)
+    assert unknown is not None and unknown.startswith(f"{MIXED_MAINLOOP_HPP} reads B neither")
+    # B read as stored: no interleave kernel needed, none included, none called
+    oldest = release_features(sources(tmp_path / "oldest", OLDEST))
+    assert oldest.mixed_weights == "stored" and oldest.interleaves == (False, False, False)
+    assert (
+        missing_piece(oldest, W4A16) is None
+        and missing_piece(oldest, replace(W4A16, act="fp8_e4m3", weight="int4")) is None
+    )
+    unit = generate_translation_unit([W4A16], oldest)
+    assert MIXED_UTILS_CU not in unit and "#define TILECONFORM_MIXED_INTERLEAVED_WEIGHTS 0" in unit
+    assert MIXED_UTILS_CU in generate_translation_unit([W4A16], old)
+    old = replace(old, mixed_packed_scales=False)
     assert (
         missing_piece(old, ACTIVATION)
         == f"{GEMM_INPUT_H} has no fused_activation_epilogue (EpilogueFusion::ACTIVATION)"

@@ -1,9 +1,8 @@
 """The CI guard of every launcher / GEMM-input generation (docs/releases.md): the harness and the
-generated declarations of each family build (nvcc's host front end,
-:mod:`pytest_tileconform.flashinfer.probe`) against one
-release of each generation, and what a release lacks is refused as the tool's limitation, exactly
-the pieces listed here. A change to the harness or codegen that breaks an older release fails
-here, not for a user.
+generated declarations of each family build (nvcc's front ends,
+:mod:`pytest_tileconform.flashinfer.probe`) against one release of each generation, and what a
+release lacks is refused as the tool's limitation, exactly the pieces listed here. A change to
+the harness or codegen that breaks an older release fails here, not for a user.
 
 Cheap by construction: the probe instantiates the harness for each case but no kernel (one
 ``nvcc -cuda`` per arch and release, 25-55 s on the shared 2-core machine against minutes for a
@@ -61,17 +60,20 @@ FAMILIES = {
     "sm120 nvfp4": K(120, "nvfp4", "nvfp4", "bf16", (128, 256, 128), (1, 1, 1), False, "finalize"),
     "sm120 mxfp8 x mxfp4": K(120, "mxfp8", "mxfp4", "bf16", (128, 128, 128), (1, 1, 1), False, "finalize"),
 }
-MIXED = {"W4A8", "W4A16", "fp8 x MXFP4", "small-K"}
+#: What releases before 0.6.16 (and 0.6.17) lack of the mixed families: fp8 x MXFP4 (no pre-MMA
+#: scale mode; 0.6.12 and 0.6.17 also no fp4-for-fp8 interleave) and the small-K launcher
+NO_FP8_MXFP4 = {"fp8 x MXFP4", "small-K"}
 #: One release of each launcher generation (docs/releases.md) and the families the tool refuses
-#: there, each for a piece the release lacks: the mixed launcher's packed scales before 0.6.16
-#: (and in 0.6.17, which reverted it), the activation fusion before 0.7.2. None = the installed
-#: release (0.7.4 in CI).
+#: there, each for a piece the release lacks: the activation fusion before 0.7.2, fp8 x MXFP4 and
+#: small-K before 0.6.16 and in 0.6.17. W4A8 and W4A16 build everywhere: with the scales packed
+#: per CTA K (0.6.15 and older, 0.6.17) and B as stored (0.5.3 - 0.6.6) where the sources say so.
+#: None = the installed release (0.7.4 in CI).
 GENERATIONS: dict[str | None, set[str]] = {
-    "0.5.3": MIXED | {"sm100 activation"},
-    "0.6.6": MIXED | {"sm100 activation"},
-    "0.6.12": MIXED | {"sm100 activation"},
+    "0.5.3": NO_FP8_MXFP4 | {"sm100 activation"},
+    "0.6.6": NO_FP8_MXFP4 | {"sm100 activation"},
+    "0.6.12": NO_FP8_MXFP4 | {"sm100 activation"},
     "0.6.16": {"sm100 activation"},
-    "0.6.17": MIXED | {"sm100 activation"},
+    "0.6.17": NO_FP8_MXFP4 | {"sm100 activation"},
     None: set(),
 }
 

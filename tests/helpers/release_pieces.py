@@ -11,6 +11,8 @@ EVERY_PIECE = ReleaseFeatures(
     mixed_pre_mma=True,
     mixed_fp4_alias=True,
     mixed_packed_scales=False,
+    mixed_pack_rule=False,
+    mixed_weights="interleaved",
     uniform_fp4_alias=True,
     interleaves=(True, True, True),
 )

@@ -23,6 +23,7 @@
 //                              then also Act, Weight, Out (its types), group and scale_bytes
 //                              (B's scales: elements per scale along K, bytes per scale),
 //                              interleave (FlashInfer's quant_type of the weight interleave),
+//                              tile_k (the CTA's K, for a release that packs scales per CTA K),
 //                              pre_mma (ue8m0 scales folded in before the MMA) and small_k
 //                              (a single-warpgroup kernel); see harness_mixed.h
 //
@@ -121,6 +122,8 @@ void classify_launcher_exception(const std::string& what, Verdict& verdict) {
 // Defined in harness_mixed.h, which only mixed-input units include.
 template <class C>
 DeviceBuffer interleave_weights(const DeviceBuffer& b, const ProblemInfo& p);
+template <class C>
+DeviceBuffer kernel_scales(const DeviceBuffer& folded, const ProblemInfo& p);
 template <class C>
 GemmSetup make_mixed_input(const ProblemInfo& p, const Operands& ops);
 
@@ -262,7 +265,10 @@ Operands load_operands(const std::string& run_dir, const OperandTable& table, Pr
     check_dest_rows(rows.data(), total, p);
   }
   ops.d = DeviceBuffer(d_bytes<C>(p));
-  if constexpr (C::mixed) ops.b_packed = interleave_weights<C>(ops.b, p);
+  if constexpr (C::mixed) {
+    ops.b_packed = interleave_weights<C>(ops.b, p);
+    ops.b_scale_kernel = kernel_scales<C>(ops.b_scale, p);
+  }
   return ops;
 }
 

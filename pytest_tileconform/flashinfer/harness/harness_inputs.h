@@ -302,11 +302,13 @@ T* keep(GemmSetup& setup, const PerExpert<T>& array) {
 }
 
 // The device buffers of a case's operands (empty where the case has none). Mixed input:
-// b_scale (the folded group scales), token_scales (per row, fp8 x MXFP4) and b_packed, B as the
-// interleave leaves it (the harness's own).
+// b_scale (the folded group scales), token_scales (per row, fp8 x MXFP4), b_packed, B as the
+// interleave leaves it, and b_scale_kernel, the scales as the release's launcher reads them (the
+// harness's own, harness_mixed.h; either may borrow b or b_scale where the release reads them
+// as they are).
 struct Operands {
   DeviceBuffer a, b, d, alpha, router_scales, dest_row, a_sf, b_sf, bias;
-  DeviceBuffer b_scale, token_scales, b_packed;
+  DeviceBuffer b_scale, token_scales, b_packed, b_scale_kernel;
   DeviceBuffer clamp_limit;  // activation fusion: ClampedRelu2's limit, one float
 };
 

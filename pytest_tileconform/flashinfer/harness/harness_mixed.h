@@ -1,12 +1,28 @@
 // SM90's mixed-input launcher (moe_gemm_tma_ws_mixed_input_launcher.inl): the weight interleave
-// FlashInfer's binding applies before any GEMM (interleave_moe_weights_for_sm90_mixed_gemm) and
-// the launcher's input as TensorRT-LLM's runner builds it (cutlass_fused_moe_kernels.cuh:
+// FlashInfer's binding applies before any GEMM (interleave_moe_weights_for_sm90_mixed_gemm), the
+// group scales in the layout the release's launcher reads, and the launcher's input as
+// TensorRT-LLM's runner builds it (cutlass_fused_moe_kernels.cuh:
 // computeStridesTmaWarpSpecialized with int4_groupwise_params, and the precomputed tile
 // scheduler's workspace). Included by the translation units of mixed-input cases only, after
-// harness.cu, which declares these two functions.
+// harness.cu, which declares these functions.
+//
+// Two generations of the launcher (features.py reads which from the release's sources):
+// - TILECONFORM_MIXED_INTERLEAVED_WEIGHTS: the mainloop reads B through LDSM in the layout
+//   FlashInfer's interleave kernels make (0.6.12 on); without it (0.5.3 - 0.6.6) B is read as
+//   stored, N x K with K contiguous, and nothing is interleaved.
+// - TILECONFORM_MIXED_PACKED_SCALES: the launcher reads its scales as ElementScalePacked, the
+//   CTA_K / group scales of one weight row and one K tile in one element (PackedScalesNum =
+//   get<2>(CTAShape{}) / group_size), pack (n, k tile) at k_tile * N + n (its StrideSFA
+//   (1, N, ...) in packs; TensorRT-LLM's load_quant_scales interleave, FlashInfer 0.6.12's
+//   interleave_moe_scales_for_sm90_mixed_gemm for CTA_K 128); without it (0.6.16 on, not 0.6.17)
+//   one scale per element, folded in 64 x 128 blocks. b_scale.bin / the shared operand is always
+//   the folded form (it does not depend on the tile, so every case of a problem shares it); the
+//   packed one is made from it here, for the case's CTA_K.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 namespace tileconform {
@@ -15,6 +31,10 @@ namespace tileconform {
 // int4, 1 fp4 for bf16 activations, 2 fp4 for fp8 with its pre-processed signs).
 template <class C>
 DeviceBuffer interleave_weights(const DeviceBuffer& b, const ProblemInfo& p) {
+#if !TILECONFORM_MIXED_INTERLEAVED_WEIGHTS
+  (void)p;  // this release's mainloop reads B as stored
+  return DeviceBuffer::borrowed(b.as<void>(), b.bytes());
+#else
   namespace tk = tensorrt_llm::kernels::cutlass_kernels;
   if (p.n % 16 != 0 || p.k % 64 != 0) {
     bad_input("problem.txt: FlashInfer's weight interleave needs n % 16 == 0 and k % 64 == 0");
@@ -43,6 +63,52 @@ DeviceBuffer interleave_weights(const DeviceBuffer& b, const ProblemInfo& p) {
   check_cuda(cudaGetLastError(), "interleave_*_weights_for_sm90_mixed_gemm (launch)");
   check_cuda(cudaDeviceSynchronize(), "interleave_*_weights_for_sm90_mixed_gemm");
   return out;
+#endif
+}
+
+// One scale of every expert's E x N x K/group: from its place in the folded form (numerics/
+// mixed.py fold_scales: per 64 rows and 128 K, folded_m rows of m_slices x per_k128 scales) to
+// its place in the packed one (pack of `pack` scales (n, k tile) at k_tile * n_rows + n).
+template <class T>
+__global__ void tileconform_pack_scales(const T* folded, T* packed, int64_t total, int64_t n_rows,
+                                        int64_t groups, int per_k128, int m_slices, int pack) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int folded_m = 64 / m_slices;
+  const int64_t k128 = groups / per_k128;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t e = i / (n_rows * groups), r = i / groups % n_rows, g = i % groups;
+    const int64_t in64 = r % 64, ms = in64 / folded_m, fm = in64 % folded_m;
+    const int64_t src =
+        ((((e * (n_rows / 64) + r / 64) * k128 + g / per_k128) * folded_m + fm) * m_slices + ms) * per_k128 +
+        g % per_k128;
+    packed[e * n_rows * groups + (g / pack * n_rows + r) * pack + g % pack] = folded[src];
+  }
+}
+
+// The scales as the release's launcher reads them: the folded operand itself, or (packed
+// generation) a copy packed for the case's CTA_K.
+template <class C>
+DeviceBuffer kernel_scales(const DeviceBuffer& folded, const ProblemInfo& p) {
+#if !TILECONFORM_MIXED_PACKED_SCALES
+  (void)p;
+  return DeviceBuffer::borrowed(folded.as<void>(), folded.bytes());
+#else
+  constexpr int pack = C::tile_k / C::group, per_k128 = 128 / C::group, m_slices = 16 / C::scale_bytes / per_k128;
+  static_assert(pack >= 1 && C::tile_k % C::group == 0, "CTA_K is a whole number of scale groups");
+  const int64_t groups = p.k / C::group;
+  if (groups % pack != 0) {
+    bad_input("problem.txt: this FlashInfer release packs " + std::to_string(pack) +
+              " scales per CTA K (ElementScalePacked): k must be a multiple of the tile's K " +
+              std::to_string(C::tile_k));
+  }
+  DeviceBuffer out(folded.bytes());
+  const int64_t total = int64_t{p.experts} * p.n * groups;
+  using T = std::conditional_t<C::scale_bytes == 2, uint16_t, uint8_t>;
+  tileconform_pack_scales<T><<<256, 256>>>(folded.as<T>(), out.as<T>(), total, p.n, groups, per_k128, m_slices, pack);
+  check_cuda(cudaGetLastError(), "tileconform_pack_scales (launch)");
+  check_cuda(cudaDeviceSynchronize(), "tileconform_pack_scales");
+  return out;
+#endif
 }
 
 // Every expert gets its problem shape (N x M x K: the weight is CUTLASS's A) and its weight
@@ -87,7 +153,7 @@ GemmSetup make_mixed_input(const ProblemInfo& p, const Operands& ops) {
     stride_d.set(e, make_cute_packed_stride(GemmInput::StrideD_T{}, make_shape(n, m, 1)));
     ptr_act.set(e, ops.a.as<char>() + storage_bytes(offset * p.k, C::act_bits));
     ptr_d.set(e, ops.d.as<char>() + storage_bytes(offset * p.n, C::out_bits));
-    ptr_scale.set(e, reinterpret_cast<const Params::SFA*>(ops.b_scale.as<char>() +
+    ptr_scale.set(e, reinterpret_cast<const Params::SFA*>(ops.b_scale_kernel.as<char>() +
                                                           e * scales_per_expert * C::scale_bytes));
     stride_scale.set(e, cute::make_stride(cute::_1{}, int64_t{p.n}, scales_per_expert));
     if (has_alpha) {

@@ -58,7 +58,7 @@ inline Operands with_d(const Operands& ops, const DeviceBuffer& d) {
   for (DeviceBuffer Operands::*member :
        {&Operands::a, &Operands::b, &Operands::alpha, &Operands::router_scales, &Operands::dest_row,
         &Operands::a_sf, &Operands::b_sf, &Operands::bias, &Operands::b_scale,
-        &Operands::token_scales, &Operands::b_packed, &Operands::clamp_limit}) {
+        &Operands::token_scales, &Operands::b_packed, &Operands::b_scale_kernel, &Operands::clamp_limit}) {
     view.*member = DeviceBuffer::borrowed((ops.*member).as<void>(), (ops.*member).bytes());
   }
   view.d = DeviceBuffer::borrowed(d.as<void>(), d.bytes());
