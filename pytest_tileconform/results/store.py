@@ -12,6 +12,7 @@ import io
 import json
 import re
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,13 @@ MAX_RESULTS_BYTES = 256 * 1024 * 1024
 #: The deepest nesting of JSON arrays and objects read: a results file nests about six deep;
 #: far deeper input is hostile and would exhaust the parser's or the validator's stack.
 MAX_DEPTH = 64
+#: JSON objects and arrays in one file, counted on its bytes before it is parsed: a case has
+#: about eight (1.4 KB of text), so a file at :data:`MAX_RESULTS_BYTES` holds about 1.5 M of
+#: them; 255 MB of ``{}`` would be 85 M dicts, several gigabytes of memory, before any check.
+MAX_CONTAINERS = 4_000_000
+#: The most characters of a number: Python refuses to convert an integer of more than 4,300
+#: digits (and is quadratic below that); no field of a results file needs more than 20.
+MAX_NUMBER = 40
 
 
 class ReportError(ValueError):
@@ -56,15 +64,45 @@ def read_results(path: Path) -> ResultsDocument:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ReportError(f"{path}: not UTF-8 text: {exc}") from None
+    containers = raw.count(b"{") + raw.count(b"[")
+    if containers > MAX_CONTAINERS:
+        raise ReportError(
+            f"{path}: {containers:,} JSON objects and arrays, more than the {MAX_CONTAINERS:,} a results "
+            "file may hold (a case has about eight)"
+        )
     try:
-        data = json.loads(text.removeprefix("\ufeff"))
+        data = json.loads(text.removeprefix("\ufeff"), parse_int=_number(int), parse_float=_number(float))
     except json.JSONDecodeError as exc:
         raise ReportError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    except _LongNumber as exc:
+        line, col = _line_col(text, str(exc))
+        raise ReportError(
+            f"{path}:{line}:{col}: a number of {len(str(exc)):,} characters; no field of a results file "
+            f"has more than {MAX_NUMBER}"
+        ) from None
     except RecursionError:
         raise ReportError(f"{path}: JSON nested too deeply (a results file nests about six deep)") from None
     if _depth(data) > MAX_DEPTH:
         raise ReportError(f"{path}: JSON nested deeper than {MAX_DEPTH} (results files nest about six deep)")
     return parse_results(data, str(path))
+
+
+class _LongNumber(ValueError):
+    """A JSON number of more than :data:`MAX_NUMBER` characters; the text is the number."""
+
+
+def _number(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    def bounded(text: str) -> Any:
+        if len(text) > MAX_NUMBER:
+            raise _LongNumber(text)
+        return convert(text)
+
+    return bounded
+
+
+def _line_col(text: str, found: str) -> tuple[int, int]:
+    at = max(text.find(found), 0)
+    return text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
 
 
 def _gunzip(raw: bytes, path: Path) -> bytes:
@@ -94,6 +132,27 @@ def _depth(data: Any) -> int:
     return deepest
 
 
+def _lone_surrogate(data: Any) -> str | None:
+    """The first string (key or value) of ``data`` with a lone surrogate (JSON's ``"\\ud800"``
+    escape decodes to one): such a string is no text, and every writer (the terminal, Markdown,
+    HTML, a rewritten results file) would fail on it or write a different one."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def parse_results(data: Any, origin: str = "<results>") -> ResultsDocument:
     """A results document from parsed JSON (``origin`` names it in errors), upgraded if older."""
     if not isinstance(data, dict) or "cases" not in data:
@@ -105,14 +164,49 @@ def parse_results(data: Any, origin: str = "<results>") -> ResultsDocument:
         raise ReportError(
             f"{origin}: results format {version!r} is not one this version reads {READABLE_FORMATS}"
         )
+    bad = _lone_surrogate(data)
+    if bad is not None:
+        shown = bad[:60].encode("utf-8", "backslashreplace").decode()
+        raise ReportError(
+            f"{origin}: the string {shown!r} holds a lone surrogate (a \\ud800-\\udfff escape): not text"
+        )
     if version == 1:
         data = _upgrade_from_1(data)
     if version in (1, 2):
         data = _upgrade_from_2(data)
     try:
-        return ResultsDocument.model_validate(data)
+        document = ResultsDocument.model_validate(data)
     except ValidationError as exc:
         raise ReportError("\n".join(f"{origin}: {problem}" for problem in _problems(exc))) from None
+    _check_consistent(document, origin)
+    return document
+
+
+def _check_consistent(document: ResultsDocument, origin: str) -> None:
+    """A file that judges one case twice, or a verdict whose outcome is not its failed stage,
+    is refused: every reader keys cases by matrix and id and reads a verdict's outcome, so the
+    second judgement of a case would replace the first (a failure hidden behind a later pass
+    in ``report diff``), and an outcome that says ``pass`` over a failed stage would be read as
+    a pass by one reader and a failure by another."""
+    seen: dict[tuple[str | None, str], int] = {}
+    for index, entry in enumerate(document.cases):
+        key = (entry.matrix, entry.id)
+        if key in seen:
+            raise ReportError(
+                f"{origin}: cases[{index}]: case {entry.id!r}{' of ' + entry.matrix if entry.matrix else ''} "
+                f"is in the file twice (first at cases[{seen[key]}]): a run judges a case once"
+            )
+        seen[key] = index
+        verdict = entry.verdict
+        if verdict is None:
+            continue
+        stage = "pass" if verdict.failed_stage is None else verdict.failed_stage.value
+        if str(verdict.outcome) != stage:
+            raise ReportError(
+                f"{origin}: cases[{index}].verdict: outcome {str(verdict.outcome)!r} contradicts "
+                f"failed_stage {None if verdict.failed_stage is None else stage!r} (the outcome is "
+                "'pass' or the failed stage)"
+            )
 
 
 def dumps(document: ResultsDocument) -> str:

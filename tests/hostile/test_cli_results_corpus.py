@@ -9,6 +9,8 @@ import copy
 import gzip
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,7 +76,32 @@ BYTES: list[tuple[str, bytes, str, str | None]] = [
     ("gz-of-gz", gzip.compress(gzip.compress(b"{}")), ".json.gz", "not UTF-8"),
     ("gz-latin-1", gzip.compress(b'{"created": "\xe9"}'), ".json.gz", "not UTF-8 text"),
     ("nan-duration", _case(("duration_s",), float("nan")), ".json", None),
-    ("huge-int-smem", _case(("verdict", "smem_requested"), 10**300), ".json", None),
+    ("huge-int-smem", _case(("verdict", "smem_requested"), 10**300), ".json", "a number of 301 characters"),
+    ("int-of-40-characters", _case(("verdict", "smem_requested"), 10**39), ".json", None),
+    (
+        "int-of-5000-digits",
+        _case(("verdict", "smem_requested"), 1).replace(
+            b'"smem_requested": 1', b'"smem_requested": ' + b"9" * 5000
+        ),
+        ".json",
+        "a number of 5,000 characters; no field of a results file has more than 40",
+    ),
+    (
+        "int-of-5000-digits-as-format",
+        json.dumps(valid_document()).encode().replace(b'"format": 1', b'"format": ' + b"1" * 5000),
+        ".json",
+        "a number of 5,000 characters",
+    ),
+    (
+        "float-of-5000-digits",
+        _case(("duration_s",), 0.5).replace(b"0.5", b"0." + b"5" * 5000),
+        ".json",
+        "5,002",
+    ),
+    ("lone-surrogate-in-id", _case(("id",), "sm90-x\ud800"), ".json", "holds a lone surrogate"),
+    ("lone-surrogate-in-a-key", _case(("verdict", "extra", "\udfff"), 1), ".json", "holds a lone surrogate"),
+    ("lone-surrogate-in-detail", _case(("verdict", "detail"), "\udc80 x"), ".json", "lone surrogate"),
+    ("surrogate-pair-is-text", _case(("verdict", "detail"), "\U0001f600"), ".json", None),
 ]
 
 FORMATS: list[tuple[str, Any, str]] = [
@@ -126,6 +153,18 @@ FIELDS: list[tuple[str, tuple[str | int, ...], Any, str]] = [
     ("duration-string", ("duration_s",), "fast", "duration_s"),
     ("expected-unknown", ("expected",), "sometimes", "expected"),
     ("verdict-unknown-key", ("verdict", "mood"), "ok", "unknown key 'mood'"),
+    (
+        "outcome-pass-over-a-failed-stage",
+        ("verdict", "failed_stage"),
+        "compile",
+        "cases[0].verdict: outcome 'pass' contradicts failed_stage 'compile'",
+    ),
+    (
+        "outcome-a-stage-over-a-pass",
+        ("verdict", "outcome"),
+        "launch",
+        "outcome 'launch' contradicts failed_stage None",
+    ),
 ]
 
 DOCS: list[tuple[str, bytes, str]] = [
@@ -140,6 +179,19 @@ DOCS: list[tuple[str, bytes, str]] = [
     ("created-int", _doc(created=5), "created"),
     ("unknown-top-key", _doc(colour="red"), "unknown key 'colour'"),
     ("many-problems", _doc(cases=[{"id": i} for i in range(50)]), "more problem(s)"),
+    (
+        "a-case-judged-twice",
+        _doc(cases=[*valid_document()["cases"], valid_document()["cases"][0]]),
+        "cases[2]: case 'sm120-nvfp4-bf16-128x32x128-c1x1x1-none' of /work/main/matrices/sm120.yaml is in "
+        "the file twice (first at cases[0]): a run judges a case once",
+    ),
+    (
+        "a-case-twice-without-its-matrix",
+        _doc(
+            cases=[{**c, "matrix": None} for c in [*valid_document()["cases"], valid_document()["cases"][1]]]
+        ),
+        "cases[2]: case 'sm120-nvfp4-bf16-128x32x128-c1x1x1-finalize' is in the file twice",
+    ),
 ]
 
 
@@ -292,3 +344,55 @@ def test_a_deep_document_is_refused_by_the_validator_too() -> None:
     data["cases"][0]["verdict"]["extra"] = {"deep": copy.deepcopy(deep)}
     doc = store.parse_results(data, "x.json")  # parsed JSON from elsewhere: valid, not recursed
     assert doc.cases[0].verdict is not None
+
+
+def test_a_case_judged_twice_cannot_hide_a_regression_from_diff(tmp_path: Path) -> None:
+    """NEW judges a case twice, failing then passing: keyed by case, the pass would replace the
+    failure and ``report diff`` would pass the gate; the file is refused instead (exit 2)."""
+    data = valid_document()
+    failing = copy.deepcopy(data["cases"][0])
+    failing["verdict"].update(failed_stage="launch", outcome="launch")
+    failing["outcome"] = "failed"
+    data["cases"] = [failing, *data["cases"]]
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(data))
+    proc = tileconform("report", "diff", str(VALID_RESULTS), str(new))
+    assert proc.returncode == 2, proc.stdout
+    assert "is in the file twice (first at cases[0])" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_many_small_objects_are_refused_before_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "MAX_CONTAINERS", 1000)
+    path = tmp_path / "many.json"
+    path.write_text('{"format": 3, "cases": [' + ", ".join(["{}"] * 1000) + "]}")
+    with pytest.raises(ReportError, match=r"1,002 JSON objects and arrays, more than the 1,000"):
+        read_results(path)
+
+
+def test_255_mb_of_empty_objects_with_the_real_caps(tmp_path: Path) -> None:
+    """Just under the size cap, 85 M ``{}`` would be several gigabytes of dicts once parsed: the
+    child process, held to 2 GB of address space, refuses the file with one line instead."""
+    path = tmp_path / "objects.json"
+    size = store.MAX_RESULTS_BYTES - (1 << 20)
+    with path.open("w") as handle:
+        handle.write('{"format": 3, "cases": [')
+        chunk = "{}," * (1 << 20)
+        while handle.tell() < size - len(chunk):
+            handle.write(chunk)
+        handle.write("{}]}")
+    assert path.stat().st_size <= store.MAX_RESULTS_BYTES
+    script = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)); "
+        "from pytest_tileconform.commands.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "report", "compare", str(path), str(VALID_RESULTS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "JSON objects and arrays, more than the 4,000,000 a results file may hold" in proc.stderr
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr

@@ -74,6 +74,17 @@ TEXTS: list[tuple[str, str, str | None]] = [
     ),
     ("offered-error-bare", json.dumps({"offered_error": "boom"}), "getConfigs failed"),
     ("second-line-bad", _line() + "\n" + _line(sm=...), "line 2: no 'sm'"),
+    (
+        "tactic-of-5000-digits",
+        _line().replace(f'"tactic": {LINE["tactic"]}', '"tactic": ' + "9" * 5000),
+        "line 1: an integer of 5,000 digits; the probe writes none over 20",
+    ),
+    (
+        "sm-of-5000-digits",
+        _line(sm=0).replace('"sm": 0', '"sm": ' + "1" * 5000),
+        "an integer of 5,000 digits",
+    ),
+    ("tactic-of-20-digits", _line(tactic=10**19), None),
 ]
 
 
@@ -87,7 +98,14 @@ def test_parse(text: str, fragment: str | None) -> None:
     assert fragment in str(info.value)
 
 
-THROUGH_MAIN = ("not-json", "no-sm", "sm-string", "instantiation-list", "runner-unknown-act")
+THROUGH_MAIN = (
+    "not-json",
+    "no-sm",
+    "sm-string",
+    "instantiation-list",
+    "runner-unknown-act",
+    "tactic-of-5000-digits",
+)
 
 
 @pytest.mark.parametrize("row", [t for t in TEXTS if t[0] in THROUGH_MAIN], ids=lambda r: r[0])

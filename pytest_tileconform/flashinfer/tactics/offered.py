@@ -207,6 +207,21 @@ def _tactic(row: dict[str, Any]) -> Tactic:
     )
 
 
+#: The most characters of an integer the probe writes (tactic ids, enums, sizes); Python refuses
+#: to convert one of more than 4,300 digits, and a line that has one is not probe output.
+MAX_DIGITS = 20
+
+
+class _LongInteger(ValueError):
+    """A JSON integer of more than :data:`MAX_DIGITS` characters; the text is the integer."""
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > MAX_DIGITS:
+        raise _LongInteger(text)
+    return int(text)
+
+
 def parse(lines: Sequence[str]) -> list[Tactic]:
     """The tactics of the probe's JSON lines (or of a saved copy of them).
 
@@ -218,10 +233,15 @@ def parse(lines: Sequence[str]) -> list[Tactic]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, parse_int=_bounded_int)
         except json.JSONDecodeError as exc:
             raise ProbeError(
                 f"tactics probe output line {number} is not JSON: {exc.msg}: {line[:200]}"
+            ) from None
+        except _LongInteger as exc:
+            raise ProbeError(
+                f"tactics probe output line {number}: an integer of {len(str(exc)):,} digits; the probe "
+                f"writes none over {MAX_DIGITS}"
             ) from None
         except RecursionError:
             raise ProbeError(f"tactics probe output line {number}: JSON nested too deeply") from None
