@@ -12,7 +12,7 @@ Each built-in number names its source. Sources, abbreviated below:
 * ``product``: NVIDIA's product specifications of the named GPU;
 * ``nominal``: no judged host decision depends on it; a plausible value;
 * ``corpus``: the driver conformance corpus recorded on an H200
-  (``virtual/conformance/driver-corpus-h200.jsonl.gz``, scripts/gpu-driver-corpus.sh), which
+  (``virtual/conformance/driver-corpus-h200.jsonl.gz``, lab/gpu-driver-corpus.sh), which
   vcudart's sm90 profile must reproduce call for call (tests/virtual/test_driver_corpus.py);
 * ``cute``: CUTLASS ``include/cute/arch/copy_sm90_desc.hpp`` ``to_CUtensorMapDataType`` and
   ``to_CUtensorMapSwizzle``, which the SM100/SM120 collectives use to encode FP4/FP6 operands

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -195,3 +196,33 @@ def test_pytest_collects_a_shipped_matrix_without_torch(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "6 tests collected" in proc.stdout
+
+
+def test_the_sdist_and_the_wheel_leave_the_workshop_out(tmp_path: Path) -> None:
+    """Built from a copy of every tracked file: neither the sdist nor the wheel carries lab/ (the
+    rented GPU host's provisioning), results/, scripts/ or benchmarks/."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=False)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: which files are tracked is unknown")
+    source = tmp_path / "src"
+    for name in listed.stdout.decode().split("\0"):
+        if name and (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(REPO / name, source / name)
+    assert (source / "lab" / "gpu-env.sh").is_file()
+    built = []
+    for kind in ("sdist", "wheel"):  # one process each, as a build frontend runs them
+        build = f"import sys\nfrom setuptools import build_meta as b\nprint(b.build_{kind}(sys.argv[1]))\n"
+        done = subprocess.run(
+            [sys.executable, "-c", build, str(tmp_path / kind)], cwd=source, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        built.append(tmp_path / kind / done.stdout.split()[-1])
+    sdist, wheel = built
+    with tarfile.open(sdist) as archive:
+        members = [name.split("/", 1)[1] for name in archive.getnames() if "/" in name]
+    with zipfile.ZipFile(wheel) as archive:
+        members += archive.namelist()
+    workshop = ("lab/", "results/", "scripts/", "benchmarks/")
+    assert "pytest_tileconform/plugin.py" in members
+    assert [name for name in members if name.startswith(workshop)] == []

@@ -1,7 +1,7 @@
 """The virtual sm90 profile against the H200 on failing cases: a few cases of
 matrices/sm90-failures.yaml are judged on the virtual device, through the plugin as users run
 it, and must fail at the stage, with the status, that the hardware recording wrote into the
-matrix's expectations (scripts/gpu-failures.sh, --tile-update on an H200).
+matrix's expectations (lab/gpu-failures.sh, --tile-update on an H200).
 
 The cases share one translation unit (one dtype, one compile, about 100 s and 6 GB here), kept
 in a cache of the test's own between runs."""
@@ -37,7 +37,7 @@ def test_virtual_sm90_fails_where_the_h200_recorded(tmp_path: Path) -> None:
     assert sorted(recorded) == sorted(CASES), "the matrix no longer has these cases"
     unrecorded = [case for case, e in recorded.items() if e is None or "hardware" not in (e.source or "")]
     if len(unrecorded) == len(CASES):
-        pytest.skip(f"{MATRIX.name} has no hardware recording yet (scripts/gpu-failures.sh)")
+        pytest.skip(f"{MATRIX.name} has no hardware recording yet (lab/gpu-failures.sh)")
     assert not unrecorded, f"recorded on hardware only in part: {unrecorded}"
     report = tmp_path / "virtual.json"
     proc = subprocess.run(

@@ -64,9 +64,7 @@ CALL_KINDS = (
 
 @pytest.fixture(scope="session")
 def driver() -> Lines:
-    assert CORPUS.exists(), (
-        f"the driver corpus {CORPUS} is missing: record it with scripts/gpu-driver-corpus.sh"
-    )
+    assert CORPUS.exists(), f"the driver corpus {CORPUS} is missing: record it with lab/gpu-driver-corpus.sh"
     corpus = read_corpus(CORPUS)
     assert {k: corpus[0][k] for k in PLAN} == PLAN, (
         f"{CORPUS.name} was recorded for other calls than record.py's SEED and COUNT make: record it again"

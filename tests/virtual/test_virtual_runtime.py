@@ -2,7 +2,7 @@
 
 ``runtime/selftest.cu`` is compiled once per session for sm_90a and sm_120a and linked against
 vcudart. On the sm90 profile it must print exactly what the same program printed on a real
-H200 (``runtime/selftest_h200.jsonl``, recorded by scripts/gpu-virtual-selftest.sh); on sm120
+H200 (``runtime/selftest_h200.jsonl``, recorded by lab/gpu-virtual-selftest.sh); on sm120
 the differences must be exactly the ones NVIDIA's published numbers imply. The call-by-call
 comparison with the driver is tests/virtual/test_driver_corpus.py.
 """

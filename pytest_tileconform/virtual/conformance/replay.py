@@ -20,7 +20,7 @@ from ..profiles import ArchProfile
 from ..run import run_virtual
 from .record import PROBE_FLAGS, PROBE_SOURCE
 
-#: The corpus recorded on an H200 by scripts/gpu-driver-corpus.sh.
+#: The corpus recorded on an H200 by lab/gpu-driver-corpus.sh.
 CORPUS = Path(__file__).resolve().parent / "driver-corpus-h200.jsonl.gz"
 
 #: Header fields that legitimately differ between the GPU host and a replay, and why.

@@ -4,7 +4,7 @@
 # (`tileconform report compare`). A reshaping that changes no build finds every unit of the
 # second run in the cache the first one filled.
 #
-#   [STEPS="before after compare"] scripts/gpu-virtual-compare.sh OLD_PACKAGE_PARENT NAME MATRIX...
+#   [STEPS="before after compare"] lab/gpu-virtual-compare.sh OLD_PACKAGE_PARENT NAME MATRIX...
 #
 # STEPS runs a part (a host that limits each command's time: one step a command, on the same
 # host, so the cache stays). Reports of several calls are compared once all are there.

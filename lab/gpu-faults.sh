@@ -12,7 +12,7 @@
 #      synccheck while within the time budget; their reports are copied to $OUT/sanitize/.
 # Every check prints OK or BAD; $OUT/faults-summary.txt has them all.
 #
-#   scripts/gpu-faults.sh      (reports and logs go to $OUT, default ./gpu-out)
+#   lab/gpu-faults.sh      (reports and logs go to $OUT, default ./gpu-out)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/sanitize"
 . "$(dirname "$0")/gpu-env.sh"

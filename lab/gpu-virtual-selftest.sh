@@ -3,7 +3,7 @@
 # GPU: the lines tests/virtual/test_virtual_runtime.py holds vcudart's sm90 profile to
 # (runtime/selftest_h200.jsonl). Built with the flags that test uses for its vcudart build.
 #
-#   scripts/gpu-virtual-selftest.sh   (writes $OUT/selftest_h200.jsonl and the build log, default
+#   lab/gpu-virtual-selftest.sh   (writes $OUT/selftest_h200.jsonl and the build log, default
 #                                      ./gpu-out; commit it as pytest_tileconform/virtual/runtime/selftest_h200.jsonl)
 #
 # Needs only nvcc: it does not source gpu-env.sh.

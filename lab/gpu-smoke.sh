@@ -4,7 +4,7 @@
 # (each a new pytest process), and crash isolation (an injected __trap() in one case; the
 # cases after it must pass). Then the per-case overhead of the warm run.
 #
-#   scripts/gpu-smoke.sh      (reports and logs go to $OUT, default ./gpu-out)
+#   lab/gpu-smoke.sh      (reports and logs go to $OUT, default ./gpu-out)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 rm -rf /tmp/tcsmoke

@@ -3,8 +3,8 @@
 # build cache, in slices that each fit one device call, the cache kept between them), then
 # warm reruns of everything with one worker and with one worker per GPU.
 #
-#   [LIMIT=S] scripts/gpu-matrix-timing.sh cold MATRIX KEYWORD NAME    # one slice; run each slice once
-#   [WARM_RUNS="1 auto"] scripts/gpu-matrix-timing.sh warm MATRIX KEYWORD NAME    # after the slices, same machine
+#   [LIMIT=S] lab/gpu-matrix-timing.sh cold MATRIX KEYWORD NAME    # one slice; run each slice once
+#   [WARM_RUNS="1 auto"] lab/gpu-matrix-timing.sh warm MATRIX KEYWORD NAME    # after the slices, same machine
 #
 # Cold slices use the host's cores as the plugin sizes them (cores and RAM) and record their
 # expectations with --tile-update (nothing changes unless a verdict does). Warm reruns time 20

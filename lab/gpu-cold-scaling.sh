@@ -5,7 +5,7 @@
 # (--tile-device compile), one pytest process. Per run: wall time, CPU seconds (user + sys) and
 # the largest single process (GNU time reports the largest child, i.e. the largest compile step).
 #
-#   [CORES_LIST="1 4 8 16"] scripts/gpu-cold-scaling.sh MATRIX KEYWORD NAME
+#   [CORES_LIST="1 4 8 16"] lab/gpu-cold-scaling.sh MATRIX KEYWORD NAME
 #
 # Parallel efficiency on N cores is wall(1) / (N x wall(N)). On the H200 host the whole sm90
 # matrix takes about 5,000 CPU-seconds (4,954 on 16 cores); a unit of 36 SM90 cases about 295:

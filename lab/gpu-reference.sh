@@ -4,7 +4,7 @@
 # inputs, compute the expected D and compare a D against it at DeepSeek-V3 and Mixtral prefill
 # sizes (bf16 and fp8), and the numerics tests with torch's CUDA build.
 #
-#   scripts/gpu-reference.sh      (output goes to $OUT, default ./gpu-out)
+#   lab/gpu-reference.sh      (output goes to $OUT, default ./gpu-out)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 . "$(dirname "$0")/gpu-env.sh"

@@ -3,9 +3,9 @@
 # --tile-update, which writes the stage of each failing case into the matrix's expectations,
 # then judge the same builds on the virtual sm90 device and compare the two case by case.
 #
-# The checkout carries what scripts/gpu-env.sh needs (.whl/ and .carry/).
+# The checkout carries what lab/gpu-env.sh needs (.whl/ and .carry/).
 #
-#   [JOBS=$(nproc)] [TIMEOUT=60] [KEYWORD=EXPR] scripts/gpu-failures.sh
+#   [JOBS=$(nproc)] [TIMEOUT=60] [KEYWORD=EXPR] lab/gpu-failures.sh
 #
 # Each case is compiled in a unit of its own (--tile-build-group 1): 18 cases fail to compile,
 # and a shared unit that fails is compiled again in halves. KEYWORD (pytest -k) judges a slice,

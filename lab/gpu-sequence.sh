@@ -17,7 +17,7 @@
 # N (1000), COLD_LIMIT, WARM_LIMIT, FAULT_LIMIT, MODEL_LIMIT: seconds each step may take
 # (170, 50, 50, 100; each session is interrupted with SIGINT, so its report is still written).
 #
-#   scripts/gpu-sequence.sh
+#   lab/gpu-sequence.sh
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 n=${N:-1000}

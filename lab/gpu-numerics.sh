@@ -15,7 +15,7 @@
 # CLEAN_LIMIT, SCALED_LIMIT, COST_LIMIT: seconds each step may take (280, 90, 60; the two
 # sessions are interrupted with SIGINT, so their reports are still written).
 #
-#   scripts/gpu-numerics.sh [MATRIX]
+#   lab/gpu-numerics.sh [MATRIX]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 matrix=${1:-results/fidelity/h200-2026-12-02-numerics/matrix.yaml}

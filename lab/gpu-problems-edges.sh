@@ -5,7 +5,7 @@
 # waves of tiles per SM? No --tile-update: this is a probe of the proposal, not a recording.
 # Its inputs are small (41 M elements), so today's CPU inputs do (about 0.4 s a case).
 #
-#   [JOBS=$(nproc)] [TIMEOUT=60] scripts/gpu-problems-edges.sh
+#   [JOBS=$(nproc)] [TIMEOUT=60] lab/gpu-problems-edges.sh
 #
 # Everything goes to $OUT (default ./gpu-out): problems-edges.log (pytest -rA: each case's
 # verdict), problems-edges.json (--tile-report; needs results/model.py to accept the case fields

@@ -6,7 +6,7 @@
 # that has one, wheel sha256 and version index included), so --tile-flashinfer VERSION finds each
 # without pip and verdicts name the wheel's hash.
 #
-#   [JOBS=J] [BUILD_LIMIT=S] scripts/gpu-releases.sh MATRIX ENTRIES.tar.xz WHEELS-DIR VERSION...
+#   [JOBS=J] [BUILD_LIMIT=S] lab/gpu-releases.sh MATRIX ENTRIES.tar.xz WHEELS-DIR VERSION...
 #
 # ENTRIES.tar.xz: a tar of CACHE/flashinfer-releases/{versions/V.json, ab/<sha256>} for each
 # VERSION; WHEELS-DIR: the plugin's own needs as wheels (ruamel.yaml, pydantic, ...). JOBS:

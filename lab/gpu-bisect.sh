@@ -11,9 +11,9 @@
 #      decode (vLLM #42906): the same instantiations at a decode-sized problem (1-3 rows per
 #         expert), PDL as FlashInfer decides (on for SM90).
 # The host has no package index: the releases come as cache entries (ENTRIES.tar.xz, as
-# scripts/gpu-releases.sh takes them).
+# lab/gpu-releases.sh takes them).
 #
-#   [N=2000] [LIMIT=500] scripts/gpu-bisect.sh ENTRIES.tar.xz FP8-RELEASES DECODE-RELEASES
+#   [N=2000] [LIMIT=500] lab/gpu-bisect.sh ENTRIES.tar.xz FP8-RELEASES DECODE-RELEASES
 #
 # RELEASES: comma-separated, oldest first. LIMIT: seconds from the start after which the
 # bisections are interrupted. Into $OUT: bisect-{fp8,decode}.{json.gz,txt,log},

@@ -4,7 +4,7 @@
 # context, until every call has its line (record.py). The corpus is what vcudart's sm90 profile
 # must answer exactly: tests/virtual/test_driver_corpus.py replays it on the CPU.
 #
-#   scripts/gpu-driver-corpus.sh    (writes $OUT/driver-corpus-h200.jsonl.gz, default ./gpu-out;
+#   lab/gpu-driver-corpus.sh    (writes $OUT/driver-corpus-h200.jsonl.gz, default ./gpu-out;
 #                                    commit it as pytest_tileconform/virtual/conformance/driver-corpus-h200.jsonl.gz)
 #
 # Needs only nvcc and python3 (no CUTLASS, no package install), so it does not source gpu-env.sh.

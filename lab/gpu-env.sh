@@ -1,4 +1,4 @@
-# Sourced by the scripts/gpu-*.sh: makes the plugin runnable on a GPU host without a package
+# Sourced by the lab/*.sh: makes the plugin runnable on a GPU host without a package
 # index. The checkout carries .whl/ (ruamel.yaml, pydantic and their needs, as wheels) and
 # .carry/flashinfer-data.tar.xz (FlashInfer's kernel sources: data/{csrc/nv_internal, cutlass,
 # cccl, spdlog, include} and a VERSION file).
