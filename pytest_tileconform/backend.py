@@ -5,7 +5,7 @@ builds the selected cases in parallel before the first one runs). One that chang
 process-wide while judging (threads, the garbage collector) also has ``finish``
 (:class:`FinishingBackend`), so the process is as it was when the session ends. One that can
 tell before judging whether this host can judge its cases at all (a toolkit, sources) has
-``check_environment`` (:class:`CheckingBackend`) and raises :class:`UnusableEnvironment`. One
+``check_environment`` (:class:`CheckingBackend`) and raises :class:`~.verdict.UnusableEnvironment`. One
 that knows before judging how far its device will judge a case (a virtual device stops at
 ``launch``) has ``judged_through`` (:class:`ForeseeingBackend`).
 """
@@ -66,18 +66,12 @@ class ArchBackend(Backend, Protocol):
     archs: Collection[str]
 
 
-class UnusableEnvironment(Exception):
-    """Nothing of a backend's can be judged on this host, for a reason of the host's, not of a
-    case's configuration. The message is one line that says what to do; the session ends with
-    it (:mod:`.core.environment`)."""
-
-
 @runtime_checkable
 class CheckingBackend(Backend, Protocol):
     """A backend that can tell, before judging anything, whether this host can judge its cases."""
 
     def check_environment(self, cases: Sequence[Case]) -> None:
-        """Raise :class:`UnusableEnvironment` if ``cases`` (this backend's, at least one) cannot
+        """Raise :class:`~.verdict.UnusableEnvironment` if ``cases`` (this backend's, at least one) cannot
         be judged here. Cheap: no compile, no device initialisation."""
 
 

@@ -183,3 +183,10 @@ class Verdict:
 
 class NotJudgeable(Exception):
     """A backend cannot judge this case here (e.g. the arch is not present); the case skips."""
+
+
+class UnusableEnvironment(Exception):
+    """Nothing of a backend's can be judged on this host, for a reason of the host's, not of a
+    case's configuration. The message is one line that says what to do; the session ends with
+    it (:mod:`.core.environment`). Raised by a backend's ``check_environment`` and by the
+    tools it builds with (the build cache, the compiler's inputs)."""

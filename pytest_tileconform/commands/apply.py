@@ -4,7 +4,7 @@ made the files.
 
 A GPU runner's results file is an artifact; the matrix lives in the checkout. Applying the file
 there writes the same lines the runner's own ``--tile-update`` would have written: the decision is
-:func:`..core.expect.expectation_update`, and the write is :func:`..matrix.update.update_matrix`
+:func:`..matrix.expect.expectation_update`, and the write is :func:`..matrix.update.update_matrix`
 (under the matrix's lock, atomic, refusing an entry edited meanwhile). Several files, such as
 the slices of one matrix judged in separate calls, are applied in one write, in the order given.
 
@@ -39,7 +39,7 @@ def observed(matrix: LoadedMatrix, paths: list[Path]) -> tuple[dict[str, Verdict
     the ones to keep), and how many judged cases of the files are not in the matrix. Raises
     :class:`.output.CommandError` listing every case judged on other coordinates and every case
     the files disagree on."""
-    from ..core.expect import describe_observed
+    from ..matrix.expect import describe_observed
     from ..results.model import CaseRecord
 
     cases = {case.id: case for case in matrix.cases}
@@ -56,10 +56,12 @@ def observed(matrix: LoadedMatrix, paths: list[Path]) -> tuple[dict[str, Verdict
                 continue
             record = records[entry.id]
             if entry.case != record:
+                there = {} if entry.case is None else entry.case.model_dump()
+                here = record.model_dump()
                 differ = ", ".join(
-                    f"{name} {getattr(entry.case, name)!r} there, {getattr(record, name)!r} here"
-                    for name in CaseRecord.model_fields
-                    if getattr(entry.case, name) != getattr(record, name)
+                    f"{name} {there.get(name)!r} there, {here.get(name)!r} here"
+                    for name in dict.fromkeys([*there, *here])
+                    if there.get(name) != here.get(name)
                 )
                 problems.append(
                     f"{path}: {entry.id}: judged other coordinates than the matrix's case ({differ})"
@@ -82,7 +84,7 @@ def observed(matrix: LoadedMatrix, paths: list[Path]) -> tuple[dict[str, Verdict
 
 def changes_for(matrix: LoadedMatrix, verdicts: dict[str, Verdict]) -> dict[str, Change]:
     """What ``--tile-update`` writes for these verdicts, in the matrix's case order."""
-    from ..core.expect import expectation_update
+    from ..matrix.expect import expectation_update
 
     changes: dict[str, Change] = {}
     for case in matrix.cases:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from ..backend import UnusableEnvironment
+from ..verdict import UnusableEnvironment
 from . import ninja
 from . import progress as progress_module
 from .failure import Failure, classify

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..backend import UnusableEnvironment
+from ..verdict import UnusableEnvironment
 from .cache import BuildSpec, default_cache_dir
 from .failure import Failure
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ..backend import UnusableEnvironment
+from ..verdict import UnusableEnvironment
 from .trust import MAX_FILE_BYTES, TrustPolicy, Untrusted, open_nofollow
 from .writers import foreign, writers
 

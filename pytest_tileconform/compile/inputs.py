@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backend import UnusableEnvironment
+from ..verdict import UnusableEnvironment
 
 #: the folder of a build's private folder that :func:`stage` copies inputs into, one folder per
 #: input by its name (messages of a signed build name ``.../.build-XXXXXXXX/.inputs/NAME/...``)

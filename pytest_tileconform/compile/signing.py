@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..backend import UnusableEnvironment
+from ..verdict import UnusableEnvironment
 from .folders import Exposed, check_path
 from .writers import foreign, writers
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..backend import UnusableEnvironment
+from ..verdict import UnusableEnvironment
 from . import signing
 from .folders import Exposed, check_path
 from .writers import foreign, writers

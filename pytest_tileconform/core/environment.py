@@ -2,7 +2,7 @@
 cannot load the cases' code, compiles killed for memory) ends the session with one line and
 pytest's usage-error status, once, instead of failing every case with a traceback.
 
-A backend says so by raising :class:`~..backend.UnusableEnvironment`: from ``check_environment``
+A backend says so by raising :class:`~..verdict.UnusableEnvironment`: from ``check_environment``
 (a :class:`~..backend.CheckingBackend`), called once the cases to run are known and before any
 is judged, or from ``prepare``/``judge`` when it finds out only while building. The
 :class:`EnvironmentGuard` turns it into :class:`pytest.UsageError` in the process that owns the
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..backend import UnusableEnvironment
 from ..matrix.cases import Case
+from ..verdict import UnusableEnvironment
 from .items import TileCase
 
 if TYPE_CHECKING:

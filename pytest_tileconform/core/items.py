@@ -20,10 +20,10 @@ from _pytest._code.code import (
 
 from ..backend import ForeseeingBackend, PlacingBackend
 from ..matrix.cases import Case
+from ..matrix.expect import StatusMismatch, mismatch_text, status_mismatch
 from ..matrix.load import CasePlace
 from ..reasons import stable_reason
 from ..verdict import STAGE_FAILURES, UNRUN, NotJudgeable, Stage, StageFailure, Verdict, kernel_ran
-from .expect import StatusMismatch, mismatch_text, status_mismatch
 
 if TYPE_CHECKING:
     from .session import TileSession

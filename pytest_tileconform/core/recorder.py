@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
+from ..matrix.expect import expectation_update
 from ..matrix.load import MatrixInvalid
 from ..matrix.update import Change, UpdateOutcome, UpdateRefused, prune_change, update_matrix
 from ..results.fingerprint import host_fingerprint
+from ..results.observation import Observation
 from ..results.report import grid_lines, results_document, source_lines, timing_lines
 from ..results.store import write_results
-from .expect import expectation_update
 from .items import VERDICT_PROPERTY
-from .session import Observation, TileSession
+from .session import TileSession
 
 #: the observed outcomes that fail a run (a strict XPASS is pytest's failure)
 FAILURES = ("failed", "xpassed", "error")
@@ -119,7 +120,7 @@ class Recorder:
         if self.report_path is not None:
             contributions = session.config.hook.pytest_tileconform_host_fingerprint(config=session.config)
             document = results_document(
-                self.session,
+                self.session.case_by_id,
                 self.session.observations,
                 fingerprint=host_fingerprint(contributions),
                 startup_s=self.startup,
@@ -128,7 +129,7 @@ class Recorder:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         observations = self.session.observations
-        lines = grid_lines(self.session, observations)
+        lines = grid_lines(self.session.case_by_id, observations)
         if lines:
             terminalreporter.section("tileconform verdicts (tiles: CTA MxNxK, K in elements)")
             for line in [*lines, *source_lines(observations)]:

@@ -14,22 +14,9 @@ from ..matrix.bounds import MAX_CASES, MAX_CASES_RAISED
 from ..matrix.cases import Case
 from ..matrix.kinds import CaseKind, kinds_by_backend
 from ..matrix.load import LoadedMatrix, MatrixInvalid, load_matrices
+from ..results.observation import Observation
 from ..verdict import UNRUN, Verdict
 from .runoptions import RunOptions
-
-
-@dataclass
-class Observation:
-    """One case's result as the controller saw it in the test reports."""
-
-    case_id: str
-    matrix: Path
-    outcome: str  # pytest's: passed, unrun (a pass whose kernel did not run), failed, skipped, xfailed
-    verdict: Verdict | None
-    skip_reason: str = ""
-    duration: float = 0.0  # seconds the case's call phase took
-    at: float = 0.0  # seconds from the start of the session to this report
-    worker: str = ""  # the pytest-xdist worker that ran the case ("" without xdist)
 
 
 def max_cases(config: pytest.Config) -> int:
@@ -129,7 +116,7 @@ class TileSession:
     def check_environment(self, cases: Sequence[Case]) -> None:
         """Ask each backend that can check its host whether it can judge its part of ``cases``
         (:class:`~..backend.CheckingBackend`); raises
-        :class:`~..backend.UnusableEnvironment`. A backend with no case selected is not
+        :class:`~..verdict.UnusableEnvironment`. A backend with no case selected is not
         asked, so a run of other cases needs nothing of it."""
         for backend in self.registry:
             mine = [c for c in cases if c.backend == backend.name]

@@ -8,11 +8,11 @@ the command line reads matrices without torch or FlashInfer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias, cast, get_args
 
-from pydantic import StrictBool
+from pydantic import Field, StrictBool, ValidationError
 
 from ..archs import arch_number
 from ..dtypes import shape_label
@@ -144,6 +144,68 @@ KIND = CaseKind(
 #: This backend's kinds, as :func:`..matrix.load.load_matrix` takes them (its commands read its
 #: matrices without the plugin manager)
 KINDS: dict[str, CaseKind] = {NAME: KIND}
+
+_SHAPE = r"^\d+x\d+x\d+$"
+
+
+def _shape(label: str) -> Shape:
+    m, n, k = (int(v) for v in label.split("x"))
+    return (m, n, k)
+
+
+class MoeRecord(Strict):
+    """:meth:`MoeAxes.describe` as a results file records it (the backend's part of a case record,
+    :class:`..results.model.CaseRecord`); shapes as ``MxNxK``."""
+
+    cluster: str = Field(default="1x1x1", pattern=_SHAPE)
+    swap_ab: StrictBool = False
+    fusion: str = "none"
+    epilogue: str | None = Field(default=None, description="SM10x epilogue schedule (None: the default, TMA)")
+    dynamic_cluster: str | None = Field(
+        default=None, pattern=_SHAPE, description="SM10x dynamic CGA: the runtime cluster (None: static)"
+    )
+    mainloop: str | None = Field(
+        default=None, description="SM90 mixed input: the mainloop schedule (None: the launcher's)"
+    )
+    kernel_arch: str | None = Field(
+        default=None, description="another arch's kernel set built for this arch (None: its own)"
+    )
+    pdl: StrictBool | None = Field(
+        default=None,
+        description="programmatic dependent launch as the matrix set it (None: FlashInfer's default)",
+    )
+
+    def axes(self) -> MoeAxes:
+        return MoeAxes(
+            cluster=_shape(self.cluster),
+            swap_ab=self.swap_ab,
+            fusion=self.fusion,
+            pdl=self.pdl,
+            epilogue=self.epilogue,
+            dynamic_cluster=None if self.dynamic_cluster is None else _shape(self.dynamic_cluster),
+            mainloop=self.mainloop,
+            kernel_arch=self.kernel_arch,
+        )
+
+
+class RecordError(ValueError):
+    """A results file's case record that is not this backend's: the message names the key."""
+
+
+def recorded_axes(coordinates: Mapping[str, Any]) -> MoeAxes:
+    """The axes a results file recorded for a case (its backend's keys,
+    :meth:`..results.model.CaseRecord.coordinates`); :class:`RecordError` for a key this backend
+    does not have or a value it does not read."""
+    try:
+        return MoeRecord.model_validate(coordinates).axes()
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            where = ".".join(str(p) for p in err["loc"])
+            what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            problems.append(f"{where}: {what}")
+        raise RecordError("; ".join(problems)) from None
+
 
 #: A case of this backend: the core's frame with :class:`MoeAxes`.
 MoeCase: TypeAlias = Case[MoeAxes]

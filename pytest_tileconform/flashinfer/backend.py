@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backend import UnusableEnvironment
 from ..compile.cache import (
     BuildResult,
     BuildSpec,
@@ -30,7 +29,7 @@ from ..compile.hostbuild import HostBuildError, artifact_digest
 from ..compile.inputs import BuildInput
 from ..compile.remote import open_cache
 from ..core.devices import Gpu, current_gpu
-from ..verdict import Device, NotJudgeable, Stage, Verdict
+from ..verdict import Device, NotJudgeable, Stage, UnusableEnvironment, Verdict
 from ..virtual.build import build_runtime, runtime_path
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of

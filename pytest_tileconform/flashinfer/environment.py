@@ -1,5 +1,5 @@
 """What the FlashInfer backend needs of the host before it can judge anything, each found or
-refused with one line that says what to do (:class:`..backend.UnusableEnvironment`).
+refused with one line that says what to do (:class:`..verdict.UnusableEnvironment`).
 
 Every case is compiled with nvcc from FlashInfer's sources, the virtual runtime and the case
 runner with the host's C++ compiler, so without any of them no case can be judged; and a
@@ -19,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..archs import arch_order
-from ..backend import UnusableEnvironment
 from ..compile.failure import Cause, Failure
 from ..compile.hostbuild import HostBuildError, compiler_id, cxx
 from ..core.runoptions import DeviceChoice
+from ..verdict import UnusableEnvironment
 from .settings import Settings
 from .sources import (
     DISTRIBUTION,

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..backend import UnusableEnvironment
 from ..compile.hostbuild import HostBuildError
-from ..verdict import NotJudgeable
+from ..verdict import NotJudgeable, UnusableEnvironment
 from . import NAME
 from .axes import MoeCase
 from .environment import PREFIX, usable_toolkit

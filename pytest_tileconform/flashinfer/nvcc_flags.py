@@ -23,7 +23,7 @@ import ast
 import re
 from pathlib import Path
 
-from ..backend import UnusableEnvironment
+from ..verdict import UnusableEnvironment
 from .codegen import HARNESS_DIR
 from .configs import KernelConfig, UnsupportedConfig, check_config
 from .sources import FlashInferSources, cuda_version, find_cublas_include, find_cuda_home

@@ -63,7 +63,7 @@ def pytest_tileconform_register_backends(
             raise pytest.UsageError(
                 "--tile-flashinfer and --tile-flashinfer-sources both name FlashInfer sources; give one"
             )
-        from ..backend import UnusableEnvironment
+        from ..verdict import UnusableEnvironment
         from .releases import ReleaseError, resolve_release
 
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 
-from ..core.expect import status_matches
+from ..matrix.expect import status_matches
 from ..verdict import UNRUN, Stage, kernel_ran, output_checked
 from .model import CaseEntry
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..archs import arch_order
-from ..core.expect import describe_expected
 from ..dtypes import dtype_label as _dtype_label
+from ..matrix.expect import describe_expected
 from ..verdict import EXPECTATIONS, UNRUN, Stage, kernel_ran
 from .category import MEANING, Category, category_of, partly_judged
 from .fingerprint import DeviceKey, HostColumn, device_key

@@ -117,42 +117,33 @@ class ProblemRecord(_Strict):
     top_k: int | None = Field(default=None, description="experts per token (a preset), else None")
 
 
-class CaseRecord(_Strict):
-    """A case's coordinates (``Case.describe()``); tiles and clusters as ``MxNxK``, K in elements."""
+class CaseRecord(BaseModel):
+    """A case's coordinates (``Case.describe()``): the core's frame typed here, the tile as
+    ``MxNxK`` with K in elements; every other key is the backend's (:mod:`..matrix.kinds`), kept
+    as written and read by the backend's own record (FlashInfer's: its cluster, fusion, ...), so
+    the core rejects no backend's coordinates."""
+
+    model_config = ConfigDict(extra="allow")
 
     arch: str
     act: str
     weight: str
     out: str
     tile: str = Field(pattern=_SHAPE, description="CTA tile MxNxK, K in elements of the activation type")
-    cluster: str = Field(default="1x1x1", pattern=_SHAPE)
-    swap_ab: bool = False
-    fusion: str = "none"
-    epilogue: str | None = Field(default=None, description="SM10x epilogue schedule (None: the default, TMA)")
-    dynamic_cluster: str | None = Field(
-        default=None, pattern=_SHAPE, description="SM10x dynamic CGA: the runtime cluster (None: static)"
-    )
-    mainloop: str | None = Field(
-        default=None, description="SM90 mixed input: the mainloop schedule (None: the launcher's)"
-    )
-    kernel_arch: str | None = Field(
-        default=None, description="another arch's kernel set built for this arch (None: its own)"
-    )
-    pdl: bool | None = Field(
-        default=None,
-        description="programmatic dependent launch as the matrix set it (None: FlashInfer's default)",
-    )
     problem: ProblemRecord | None = None
 
-    def shape(self, field: Literal["tile", "cluster"]) -> tuple[int, int, int]:
-        m, n, k = (int(v) for v in getattr(self, field).split("x"))
-        return (m, n, k)
+    @model_validator(mode="before")
+    @classmethod
+    def _unset_is_absent(cls, value: Any) -> Any:
+        """A backend's key recorded as null is the key left out (earlier files wrote every key of
+        the case, null where the matrix set none; ``Case.describe`` leaves such keys out)."""
+        if not isinstance(value, dict):
+            return value
+        return {k: v for k, v in value.items() if v is not None or k in cls.model_fields}
 
-    def dynamic_shape(self) -> tuple[int, int, int] | None:
-        if self.dynamic_cluster is None:
-            return None
-        m, n, k = (int(v) for v in self.dynamic_cluster.split("x"))
-        return (m, n, k)
+    def coordinates(self) -> dict[str, Any]:
+        """The backend's keys and their values."""
+        return dict(self.model_extra or {})
 
 
 class CaseEntry(_Strict):

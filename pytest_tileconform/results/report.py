@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..archs import arch_order
-from ..core.session import Observation, TileSession
 from ..dtypes import shape_label
 from ..matrix.cases import Case
 from ..verdict import UNRUN, Stage, kernel_ran, output_checked
 from .model import FORMAT, CaseEntry, Fingerprint, Host, ResultsDocument
+from .observation import CaseLookup, Observation
 
 #: pytest outcome -> grid symbol (``u`` as pytest's progress letter for an unrun pass)
 SYMBOLS = {
@@ -36,12 +36,12 @@ def _cell(counter: Counter[str]) -> str:
     return " ".join(f"{counter[sym]}{sym}" for sym in order if counter[sym])
 
 
-def grid_lines(session: TileSession, observations: Sequence[Observation]) -> list[str]:
+def grid_lines(case_of: CaseLookup, observations: Sequence[Observation]) -> list[str]:
     """Rows arch x dtypes, columns tiles (CTA MxNxK, K in elements), counts of outcomes per cell."""
     cells: dict[tuple[str, str], dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
     tiles: set[tuple[int, int, int]] = set()
     for obs in observations:
-        case = session.case_by_id(obs.matrix, obs.case_id)
+        case = case_of(obs.matrix, obs.case_id)
         if case is None:
             continue
         tiles.add(case.tile)
@@ -109,7 +109,7 @@ def timing_lines(observations: Sequence[Observation], most: int = 5) -> list[str
 
 
 def results_document(
-    session: TileSession,
+    case_of: CaseLookup,
     observations: Sequence[Observation],
     *,
     fingerprint: Fingerprint,
@@ -121,7 +121,7 @@ def results_document(
     started is their sum."""
     cases = []
     for obs in observations:
-        case: Case | None = session.case_by_id(obs.matrix, obs.case_id)
+        case: Case | None = case_of(obs.matrix, obs.case_id)
         entry: dict[str, Any] = {
             "matrix": str(obs.matrix),
             "id": obs.case_id,

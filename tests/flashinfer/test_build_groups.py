@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from helpers.cases import make_case
 
-from pytest_tileconform.backend import UnusableEnvironment
 from pytest_tileconform.compile.cache import BuildResult, BuildSpec
 from pytest_tileconform.compile.failure import Cause, Failure
 from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
@@ -23,7 +22,7 @@ from pytest_tileconform.flashinfer.planner import (
     unit_size,
 )
 from pytest_tileconform.flashinfer.settings import Settings
-from pytest_tileconform.verdict import Stage
+from pytest_tileconform.verdict import Stage, UnusableEnvironment
 
 
 @pytest.mark.parametrize(

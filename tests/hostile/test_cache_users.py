@@ -172,6 +172,6 @@ def test_read_only_cache_as_root_takes_no_locks(shared: Path) -> None:
 
 def test_cache_unusable_stops_the_session_once() -> None:
     """It is the plugin's one-line environment error, not a failure per case."""
-    from pytest_tileconform.backend import UnusableEnvironment
+    from pytest_tileconform.verdict import UnusableEnvironment
 
     assert issubclass(CacheUnusable, UnusableEnvironment)

@@ -25,8 +25,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from ...commands.output import CommandError
 from ...results.model import CaseRecord, ResultsDocument
 from ...verdict import UNRUN
+from ..axes import RecordError, recorded_axes
 from ..configs import dynamic_clusters
 from ..generator import GeneratedOp, is_dynamic
 from ..tactics.offered import ConfigKey as ConfigKey  # export-blocklist imports it from here
@@ -87,17 +89,22 @@ def record_key(case: CaseRecord, arch: str) -> ConfigKey:
     from ...matrix.schema import DTypes
 
     dtypes = DTypes(act=case.act, weight=case.weight, out=case.out).label
+    try:
+        axes = recorded_axes(case.coordinates())
+    except RecordError as exc:
+        raise CommandError(f"a case record of {arch} that is not FlashInfer's: {exc}") from None
+    m, n, k = (int(v) for v in case.tile.split("x"))
     return case_key(
         arch,
         dtypes,
-        case.shape("tile"),
-        case.shape("cluster"),
-        case.swap_ab,
-        case.fusion,
-        case.epilogue,
-        case.dynamic_shape(),
-        case.mainloop,
-        case.kernel_arch,
+        (m, n, k),
+        axes.cluster,
+        axes.swap_ab,
+        axes.fusion,
+        axes.epilogue,
+        axes.dynamic_cluster,
+        axes.mainloop,
+        axes.kernel_arch,
     )
 
 

@@ -9,10 +9,10 @@ results readers (:mod:`..results.category`) call it.
 
 from __future__ import annotations
 
-from ..matrix.schema import Expectation
-from ..matrix.update import Change, entry_line, expectation_change
 from ..reasons import shorten, stable_reason
 from ..verdict import Verdict
+from .schema import Expectation
+from .update import Change, entry_line, expectation_change
 
 
 def status_matches(expected_status: str | None, status: str) -> bool:
@@ -90,11 +90,12 @@ def renewed_details(expectation: Expectation | None, verdict: Verdict) -> list[s
 
 
 def expectation_update(case_id: str, expectation: Expectation | None, verdict: Verdict) -> Change | None:
-    """What ``--tile-update`` writes for a case: the new stage (:func:`..matrix.update.
-    expectation_change`), or, at the same stage with another status than the one recorded, the
-    entry with the status the verdict now has, so the matrix keeps the status it matches on; at
-    the same stage and status from the same source, the entry with the details it gives now
-    (:func:`renewed_details`), so a matrix does not keep a reason its source no longer gives."""
+    """What ``--tile-update`` writes for a case: the new stage
+    (:func:`.update.expectation_change`), or, at the same stage with another status than the one
+    recorded, the entry with the status the verdict now has, so the matrix keeps the status it
+    matches on; at the same stage and status from the same source, the entry with the details it
+    gives now (:func:`renewed_details`), so a matrix does not keep a reason its source no longer
+    gives."""
     mismatch = status_mismatch(expectation, verdict)
     if mismatch is None:
         expected = expectation.stage if expectation is not None else "pass"
