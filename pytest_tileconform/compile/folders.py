@@ -44,7 +44,9 @@ def check_path(path: Path, trusted_gid: int | None = None) -> None:
     checked and followed. Where the path stops existing the check stops: the user makes the rest.
     """
     uid = os.geteuid()
-    pending = list(reversed(Path(os.path.abspath(path)).parts[1:]))
+    # ``..`` kept as a part: it is the kernel's (after a link), not a lexical one
+    full = path if path.is_absolute() else Path(os.getcwd()) / path
+    pending = list(reversed(full.parts[1:]))
     current = Path("/")
     _check(current, os.lstat(current), uid, trusted_gid)
     links = 0

@@ -168,6 +168,21 @@ def test_a_link_into_a_folder_another_user_can_write_is_refused(
         BuildCache(shared / "mine" / "cache", trust=TrustPolicy()).build([spec("x\n", shared)], jobs=1)
 
 
+def test_dotdot_after_a_link_is_where_the_link_leads(
+    shared: Path, member: tuple[pwd.struct_passwd, int]
+) -> None:
+    """``mine/link/../cache`` is the cache beside the link's target, as the kernel resolves it
+    (in ``M``'s folder), not ``mine/cache`` as the text reads."""
+    folder = open_folder(shared, member)
+    (folder / "x").mkdir()
+    (shared / "mine").mkdir()
+    (shared / "mine" / "link").symlink_to(folder / "x")
+    with pytest.raises(CacheUnusable, match=f"lies below {folder}, which is writable by group {TEAM}"):
+        BuildCache(shared / "mine" / "link" / ".." / "cache", trust=TrustPolicy()).build(
+            [spec("x\n", shared)], jobs=1
+        )
+
+
 def test_a_link_of_another_user_on_the_way_is_refused(
     shared: Path, member: tuple[pwd.struct_passwd, int]
 ) -> None:
