@@ -60,6 +60,13 @@ def kernel_ran(judged_through: Stage) -> bool:
     return judged_through.order >= KERNEL_RUN.order
 
 
+def reported(outcome: str, ran: bool) -> str:
+    """The outcome as every output reports it: :data:`UNRUN` for a pass whose kernel did not run
+    (``ran``: :func:`kernel_ran`), else ``outcome`` (``pass`` or the stage). The one definition of
+    unrun, which :class:`Verdict` and the results file's verdicts both use."""
+    return UNRUN if outcome == "pass" and not ran else outcome
+
+
 def output_checked(judged_through: Stage) -> bool:
     """Whether a verdict judged through ``judged_through`` checked D against the reference: a
     pass judged short of it holds only that far (``graph``, ``repeat``, ``sequence`` and ``sanitize`` are
@@ -138,7 +145,7 @@ class Verdict:
     @property
     def unrun(self) -> bool:
         """A pass of every stage judged, none of which ran the kernel (:data:`UNRUN`)."""
-        return self.passed and not self.kernel_ran
+        return self.reported == UNRUN
 
     @property
     def outcome(self) -> str:
@@ -147,8 +154,8 @@ class Verdict:
 
     @property
     def reported(self) -> str:
-        """The outcome as the outputs report it: :data:`UNRUN` for an unrun pass, else :attr:`outcome`."""
-        return UNRUN if self.unrun else self.outcome
+        """The outcome as the outputs report it (:func:`reported`)."""
+        return reported(self.outcome, self.kernel_ran)
 
     def describe(self) -> str:
         parts = [f"{UNRUN} (judged through {self.judged_through.value})" if self.unrun else self.outcome]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..archs import arch_name
 from ..dtypes import (
     BLOCK_SCALED_PAIRS,
     DTYPES,
@@ -71,9 +72,9 @@ class KernelConfig:
         swap = "_swap_ab" if self.swap_ab else ""
         variant = ("_nosmem" if self.epilogue == "nosmem" else "") + ("_dyncga" if self.dynamic_cga else "")
         variant += f"_{self.mainloop}" if self.mainloop else ""
-        variant += f"_sm{self.kernel_arch}kernel" if self.kernel_arch else ""
+        variant += f"_{arch_name(self.kernel_arch)}kernel" if self.kernel_arch else ""
         dtypes = f"{self.act}_{self.weight}_{self.out}"
-        return f"sm{self.arch}_{dtypes}_{tile}_{cluster}_{self.fusion}{variant}{swap}"
+        return f"{arch_name(self.arch)}_{dtypes}_{tile}_{cluster}_{self.fusion}{variant}{swap}"
 
     @property
     def dtype_label(self) -> str:
@@ -256,7 +257,7 @@ def _check_sm120(config: KernelConfig) -> None:
 #: The SM10x archs of the launcher (B200 / GB200, B300 / GB300).
 SM10X = (100, 103)
 #: The archs the launcher has a path for (:func:`check_config`'s branches), as a matrix names them.
-LAUNCHER_ARCHS: tuple[str, ...] = ("sm90", *(f"sm{a}" for a in SM10X), "sm120", "sm121")
+LAUNCHER_ARCHS: tuple[str, ...] = ("sm90", *(arch_name(a) for a in SM10X), "sm120", "sm121")
 #: SM100 inputs (act, weight) of ``generate_sm100_grouped_gemm_operations``: the uniform
 #: unscaled types and the block-scaled pairs (NVFP4, MXFP8 x MXFP4, MXFP8 x MXFP8).
 SM100_INPUTS: tuple[tuple[str, str], ...] = (
@@ -404,9 +405,11 @@ def check_config(config: KernelConfig) -> None:
     _check_shapes(config)
     tile_k_bytes(config)
     if config.kernel_arch and config.kernel_arch not in KERNEL_ARCHES.get(config.arch, ()):
-        others = ", ".join(f"sm{k} for sm{a}" for a, ks in KERNEL_ARCHES.items() for k in ks)
+        others = ", ".join(
+            f"{arch_name(k)} for {arch_name(a)}" for a, ks in KERNEL_ARCHES.items() for k in ks
+        )
         raise UnsupportedConfig(
-            f"SM{config.arch}: FlashInfer builds no sm{config.kernel_arch} kernels for it "
+            f"SM{config.arch}: FlashInfer builds no {arch_name(config.kernel_arch)} kernels for it "
             f"(another arch's kernels are built only as {others})"
         )
     if config.mainloop and config.arch != 90:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from ..archs import arch_name
 from .configs import SMALL_K_MAINLOOPS, KernelConfig, pre_mma_scales
 from .sources import LAUNCHER_INL, MIXED_LAUNCHER_INL, MIXED_UTILS_CU
 
@@ -179,7 +180,7 @@ def family(config: KernelConfig) -> str:
     kind = ""
     if config.mixed:
         kind = "mixed small-K" if config.mainloop in SMALL_K_MAINLOOPS else "mixed warp-specialized"
-    parts = [f"sm{config.arch}", f"{config.act} x {config.weight} -> {config.out}", config.fusion, kind]
+    parts = [arch_name(config.arch), f"{config.act} x {config.weight} -> {config.out}", config.fusion, kind]
     if config.swap_ab:
         parts.append("swap_ab")
     return " ".join(p for p in parts if p)

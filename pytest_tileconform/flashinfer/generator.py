@@ -96,7 +96,7 @@ def _operations(generator: ModuleType, arch: int) -> list[Any]:
         ]
     if arch == 120:
         return list(generator.generate_sm120_grouped_gemm_operations(True))
-    raise GeneratorError(f"FlashInfer's generator has no MoE grouped GEMM for sm{arch}")
+    raise GeneratorError(f"FlashInfer's generator has no MoE grouped GEMM for {arch_name(arch)}")
 
 
 def _dtype_names(generator: ModuleType, op: Any) -> tuple[str, str, str]:
@@ -133,7 +133,7 @@ def _type_name(value: Any) -> str:
 def _describe(op: Any) -> str:
     types = f"{_type_name(op.act_type)}x{_type_name(op.weight_type)}->{_type_name(op.output_type)}"
     return (
-        f"sm{op.arch} {types} cta {list(op.cta_shape)} "
+        f"{arch_name(op.arch)} {types} cta {list(op.cta_shape)} "
         f"cga {list(op.cga_shape)} fusion {getattr(op.epi_fusion, 'name', op.epi_fusion)} "
         f"epi {getattr(op.epi_schedule, 'name', op.epi_schedule)} mx {op.is_mx_fpx} "
         f"dynamic_cga {op.dynamic_cga} swap_ab {op.swap_ab}"
@@ -168,7 +168,7 @@ def to_config(generator: ModuleType, op: Any, arch: int) -> KernelConfig:
     mixed = _is_mixed(op)
     own = GENERATOR_ARCH.get(arch_name(arch), arch)
     if not mixed and op.arch != own and op.arch not in KERNEL_ARCHES.get(arch, ()):
-        raise UnsupportedConfig(f"an Sm{op.arch} kernel in FlashInfer's sm{arch} module")
+        raise UnsupportedConfig(f"an Sm{op.arch} kernel in FlashInfer's {arch_name(arch)} module")
     fusions = {
         None: "none",
         generator.TrtLlm_EpilogueFusion.epilogue_fusion_none: "none",
@@ -248,7 +248,7 @@ class GeneratedOp:
 def kernel_arch_variant(kernel_arch: int) -> str:
     """What sets another arch's kernel apart in a configuration's variant (``+sm100kernel``: an
     SM100 kernel of FlashInfer's sm103 module, beside SM103's own of the same shape)."""
-    return f"+sm{kernel_arch}kernel" if kernel_arch else ""
+    return f"+{arch_name(kernel_arch)}kernel" if kernel_arch else ""
 
 
 def schedule_variant(schedule: str | None, dynamic_cga: bool) -> str:

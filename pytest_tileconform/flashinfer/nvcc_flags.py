@@ -23,6 +23,7 @@ import ast
 import re
 from pathlib import Path
 
+from ..archs import arch_name
 from ..verdict import UnusableEnvironment
 from .codegen import HARNESS_DIR
 from .configs import KernelConfig, UnsupportedConfig, check_config
@@ -91,7 +92,7 @@ def sm120_gencode(arch: int, cuda: tuple[int, int]) -> str:
             raise UnsupportedConfig("SM121 requires CUDA >= 12.9")
         suffix = "121a"
     else:
-        raise ValueError(f"sm{arch} is not an SM12x arch")
+        raise ValueError(f"{arch_name(arch)} is not an SM12x arch")
     return f"-gencode=arch=compute_{suffix},code=sm_{suffix}"
 
 

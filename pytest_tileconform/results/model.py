@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..verdict import EXPECTATIONS, UNRUN, Stage, Verdict, kernel_ran
+from ..verdict import EXPECTATIONS, UNRUN, Stage, Verdict, kernel_ran, reported
 
 #: The format this version writes. 2: verdicts carry ``device`` (format 1 named it only in
 #: ``source``). 3: verdicts carry ``kernel_ran``, cases ``expected_status``, and pytest's outcome of
@@ -91,12 +91,12 @@ class VerdictRecord(_Strict):
     @property
     def unrun(self) -> bool:
         """A pass whose kernel did not run (:attr:`..verdict.Verdict.unrun`)."""
-        return self.outcome == "pass" and not self.kernel_ran
+        return self.reported == UNRUN
 
     @property
     def reported(self) -> str:
-        """:attr:`..verdict.Verdict.reported`: ``unrun``, ``pass`` or the stage."""
-        return UNRUN if self.unrun else str(self.outcome)
+        """``unrun``, ``pass`` or the stage (:func:`..verdict.reported`)."""
+        return reported(str(self.outcome), self.kernel_ran)
 
     @classmethod
     def of(cls, verdict: Verdict) -> VerdictRecord:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...archs import arch_name
 from ...dtypes import shape_label
 from ...matrix.load import MatrixInvalid, load_matrix
 from ...matrix.schema import DEFAULT_PROBLEM, MIXED_PROBLEM, SMALL_K_PREFILL_PROBLEM
@@ -68,7 +69,7 @@ class _Entry:
         if self.mainloop == "single_warpgroup_prefill":
             parts.append(f"problems: [{SMALL_K_PREFILL_PROBLEM.flow()}]")
         if self.kernel_arch:
-            parts.append(f"kernel_arch: sm{self.kernel_arch}")
+            parts.append(f"kernel_arch: {arch_name(self.kernel_arch)}")
         return "{" + ", ".join(parts) + "}"
 
 

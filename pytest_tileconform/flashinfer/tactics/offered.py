@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ...archs import KNOWN, arch_number
+from ...archs import KNOWN, arch_name, arch_number
 from ...compile.cache import BuildCache, BuildSpec, CacheUnusable, portable
 from ...compile.inputs import BuildInput
 from ...compile.signing import SigningError
@@ -455,7 +455,7 @@ def runner_tactics(tactics: Iterable[Tactic], sm: int, runner: str) -> list[Tact
     for position, t in enumerate(mine):
         if t.tactic != position or (position and t.gemm < mine[position - 1].gemm):
             raise ProbeError(
-                f"sm{sm} {runner}: tactic {t.tactic} (GEMM {t.gemm}) at position {position}: the "
+                f"{arch_name(sm)} {runner}: tactic {t.tactic} (GEMM {t.gemm}) at position {position}: the "
                 "probe numbers GEMM 1's tactics from 0 and GEMM 2's after them, without gaps"
             )
     return mine
