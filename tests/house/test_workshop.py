@@ -20,3 +20,9 @@ def test_scripts_provision_no_host() -> None:
         if word in path.read_text(encoding="utf-8")
     ]
     assert found == []
+
+
+def test_benchmarks_is_one_page_of_current_figures() -> None:
+    """History goes with the data (results/HISTORY.md), not on the page of current figures."""
+    lines = (REPO / "BENCHMARKS.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 300
