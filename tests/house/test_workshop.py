@@ -26,3 +26,12 @@ def test_benchmarks_is_one_page_of_current_figures() -> None:
     """History goes with the data (results/HISTORY.md), not on the page of current figures."""
     lines = (REPO / "BENCHMARKS.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) < 300
+
+
+def test_the_readme_introduction_is_short() -> None:
+    """What a newcomer reads before the reference: what it is, install, a first run, five steps;
+    the detail is in docs/ (docs/tour.md) and in the reference section below it."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    introduction, reference = text.split("\n## Reference\n", 1)
+    assert len(introduction.split()) < 1500
+    assert "### The matrix format (version 1)" in reference
