@@ -107,6 +107,7 @@ def _on_hardware(tmp_path: Path, name: str = ENVIRONMENT["gpu"], **changes: str)
         verdict["source"] = f"hardware ({name}, CC 12.0)"
         if entry["id"] in changes:
             verdict["outcome"] = changes[entry["id"]]
+            verdict["failed_stage"] = None if verdict["outcome"] == "pass" else verdict["outcome"]
     path = tmp_path / f"hardware-{len(list(tmp_path.iterdir()))}.json"
     path.write_text(json.dumps(data))
     return path
@@ -160,7 +161,7 @@ def test_several_dtypes_need_a_choice(tmp_path: Path, capsys: pytest.CaptureFixt
     results = report_document(SM120_RESULTS)
     for entry in results["cases"]:
         if entry["case"]["act"] == "mxfp8":
-            entry["verdict"]["outcome"] = "numerics"
+            entry["verdict"].update(outcome="numerics", failed_stage="numerics")
             break
     path = tmp_path / "r.json"
     path.write_text(json.dumps(results))
@@ -178,7 +179,7 @@ def test_several_dtypes_need_a_choice(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_nothing_failing_is_an_empty_blocklist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     results = report_document(SM120_RESULTS)
     for entry in results["cases"]:
-        entry["verdict"]["outcome"] = "pass"
+        entry["verdict"].update(outcome="pass", failed_stage=None)
     path = tmp_path / "r.json"
     path.write_text(json.dumps(results))
     argv = ["export-blocklist", "--arch", "sm120", str(path), "--tactics", str(RECORDED), *_virtual()]
@@ -308,7 +309,7 @@ def test_build_verdicts_hold_on_every_gpu(tmp_path: Path, capsys: pytest.Capture
     for entry in data["cases"]:
         if entry["id"] == FINALIZE:
             entry["verdict"]["device"] = {"kind": "build", "name": "nvcc", "arch": None, "cc": None}
-            entry["verdict"]["outcome"] = "compile"
+            entry["verdict"].update(outcome="compile", failed_stage="compile")
     path.write_text(json.dumps(data))
     argv = ["export-blocklist", "--arch", "sm120", str(path), "--tactics", str(RECORDED)]
     assert main(argv) == 0
