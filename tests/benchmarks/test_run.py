@@ -4,12 +4,17 @@ and each run's report, log, exit status and time land in the output folder's sum
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers.fake_backend import BASIC, BASIC_IDS, FAKE_CONFTEST
+from helpers.paths import REPO
+
+from pytest_tileconform.results.store import read_results
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +56,22 @@ def test_a_run_leaves_its_report_log_and_summary(run: ModuleType, tmp_path: Path
     assert (tmp_path / "t-x.log").read_text() == "ran\n"
     summary = json.loads(bench.summary().read_text())
     assert [r["run"] for r in summary["runs"]] == ["x"] and "cores" in summary["machine"]
+
+
+def test_cold_then_warm_through_the_plugin(pytester: pytest.Pytester, run: ModuleType) -> None:
+    """The driver runs pytest as a user does (here over the fake backend's matrix): two runs on one
+    cache, each leaving its gzipped report, log and a summary row."""
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.path.joinpath("m.yaml").write_text(BASIC)
+    out = pytester.path / "out"
+    command = [sys.executable, str(REPO / "benchmarks" / "run.py"), "--routine", "cold", "warm"]
+    command += ["--matrix", "m.yaml", "--device", "virtual", "--out", str(out), "--name", "t"]
+    done = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = json.loads((out / "t-summary.json").read_text())["runs"]
+    assert [(r["run"], r["exit"], r["report"]) for r in runs] == [
+        ("cold", 0, "t-cold.json.gz"),
+        ("warm", 0, "t-warm.json.gz"),
+    ]
+    cases = read_results(out / "t-warm.json.gz").cases
+    assert sorted(case.id for case in cases) == sorted(BASIC_IDS)
