@@ -1,5 +1,5 @@
 """Write a -k expression naming the cases of a matrix that no results file has judged yet, for a
-matrix judged in pieces across device sessions (gpu-hardware-slice.sh reads it as SLICE = @FILE).
+matrix judged in pieces across device sessions (``benchmarks/run.py --routine record-slice -k @FILE``).
 
     python3 scripts/unjudged-slice.py MATRIX OUT.k [--cell DTYPES:CLUSTER ...] [--max N]
         [--round UNITS:GROUP] REPORT...
@@ -8,7 +8,7 @@ A case counts as judged when a report holds a verdict for its id from the same k
 (--source, default "hardware"). --cell keeps the cases of one dtype combination and cluster, as
 ids spell them (``fp8_e4m3xint4-bf16:c2x1x1``); the ids keep the matrix's order. --round keeps
 what one round of UNITS parallel compiles of units of at most GROUP builds (``16:5`` for the GPU
-host with GROUP=5): a unit holds one dtype combination (flashinfer/planner.py), so each
+host with --tile-build-group 5): a unit holds one dtype combination (flashinfer/planner.py), so each
 combination takes ceil(cases / GROUP) units.
 """
 

@@ -126,3 +126,24 @@ def test_every_cross_reference_resolves(path: Path) -> None:
         if where == path and resolve(target, module, is_package(path)) is None
     ]
     assert not stale, "\n".join(stale)
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_every_relative_link_of_the_pages_resolves() -> None:
+    """A file's move leaves no Markdown page linking to where it was."""
+    pages = [
+        page
+        for folder in ("", "docs", "benchmarks", "scripts", "lab", "results", "examples")
+        for page in sorted((REPO / folder).glob("*.md") if folder else REPO.glob("*.md"))
+    ]
+    assert len(pages) > 8
+    broken = [
+        f"{page.relative_to(REPO)}: {match.group(1)}"
+        for page in pages
+        for match in LINK.finditer(page.read_text(encoding="utf-8"))
+        if not match.group(1).startswith(("http://", "https://", "mailto:"))
+        and not (page.parent / match.group(1)).exists()
+    ]
+    assert broken == []
