@@ -15,6 +15,7 @@ from .core.environment import EnvironmentGuard
 from .core.inikeys import add_options, check_options
 from .core.inikeys import resolve as resolve_ini_keys
 from .core.items import SESSION_KEY, UNRUN_MARKER, MatrixFile, TileCase
+from .core.matrixargs import OnlyMatrices, collection_args
 from .core.recorder import Recorder
 from .core.runconfig import add_run_options, run_options
 from .core.runoptions import Option, not_empty
@@ -179,10 +180,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{UNRUN_MARKER}: a tile matrix case whose device will not run the kernel here"
     )
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
-        config.args = [str(p) for p in paths]
-    else:
-        config.args = [*config.args, *(str(p) for p in paths if str(p) not in config.args)]
+    args, folders = collection_args(paths)
+    named = config.args if config.args_source == pytest.Config.ArgsSource.ARGS else []
+    if folders:
+        config.pluginmanager.register(OnlyMatrices(folders, paths, named), "tileconform-only-matrices")
+    config.args = [*named, *(arg for arg in args if arg not in named)]
     if workerinput is None:
         report = config.getoption("tile_report")
         recorder = Recorder(
