@@ -29,7 +29,7 @@ client=$(free_port)
 
 stop() {
   for dir in /proc/[0-9]*; do
-    if tr '\0' '\n' < "$dir/environ" 2>/dev/null | grep -qx "TC_FLEET_MARK=$mark"; then
+    if { tr '\0' '\n' < "$dir/environ"; } 2>/dev/null | grep -qx "TC_FLEET_MARK=$mark"; then
       kill -9 "${dir#/proc/}" 2>/dev/null || true
     fi
   done
