@@ -19,7 +19,7 @@ set -uo pipefail
 matrix=$1 entries=$2 wheels=$3
 shift 3
 out=${OUT:-$PWD/gpu-out}
-work=$(mktemp -d)
+work=${WORK:-$(mktemp -d)}  # WORK: keep the reports and logs there too (to save them from a timeout)
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wheels"/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=/tmp/pycache
