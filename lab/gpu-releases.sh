@@ -27,7 +27,9 @@ unset PYTHONDONTWRITEBYTECODE
 export TILECONFORM_CACHE_DIR=${TILECONFORM_CACHE_DIR:-/tmp/tc-releases}
 mkdir -p "$TILECONFORM_CACHE_DIR/flashinfer-releases"
 tar -xJf "$entries" -C "$TILECONFORM_CACHE_DIR/flashinfer-releases" || exit 1
-plugins=(-p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin -p no:cacheprovider)
+# --noconftest: run from the checkout, pytest would load tests/conftest.py (testpaths), which points
+# TILECONFORM_CACHE_DIR at the suite's own cache: the carried releases would not be found there
+plugins=(-p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin -p no:cacheprovider --noconftest)
 jobs=${JOBS:-$(( $(nproc) / $# ))}
 judge() {
   local version=$1 start
