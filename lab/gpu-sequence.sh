@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The sequence stage on this host's GPU (operands in device memory):
-#   1. the smoke matrix with --tile-sequence N (N runs of each case alone, N GEMM 1 -> GEMM 2
-#      pairs on one workspace and stream, one pair captured in a CUDA graph and replayed N
-#      times; every D compared with the checked run's on the device), cold, then warm: every
-#      case must pass, through sequence;
+#   1. the smoke matrix with --tile-sequence N (N runs of each case alone, N GEMM 1 (fusion
+#      none) -> GEMM 2 (finalize) pairs of the case's tile on one workspace and stream, one pair
+#      captured in a CUDA graph and replayed N times; every D compared with the serialized
+#      run's on the device), cold, then warm: every case must pass, through sequence, paired
+#      none -> finalize;
 #   2. the smoke matrix again with the test plugin's workspace-race fault in every case
 #      (tests/helpers/plugins/tileconform_faults.py: a kernel on a second stream keeps overwriting the
 #      CUTLASS workspace while each GEMM after the checked run reads it), the graph and repeat
@@ -15,7 +16,8 @@
 # check OK or BAD).
 #
 # N (1000), COLD_LIMIT, WARM_LIMIT, FAULT_LIMIT, MODEL_LIMIT: seconds each step may take
-# (170, 50, 50, 100; each session is interrupted with SIGINT, so its report is still written).
+# (170, 50, 50, 100; each session is interrupted with SIGINT, so its report is still written);
+# MODEL_LIMIT=0 leaves step 3 out.
 #
 #   lab/gpu-sequence.sh
 set -uo pipefail
@@ -23,7 +25,7 @@ OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 n=${N:-1000}
 . "$(dirname "$0")/gpu-env.sh"
 export PYTHONPATH="$PWD/tests/helpers/plugins:$PYTHONPATH"  # the fault plugin: a test plugin, not the package
-# one configuration per unit: the model-size case reuses the smoke matrix's bf16 128x128x64 unit
+# one configuration (and its fc1 -> fc2 partner) per unit: the model-size case reuses the smoke matrix's bf16 128x128x64 unit
 P=(python3 -m pytest "${plugins[@]}" -q -p no:xdist --tile-device hardware --tile-build-jobs "$(nproc)"
    --tile-build-group 1)
 S=matrices/smoke-sm90.yaml
@@ -42,7 +44,7 @@ for id in $(python3 -c 'import json, sys; print(*(c["id"] for c in json.load(ope
 done
 step fault "${FAULT_LIMIT:-50}" --tile-matrix "$S" -p tileconform_faults "${faults[@]}" --tile-sequence "$n" \
   --tile-graph-replays 0 --tile-repeats 0
-step model "${MODEL_LIMIT:-100}" --tile-matrix benchmarks/dsv3-prefill.yaml -k "gemm1 and 128x128x64 and not nopdl" \
+[ "${MODEL_LIMIT:-100}" = 0 ] || step model "${MODEL_LIMIT:-100}" --tile-matrix benchmarks/dsv3-prefill.yaml -k "gemm1 and 128x128x64 and not nopdl" \
   --tile-sequence "$n" --tile-graph-replays 0 --tile-repeats 0 --tile-timing-iters 5
 
 python3 - "$OUT" "$n" <<'PY' | tee "$OUT/sequence-summary.txt"
@@ -71,7 +73,8 @@ for name in ("cold", "warm"):
         seq = v["extra"].get("sequence") or {}
         check(
             f"{name} {cid} passes through sequence",
-            v["outcome"] == "pass" and v["judged_through"] == "sequence" and seq.get("runs") == 5 * n,
+            v["outcome"] == "pass" and v["judged_through"] == "sequence" and seq.get("runs") == 5 * n
+            and str(seq.get("pair", "")).startswith("none -> finalize"),
             f"{v['outcome']} through {v['judged_through']}; sequence {seq}; seconds {v['extra'].get('seconds')}",
         )
 for cid, v in sorted(cases("fault").items()):

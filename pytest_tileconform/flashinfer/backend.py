@@ -38,7 +38,7 @@ from .axes import MoeCase
 from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, build_inputs, kernel_config, portable_build
 from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
-from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig
+from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig, sequence_partner
 from .environment import (
     NEEDS_NVCC,
     PREFIX,
@@ -277,8 +277,13 @@ class FlashInferBackend:
         return self._commands[config.arch]
 
     def _spec(self, cases: Sequence[MoeCase]) -> BuildSpec:
-        """The build of one translation unit holding ``cases`` (one arch)."""
+        """The build of one translation unit holding ``cases`` (one arch); with the sequence
+        stage also each one's fc1 -> fc2 partner (:func:`.configs.sequence_partner`), which
+        pairs with it there."""
         configs = list(dict.fromkeys(kernel_config(case) for case in cases))
+        if self.settings.sequence > 0:
+            partners = [p for c in configs if (p := sequence_partner(c)) is not None]
+            configs = list(dict.fromkeys([*configs, *partners]))
         command, roots = self._command(configs[0])
         label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
         path_s, cpu_s = unit_seconds(cases[0].sm, len(configs), configs[0].mixed)

@@ -6,7 +6,7 @@ cannot express. Code generation (:mod:`.codegen`) and everything that names a ke
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..archs import arch_name
@@ -429,3 +429,18 @@ def check_config(config: KernelConfig) -> None:
         _check_sm10x(config)
     else:
         raise UnsupportedConfig(f"the TMA warp-specialized MoE launcher has no SM{config.arch} path")
+
+
+#: FlashInfer's fc1 -> fc2 pairing of one tile (CutlassMoeFCRunner::runMoe): GEMM 1 without a
+#: fusion, GEMM 2 with finalize
+SEQUENCE_FUSIONS = ("none", "finalize")
+
+
+def sequence_partner(config: KernelConfig) -> KernelConfig | None:
+    """The other GEMM of ``config``'s fc1 -> fc2 pair: the same SM90 instantiation with the other
+    of :data:`SEQUENCE_FUSIONS` (FlashInfer generates both for every SM90 tile it ships,
+    generate_sm90_grouped_gemm_operations); None where this launcher pairs nothing so (another
+    arch, SM90's mixed-input launcher, which has no finalize, or another fusion)."""
+    if config.tag != 90 or config.mixed or config.fusion not in SEQUENCE_FUSIONS:
+        return None
+    return replace(config, fusion=SEQUENCE_FUSIONS[1 - SEQUENCE_FUSIONS.index(config.fusion)])

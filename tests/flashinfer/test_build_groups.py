@@ -286,3 +286,25 @@ def test_the_cases_of_one_configuration_are_planned_as_one_instantiation(
         [replace(make_case(), tile=t, axes=MoeAxes(pdl=p)) for t in tiles for p in (True, False)], "pdl"
     )
     assert each_twice == alone and sum(map(int, alone)) == len(tiles)
+
+
+@pytest.mark.parametrize(
+    ("case", "paired"),
+    [
+        (make_case(), "finalize"),  # GEMM 1 of FlashInfer's fc1 -> fc2: its GEMM 2 joins it
+        (replace(make_case(fusion="finalize"), axes=MoeAxes(swap_ab=True, fusion="finalize")), "none"),
+        (replace(make_case("fp32"), tile=(128, 64, 32)), "finalize"),
+    ],
+)
+def test_with_the_sequence_stage_a_unit_holds_the_other_gemm_of_the_pair(
+    backend_settings: Callable[..., Settings], case: MoeCase, paired: str
+) -> None:
+    """``--tile-sequence``: the case's unit also instantiates its tile with the other fusion,
+    and names the two each other's SequencePartner (harness_sequence.h); without it, one."""
+    alone = FlashInferBackend(backend_settings(), progress=lambda _msg: None)._spec([case]).source
+    source = FlashInferBackend(backend_settings(sequence=10), progress=lambda _msg: None)._spec([case]).source
+    assert "const int tileconform::kCaseCount = 1;" in alone and "SequencePartner<cases::" not in alone
+    assert "const int tileconform::kCaseCount = 2;" in source
+    assert f"_{paired}" in source.split("struct Case1 {  // ")[1].splitlines()[0]
+    assert "template <> struct SequencePartner<cases::Case0> { using type = cases::Case1; };" in source
+    assert "template <> struct SequencePartner<cases::Case1> { using type = cases::Case0; };" in source

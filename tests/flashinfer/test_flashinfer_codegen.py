@@ -24,6 +24,7 @@ from pytest_tileconform.flashinfer.configs import (
     SM120_TILES,
     KernelConfig,
     UnsupportedConfig,
+    sequence_partner,
     tile_k_bytes,
 )
 from pytest_tileconform.flashinfer.nvcc_flags import (
@@ -417,3 +418,18 @@ def test_remembered_fingerprint_follows_the_files(tmp_path: Path) -> None:
     os.utime(header, ns=(header.stat().st_atime_ns, header.stat().st_mtime_ns + 1_000_000))
     second = FlashInferSources(root, "9.9.9").remembered_fingerprint(memo)
     assert second != first and second == FlashInferSources(root, "9.9.9").fingerprint
+
+
+def test_only_flashinfers_fc1_fc2_pair_is_paired() -> None:
+    """GEMM 1 (none) and GEMM 2 (finalize) of one SM90 tile pair; a unit that holds one of them
+    alone, another arch, the mixed-input launcher or another fusion pairs nothing."""
+    none, finalize, other = base(), base(fusion="finalize"), base(tile=(128, 256, 64))
+    assert sequence_partner(none) == finalize and sequence_partner(finalize) == none
+    tu = generate_translation_unit([none, other, finalize], EVERY_PIECE)
+    assert "template <> struct SequencePartner<cases::Case0> { using type = cases::Case2; };" in tu
+    assert "template <> struct SequencePartner<cases::Case2> { using type = cases::Case0; };" in tu
+    assert "SequencePartner<cases::Case1>" not in tu
+    assert "SequencePartner<cases::" not in generate_translation_unit([none, other], EVERY_PIECE)
+    sm100 = base(arch=100, tile=(128, 128, 64), cluster=(1, 1, 1))
+    mixed = base(act="bf16", weight="mxfp4", out="bf16", swap_ab=True, mainloop="cooperative")
+    assert sequence_partner(sm100) is None and sequence_partner(mixed) is None

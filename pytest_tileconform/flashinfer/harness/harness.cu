@@ -467,14 +467,7 @@ void run_stages(const std::string& run_dir, const OperandTable& table, Verdict& 
 
   if (p.graph_replays > 0) graph_stage(runs, checked, run_dir, verdict);
   if (p.repeats > 0) repeat_stage(runs, checked, run_dir, verdict);
-  if (sequence) {
-    // GEMM 2: its own launcher input and D, the workspace and stream of GEMM 1 (FlashInfer's)
-    GemmSetup second = make_setup<C>(p, with_d(ops, sequence_check->d2()));
-    second.input.gemm_workspace = workspace.as<uint8_t>();
-    second.input.gemm_workspace_size = workspace_bytes;
-    Runs<C> gemm2{second, p, sequence_check->d2(), sm, stream, hook};
-    sequence_stage(runs, gemm2, *sequence_check, run_dir, verdict);
-  }
+  if (sequence) sequence_stage(runs, ops, *sequence_check, run_dir, verdict);
   if (p.timing_iters > 0) time_launcher(runs, verdict);
 
   verdict.stage = "pass";

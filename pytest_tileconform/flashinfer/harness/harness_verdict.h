@@ -80,13 +80,16 @@ struct ReplayInfo {
   int changed_runs = 0;
   long long most_changed = 0;
   std::string saved;  // file of the run that changed most, "" if none changed
+  std::string pair;   // the sequence stage: what GEMM 1 -> GEMM 2 paired (harness_sequence.h)
 
   std::string to_json() const {
     if (!ran) return "null";
     std::ostringstream j;
     j << "{\"runs\": " << runs << ", \"changed_runs\": " << changed_runs
       << ", \"most_changed_elements\": " << most_changed
-      << ", \"saved\": " << (saved.empty() ? std::string("null") : json_string(saved)) << "}";
+      << ", \"saved\": " << (saved.empty() ? std::string("null") : json_string(saved));
+    if (!pair.empty()) j << ", \"pair\": " << json_string(pair);
+    j << "}";
     return j.str();
   }
 };
