@@ -7,9 +7,10 @@ device chose. What the program itself decided is the program's business, in a fo
 backend owns; the backend reads it and hands it over as a :class:`HarnessDecision`.
 :func:`verdict_of` turns both into a :class:`~pytest_tileconform.verdict.Verdict` that is judged
 through ``launch``: no kernel ran, so a virtual ``pass`` means "every host-side stage accepted
-the case and the launch was accepted", and the output must not be compared. The one exception is
-a fault the host can decide (:mod:`.faults`): a launch the device accepted whose kernel would
-fault by a named rule is a ``run`` failure, still judged through ``launch``.
+the case and the launch was accepted", and the output must not be compared. The exception is
+what the host can decide (:mod:`.faults`): a launch the device accepted whose kernel would fault
+by a named rule is a ``run`` failure, and one whose kernel would write a wrong D by a named rule
+a predicted ``numerics`` failure, both still judged through ``launch`` and naming the rule.
 """
 
 from __future__ import annotations
@@ -177,8 +178,9 @@ def verdict_of(
     fault: RunFault | None = None,
 ) -> Verdict:
     """The case's Verdict from a virtual harness run and what the harness decided (see module
-    docstring). ``fault``: what the backend found the kernel would fault on when it runs
-    (:mod:`.faults`); it decides a case every host-side stage accepted.
+    docstring). ``fault``: what the backend found the kernel would do wrong when it runs
+    (:mod:`.faults`: a fault or a wrong D, at its stage); it decides a case every host-side
+    stage accepted.
 
     Only the harness stages that speak about the kernel configuration become verdicts
     (can_implement, initialize, launch, pass); anything else (bad inputs, a crash, an exception
@@ -216,7 +218,7 @@ def verdict_of(
     stage = decision.stage
     if decision.passed and fault is not None:
         extra["run_rule"] = fault.rule
-        return Verdict(Stage.RUN, status=fault.status, detail=f"{fault.rule}: {fault.detail}", **common)
+        return Verdict(fault.stage, status=fault.status, detail=f"{fault.rule}: {fault.detail}", **common)
     if decision.passed:
         return Verdict(None, **common)
     if stage in HOST_STAGES and not decision.outside_cutlass:

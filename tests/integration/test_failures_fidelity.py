@@ -22,11 +22,13 @@ from pytest_tileconform.matrix.load import load_matrix
 
 ROOT = REPO
 MATRIX = ROOT / "matrices" / "sm90-failures.yaml"
-#: A cluster of 32 refused at launch, and a problem whose A rows of 200 bytes break TMA's
-#: 16-byte global stride rule, which the virtual device predicts to fault at run.
+#: A cluster of 32 refused at launch, a problem whose A rows of 200 bytes break TMA's 16-byte
+#: global stride rule, which the virtual device predicts to fault at run, and a finalize D of
+#: 200-byte rows, which it predicts to be wrong (numerics) without running anything.
 CASES = (
     "sm90-bf16-128x128x64-c8x4x1-none",
     "sm90-bf16-128x128x64-c1x1x1-finalize-k100",
+    "sm90-bf16-128x128x64-c1x1x1-finalize-n100",
 )
 UNIT_CACHE = default_cache_dir().with_name(f"{default_cache_dir().name}-e2e-failures")
 
@@ -74,5 +76,6 @@ def test_virtual_sm90_fails_where_the_h200_recorded(tmp_path: Path) -> None:
         verdict = virtual[case]
         assert verdict["source"] == "virtual (sm90 profile)"
         assert (verdict["failed_stage"], verdict["status"]) == (expectation.stage, expectation.status), case
+        assert verdict["judged_through"] == "launch" and not verdict["kernel_ran"], case
         if expectation.smem is not None:
             assert verdict["smem_requested"] == expectation.smem, case

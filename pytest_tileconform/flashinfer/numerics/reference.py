@@ -248,6 +248,21 @@ def _grid_values(shape: Sequence[int], gen: torch.Generator) -> torch.Tensor:
     return ints.to(torch.float32) * GRID_STEP
 
 
+def routed_tokens(rows_per_expert: Sequence[int], top_k: int, tokens: int | None) -> int:
+    """The tokens that receive rows (:func:`simulate_routing`): ``tokens`` when given, else
+    ``max(max(rows), ceil(sum(rows) / top_k), 1)``."""
+    if tokens is not None:
+        return tokens
+    return max(max(rows_per_expert, default=0), math.ceil(sum(rows_per_expert) / top_k), 1)
+
+
+def finalize_out_rows(rows_per_expert: Sequence[int], top_k: int, tokens: int | None) -> int:
+    """Rows of a finalize D (:func:`simulate_routing`): ``tokens`` when given, else the routed
+    tokens and about 1/16 more (at least one) that receive nothing."""
+    routed = routed_tokens(rows_per_expert, top_k, tokens)
+    return routed if tokens is not None else routed + max(1, routed // 16)
+
+
 def simulate_routing(
     rows_per_expert: Sequence[int],
     gen: torch.Generator,
@@ -264,14 +279,10 @@ def simulate_routing(
     about ``top_k`` rows, each from a different expert. Router scales are ``j/8``, j in 1..8.
     """
     total = sum(rows_per_expert)
-    if tokens is not None:
-        if max(rows_per_expert, default=0) > tokens:
-            raise ValueError(f"an expert has more rows than the {tokens} tokens routed")
-        routed, unrouted = tokens, 0
-    else:
-        routed = max(max(rows_per_expert, default=0), math.ceil(total / top_k), 1)
-        unrouted = max(1, routed // 16)
-    out_rows = routed + unrouted
+    if tokens is not None and max(rows_per_expert, default=0) > tokens:
+        raise ValueError(f"an expert has more rows than the {tokens} tokens routed")
+    routed = routed_tokens(rows_per_expert, top_k, tokens)
+    out_rows = finalize_out_rows(rows_per_expert, top_k, tokens)
     chosen_tokens = torch.randperm(out_rows, generator=gen)[:routed]  # the tokens that get rows
     load = torch.zeros(routed, dtype=torch.int64)
     dest = torch.empty(total, dtype=torch.int64)
