@@ -192,6 +192,8 @@ def test_plan_units_is_the_backends_plan_for_a_given_host(
 
     backend = FlashInferBackend(backend_settings(jobs=None), progress=lambda _msg: None)
     monkeypatch.setattr("pytest_tileconform.flashinfer.unitbuild.available_cores", lambda: 16)
-    monkeypatch.setattr("pytest_tileconform.flashinfer.unitbuild.available_memory", lambda: 134 * GB)
+    # planned for the build cache's capacity (BuildCache.capacity): this host's cores and memory
+    monkeypatch.setattr("pytest_tileconform.compile.cache.available_cores", lambda: 16)
+    monkeypatch.setattr("pytest_tileconform.compile.cache.available_memory", lambda: 134 * GB)
     monkeypatch.setattr(backend, "_spec", lambda group: len(group))
     assert backend._units.plan_units(cases, 36) == [(unit, len(unit)) for unit in units]  # type: ignore[comparison-overlap]
