@@ -98,7 +98,7 @@ def changes_for(matrix: LoadedMatrix, verdicts: dict[str, Verdict]) -> dict[str,
 def main(kinds: dict[str, CaseKind], args: argparse.Namespace) -> int:
     """``kinds``: what the plugins declare of their backends' cases (:mod:`..matrix.kinds`)."""
     from ..matrix.load import MatrixInvalid, load_matrix
-    from ..matrix.update import UpdateRefused, update_matrix
+    from ..matrix.update import ChangedMeanwhile, UpdateRefused, update_matrix
 
     path: Path = args.matrix
     try:
@@ -124,6 +124,8 @@ def main(kinds: dict[str, CaseKind], args: argparse.Namespace) -> int:
     started = {case.id: case.expectation for case in matrix.cases if case.id in changes}
     try:
         outcome = update_matrix(path, kinds, changes, started)
+    except ChangedMeanwhile as exc:  # a hand edit kept, as an entry edited meanwhile is: exit 1
+        raise CommandError(f"{path}: not updated: {exc}", EXIT_FLAGGED) from None
     except (UpdateRefused, MatrixInvalid, ValueError, OSError) as exc:
         raise CommandError(f"{path}: not updated: {exc}") from None
     emit("\n".join(outcome.lines(path)), None)
@@ -141,7 +143,8 @@ def add_parser(
         "to the checkout; the slices of one matrix judged in separate calls, in one write). A "
         "file's verdict counts only for a case of the same coordinates; files that judged "
         "another case under an id, or that disagree on a case, are refused and nothing is "
-        "written. Exit 1 when --check finds changes or an entry edited meanwhile was kept.",
+        "written. Exit 1 when --check finds changes, or an entry edited meanwhile (or the whole "
+        "file, saved while the update wrote it) was kept and nothing of it overwritten.",
     )
     apply.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix to update")
     apply.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json", help="--tile-report files")

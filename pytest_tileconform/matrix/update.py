@@ -251,7 +251,7 @@ GONE = "the matrix is gone (deleted or moved during the run); nothing written"
 READ_ONLY = "the matrix is read-only; nothing written (make it writable and rerun)"
 CHANGED = (
     "the matrix was changed while this update wrote it (a hand edit saved meanwhile?): nothing "
-    "written, the change kept; rerun the update (its changes are listed above)"
+    "written, the change kept; rerun the update"
 )
 
 

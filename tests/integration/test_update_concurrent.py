@@ -1,6 +1,8 @@
-"""--tile-update from several processes at once: two shards of a 5,000-case matrix update it
-together while a hand edit lands in the middle; every change and the edit survive, and the one
-change that conflicts with the edit is refused, not written."""
+"""--tile-update from several processes at once: two shards of a 5,000-case matrix whose every
+case fails update it together while a hand edit lands in the middle; every change and the edit
+survive, the one change that conflicts with the edit is refused, not written, and the 5,000
+entries written (about 70,000 YAML nodes counted field by field, more than a user's matrix may
+have) load again: an expectation entry counts two nodes (matrix/bounds.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ CONFLICT = "sm90-bf16-64x64x64-c1x1x1-none-p8"  # the run and a hand edit both c
 #: The fake backend, and a verdict hook that edits the matrix by hand (read, replace, write in
 #: place) once both runs have loaded it and are judging cases.
 EDITING_CONFTEST = (
-    FAKE_CONFTEST.replace(
+    "import functools\n"
+    + FAKE_CONFTEST.replace("def _table():", "@functools.cache  # read once\ndef _table():").replace(
         '    _log("verdicts.jsonl", {"id": case.id, "outcome": verdict.outcome})\n',
         '    _log("verdicts.jsonl", {"id": case.id, "outcome": verdict.outcome})\n    _hand_edit(case)\n',
     )
@@ -100,9 +103,7 @@ def test_two_shards_and_a_hand_edit_all_survive(tc: TileRun) -> None:
     path = tc.matrix(big_matrix())
     ids = [c.id for c in load_matrix(path, TEST_KINDS).cases]
     assert len(ids) == 5000
-    # a fifth of the cases fail: the matrix format caps a file at 20,000 YAML nodes, which
-    # 5,000 expectation entries would pass
-    failing = [i for i in ids if int(i.rsplit("-p", 1)[1]) % 5 == 3]
+    failing = ids  # every case: the update is larger than a user's matrix may be
     verdicts: dict[str, object] = {i: "initialize" for i in failing}
     verdicts[HAND] = "compile"  # agrees with the matrix as it started: no change from the runs
     tc.verdicts(verdicts)
@@ -136,9 +137,9 @@ def test_two_shards_and_a_hand_edit_all_survive(tc: TileRun) -> None:
     assert expectations[HAND].stage == "launch" and expectations[HAND].reason == "by hand"
     assert expectations[CONFLICT].stage == "run" and expectations[CONFLICT].reason == "by hand"
     changed = [i for i in failing if i not in (HAND, CONFLICT)]
-    assert len(changed) == 999
+    assert len(changed) == 4998
     assert all(expectations[i].stage == "initialize" for i in changed)
-    assert len(expectations) == 1001
+    assert len(expectations) == 5000
     assert [p.name for p in tc.path.iterdir() if p.name.startswith(".m.yaml")] == []  # no lock, no temp
     assert (tc.path / "edit.done").exists()
-    print(f"two concurrent 2,500-case --tile-update shards: {elapsed:.1f} s")
+    print(f"two concurrent 2,500-case --tile-update shards, every case failing: {elapsed:.1f} s")
