@@ -12,7 +12,7 @@ that knows before judging how far its device will judge a case (a virtual device
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -67,6 +67,18 @@ class ArchBackend(Backend, Protocol):
 
 
 @runtime_checkable
+class DTypeBackend(Backend, Protocol):
+    """A backend that instantiates some dtype combinations on an arch only: a matrix case of
+    another is refused when the matrix loads, with the combinations it has, instead of being
+    judged as a build failure that ``--tile-update`` would record as known-bad."""
+
+    def dtypes_on(self, arch: str) -> Collection[tuple[str, str, str]] | None:
+        """The (act, weight, out) combinations it has kernels of on ``arch`` (None: any). Cheap:
+        no compile."""
+        ...  # pragma: no cover
+
+
+@runtime_checkable
 class CheckingBackend(Backend, Protocol):
     """A backend that can tell, before judging anything, whether this host can judge its cases."""
 
@@ -104,6 +116,10 @@ class BackendRegistry:
     def archs(self) -> dict[str, Collection[str]]:
         """The archs of each backend that names them (:class:`ArchBackend`)."""
         return {name: b.archs for name, b in self._by_name.items() if isinstance(b, ArchBackend)}
+
+    def dtypes(self) -> dict[str, Callable[[str], Collection[tuple[str, str, str]] | None]]:
+        """The dtype combinations by arch of each backend that names them (:class:`DTypeBackend`)."""
+        return {name: b.dtypes_on for name, b in self._by_name.items() if isinstance(b, DTypeBackend)}
 
     def __getitem__(self, name: str) -> Backend:
         return self._by_name[name]

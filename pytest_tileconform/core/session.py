@@ -87,6 +87,7 @@ class TileSession:
                 max_cases=max_cases(config),
                 stale_ok=stale_ok,
                 archs=registry.archs(),
+                dtypes=registry.dtypes(),
             )
         except MatrixInvalid as exc:
             raise pytest.UsageError("invalid tile matrix:\n" + str(exc)) from None

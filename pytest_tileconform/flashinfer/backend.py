@@ -38,7 +38,7 @@ from .axes import MoeCase
 from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, build_inputs, kernel_config, portable_build
 from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
-from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig, sequence_partner
+from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig, instantiated_dtypes, sequence_partner
 from .environment import (
     NEEDS_NVCC,
     PREFIX,
@@ -82,6 +82,13 @@ def _nothing_before_run(case: MoeCase, run_dir: Path) -> None:
 class FlashInferBackend:
     name = NAME
     archs = LAUNCHER_ARCHS  # a matrix of another arch is refused when it loads
+
+    def dtypes_on(self, arch: str) -> tuple[tuple[str, str, str], ...]:
+        """The dtypes of the launcher's kernels on ``arch``: a matrix asking another is refused
+        when it loads (:class:`..backend.DTypeBackend`)."""
+        from ..archs import arch_number
+
+        return instantiated_dtypes(arch_number(arch))
 
     def __init__(
         self,

@@ -398,6 +398,27 @@ def _check_sm10x(config: KernelConfig) -> None:
         raise UnsupportedConfig(f"tile {config.tile} cluster {config.cluster} fails is_gemm_op_valid_sm100")
 
 
+def instantiated_dtypes(arch: int) -> tuple[tuple[str, str, str], ...]:
+    """Every (act, weight, out) the launcher has kernels of on ``arch`` (its own and those its
+    module builds of another arch, :data:`KERNEL_ARCHES`), as the checks below admit them: what
+    a matrix may ask of that arch before any tile is looked at."""
+    if arch == 90:
+        uniform = [
+            (t, t, out) for t in UNSCALED_DTYPES for out in (("bf16", "fp16") if t == "fp8_e4m3" else (t,))
+        ]
+        mixed = [(a, w, out) for (a, w), outs in MIXED_OUTS.items() for out in outs]
+        return (*uniform, *mixed)
+    if arch in (120, 121):
+        return tuple((a, w, out) for a, w in SM120_INPUTS for out in ("bf16", "fp16"))
+    if arch in SM10X:
+        return tuple(
+            (a, w, out)
+            for a, w in SM100_INPUTS
+            for out in (("fp16", "bf16") if DTYPES[a].bits <= 8 else (a,))
+        )
+    return ()
+
+
 def check_config(config: KernelConfig) -> None:
     """Raise :class:`UnsupportedConfig` unless the launcher can express ``config``."""
     for name, role in ((config.act, "activation"), (config.weight, "weight"), (config.out, "output")):

@@ -32,6 +32,7 @@ from .cases import Case
 from .duplicates import Axis, Loc, across_entries, same_axis
 from .kinds import CaseKind
 from .schema import FORMAT_VERSION, Axes, Matrix, PresetRef, item_problems, matrix_model
+from .support import DTypesOn, unsupported
 from .yamlsubset import MatrixComposer, NotMatrixYAML
 
 
@@ -382,11 +383,13 @@ def expand(
     max_cases: int = MAX_CASES,
     stale: list[str] | None = None,
     archs: Collection[str] | None = None,
+    dtypes_on: DTypesOn | None = None,
 ) -> tuple[list[Case], dict[str, CasePlace]]:
     """All cases of ``matrix`` in file order and where each comes from; raise MatrixInvalid on
     more than ``max_cases`` cases, empty products or duplicates, on an arch not in ``archs`` (the
-    backend's, None: any), and on an expectation of an id that is no case, unless ``stale`` is
-    given: such ids are appended to it instead.
+    backend's, None: any) or dtypes not in ``dtypes_on`` of their arch (:mod:`.support`), and on
+    an expectation of an id that is no case, unless ``stale`` is given: such ids are appended to
+    it instead.
 
     Each cause of duplicates is reported once, where it is (:mod:`.duplicates`): two problems
     without names in a list shared by many tile entries are one mistake, not one per case.
@@ -414,9 +417,8 @@ def expand(
             produced, axes, problems = _expand_tile(path, matrix, kind, s, t)
             for problem in problems:
                 errors.append(MatrixError(path, line, col, problem))
-            errors.extend(
-                _unsupported_archs(path, document, matrix.backend, axes.get("arch"), archs, reported)
-            )
+            for place, message in unsupported(matrix.backend, axes, archs, dtypes_on, reported, where):
+                errors.append(MatrixError(path, *place, message))
             here: dict[str, tuple[int, ...]] = {}
             for case, index in produced:
                 if case.id in here:
@@ -457,31 +459,6 @@ def expand(
     return cases, places
 
 
-def _unsupported_archs(
-    path: Path,
-    document: Any,
-    backend: str,
-    axis: Axis | None,
-    archs: Collection[str] | None,
-    reported: set[Hashable],
-) -> list[MatrixError]:
-    """An error at each arch of ``axis`` that the backend has no kernels for (once per place: a
-    suite's arch is shared by its tile entries): such a case could only be skipped, with advice
-    that leads nowhere."""
-    if axis is None or archs is None:
-        return []
-    errors = []
-    for i, arch in enumerate(axis.values):
-        key = ("arch", axis.loc, axis.item(i))
-        if arch in archs or key in reported:
-            continue
-        reported.add(key)
-        where = position(document, (*axis.loc, axis.item(i))) if axis.loc else (1, 1)
-        message = f"arch {arch!r}: backend {backend!r} has no kernels for it (it judges {', '.join(archs)})"
-        errors.append(MatrixError(path, *where, message))
-    return errors
-
-
 def load_matrix(
     path: Path,
     kinds: Mapping[str, CaseKind],
@@ -490,6 +467,7 @@ def load_matrix(
     max_cases: int = MAX_CASES,
     stale_ok: bool = False,
     archs: Mapping[str, Collection[str]] | None = None,
+    dtypes: Mapping[str, DTypesOn] | None = None,
 ) -> LoadedMatrix:
     """Read, validate and expand one matrix file (or ``text`` that would be written to it).
 
@@ -499,7 +477,8 @@ def load_matrix(
     would expand to more than ``max_cases`` cases is refused before any case is built. With
     ``stale_ok`` an expectation of an id that is no case is listed in :attr:`LoadedMatrix.stale`
     rather than refused (``--tile-update`` removes it). ``archs``: the archs of each backend
-    that names them (a backend left out takes any).
+    that names them (a backend left out takes any); ``dtypes``: the dtype combinations of each
+    backend that names them, by arch.
     """
     document = read_document(path) if text is None else parse_document(path, text)
     if not isinstance(document, CommentedMap):
@@ -536,7 +515,8 @@ def load_matrix(
         model = matrix_model(None if kind is None else kind.axes).model_validate(document)
         supported = (archs or {}).get(model.backend)
         if kind is not None:
-            cases, places = expand(path, document, model, kind, max_cases, stale, supported)
+            dtypes_on = (dtypes or {}).get(model.backend)
+            cases, places = expand(path, document, model, kind, max_cases, stale, supported, dtypes_on)
     except ValidationError as exc:
         errors.extend(_validation_errors(path, document, exc))
     except MatrixInvalid as exc:
@@ -562,14 +542,17 @@ def load_matrices(
     max_cases: int = MAX_CASES,
     stale_ok: bool = False,
     archs: Mapping[str, Collection[str]] | None = None,
+    dtypes: Mapping[str, DTypesOn] | None = None,
 ) -> list[LoadedMatrix]:
     """Load every matrix, gathering the errors of all of them before raising; ``max_cases``
-    bounds each file (``kinds``, ``stale_ok``, ``archs``: :func:`load_matrix`'s)."""
+    bounds each file (``kinds``, ``stale_ok``, ``archs``, ``dtypes``: :func:`load_matrix`'s)."""
     loaded, errors = [], []
     for path in paths:
         try:
             loaded.append(
-                load_matrix(path, kinds, backends, max_cases=max_cases, stale_ok=stale_ok, archs=archs)
+                load_matrix(
+                    path, kinds, backends, max_cases=max_cases, stale_ok=stale_ok, archs=archs, dtypes=dtypes
+                )
             )
         except MatrixInvalid as exc:
             errors.extend(exc.errors)
