@@ -23,15 +23,16 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..files import remove_stale_tmp, write_atomic, write_in_place
-from ..reasons import shorten, stable_reason
+from ..reasons import MATRIX_REASON_LIMIT, shorten, stable_reason
 from ..verdict import UNRUN, Stage, Verdict
+from .bounds import MAX_BYTES
 from .kinds import CaseKind
 from .load import MatrixError, MatrixInvalid, load_matrix, parse_document
 from .rewrite import apply_changes, unrewritable
@@ -100,11 +101,46 @@ def entry_line(case_id: str, verdict: Verdict) -> str:
     reason = stable_reason(verdict.detail)
     if reason:
         fields["reason"] = shorten(reason)
+    return render_entry(case_id, fields)
+
+
+def render_entry(case_id: str, fields: Mapping[str, str | int]) -> str:
+    """One expectation entry line of ``fields`` (stage first, then as given)."""
     body = ", ".join(
         f"{k}: {v}" if isinstance(v, int) or k == "stage" else f"{k}: {json.dumps(v)}"
         for k, v in fields.items()
     )
     return f"{json.dumps(case_id) if ':' in case_id else case_id}: {{{body}}}"
+
+
+def _fitted(path: Path, text: str, changes: dict[str, Change], parsed: Mapping[str, Any]) -> tuple[str, str]:
+    """The new text, and a note when the reasons it writes were cut to keep it within the
+    matrix's byte bound (:data:`.bounds.MAX_BYTES`): the bound is for what a user writes, and an
+    update of thousands of failures with long reasons (a compiler's log each) must still be
+    written, and load again; the results file keeps every reason whole."""
+    new_text = apply_changes(path, text, changes)
+    limit = MATRIX_REASON_LIMIT
+    while len(new_text) > MAX_BYTES and limit > 0:
+        limit //= 4
+        cut = {}
+        for case_id, change in changes.items():
+            entry = parsed.get(case_id)
+            reason = entry.get("reason") if isinstance(entry, Mapping) else None
+            if entry is None or change.line is None or not isinstance(reason, str) or len(reason) <= limit:
+                cut[case_id] = change
+                continue
+            fields = {k: v for k, v in entry.items() if k != "reason"}
+            if limit:
+                fields["reason"] = shorten(reason, limit)
+            cut[case_id] = replace(change, line=render_entry(case_id, fields))
+        new_text = apply_changes(path, text, cut)
+    if limit == MATRIX_REASON_LIMIT:
+        return new_text, ""
+    kept = f"cut to {limit} characters" if limit else "left out"
+    return new_text, (
+        f"the reasons of the entries written are {kept} to keep the matrix within its {MAX_BYTES:,}-"
+        "byte bound (the results file keeps them whole)"
+    )
 
 
 class UpdateRefused(Exception):
@@ -126,12 +162,15 @@ class UpdateOutcome:
     written: dict[str, Change] = field(default_factory=dict)
     already: dict[str, Change] = field(default_factory=dict)
     refused: dict[str, tuple[Change, str]] = field(default_factory=dict)
+    note: str = ""  # what the write changed of what was observed (reasons cut to fit the bound)
 
     def lines(self, path: Path) -> list[str]:
         """What the update of ``path`` did, change by change: the summary ``--tile-update`` and
         ``tileconform report apply`` print."""
         lines = [f"{path}: {len(self.written)} expectation(s) updated"]
         lines.extend(f"  {c.describe()}" for c in self.written.values())
+        if self.note:
+            lines.append(f"{path}: {self.note}")
         if self.already:
             lines.append(f"{path}: {len(self.already)} already as observed (edited meanwhile)")
             lines.extend(f"  {c.describe()}" for c in self.already.values())
@@ -227,16 +266,26 @@ def _wanted(path: Path, change: Change, parsed: Mapping[str, Any]) -> Expectatio
         return change.line
 
 
-def _parse_lines(path: Path, changes: Mapping[str, Change]) -> Mapping[str, Any]:
-    """The lines of ``changes`` parsed as one document (one parse, not one per line: an update of
-    thousands of entries), or nothing where that fails; :func:`_wanted` then parses each alone."""
-    text = "".join(f"  {c.line}\n" for c in changes.values() if c.line is not None)
-    try:  # under `expectations`, where the node bound counts entries (:mod:`.bounds`)
-        document = parse_document(path, f"expectations:\n{text}")
-    except MatrixInvalid:
-        return {}
-    entries = document.get("expectations") if isinstance(document, Mapping) else None
-    return entries if isinstance(entries, Mapping) else {}
+def _parse_lines(path: Path, changes: Mapping[str, Change]) -> dict[str, Any]:
+    """The lines of ``changes`` parsed as a few documents of up to half the byte bound each (not
+    one parse per line: an update of thousands of entries); a part that fails to parse is left
+    out, and :func:`_wanted` then parses each of its lines alone."""
+    parsed: dict[str, Any] = {}
+    lines = [f"  {c.line}\n" for c in changes.values() if c.line is not None]
+    while lines:
+        size, n = 0, 0
+        while n < len(lines) and (n == 0 or size + len(lines[n]) < MAX_BYTES // 2):
+            size += len(lines[n])
+            n += 1
+        part, lines = lines[:n], lines[n:]
+        try:  # under `expectations`, where the node bound counts entries (:mod:`.bounds`)
+            document = parse_document(path, "expectations:\n" + "".join(part))
+        except MatrixInvalid:
+            continue
+        entries = document.get("expectations") if isinstance(document, Mapping) else None
+        if isinstance(entries, Mapping):
+            parsed.update(entries)
+    return parsed
 
 
 def _show(expectation: Expectation | str | None) -> str:
@@ -354,7 +403,7 @@ def update_matrix(
         for case_id, why in unrewritable(text, to_write).items():
             outcome.refused[case_id] = (to_write.pop(case_id), why)
         if to_write:
-            new_text = apply_changes(path, text, to_write)
+            new_text, outcome.note = _fitted(path, text, to_write, parsed)
             load_matrix(path, kinds, text=new_text)
             _write(path, new_text, seen)
         outcome.written = to_write

@@ -25,7 +25,7 @@ from helpers.fake_backend import BASIC, BASIC_IDS, TEST_KINDS, FakeKinds, TileRu
 from pytest_tileconform import files
 from pytest_tileconform.commands.cli import main
 from pytest_tileconform.matrix import rewrite, update
-from pytest_tileconform.matrix.bounds import MAX_ENTRY_NODES
+from pytest_tileconform.matrix.bounds import MAX_BYTES, MAX_ENTRY_NODES
 from pytest_tileconform.matrix.load import load_matrix
 from pytest_tileconform.matrix.update import entry_line
 from pytest_tileconform.verdict import Stage, Verdict
@@ -284,3 +284,32 @@ def test_an_expectation_entry_over_its_node_bound_is_refused_where_it_is(tc: Til
     errors = matrix_errors(tc.run(), path)
     assert len(errors) == 1 and errors[0].startswith("9:")
     assert f"this expectation entry has more than {MAX_ENTRY_NODES} YAML nodes" in errors[0]
+
+
+def test_an_update_over_the_byte_bound_is_written_with_its_reasons_cut(tc: TileRun) -> None:
+    """200 failures whose reasons are each a 2,000-character log (written 12 KB a line, as its
+    control characters are escaped) would make a 2.4 MB matrix, over the 2 MB a matrix may be:
+    the update cuts the reasons it writes until the file fits, says so, and the file loads."""
+    rows = "".join(f"      - {{name: p{i}, experts: 1, rows: 64, n: 256, k: 128}}\n" for i in range(100))
+    path = tc.matrix(
+        "version: 1\nbackend: fake\nsuites:\n  - arch: sm90\n    dtype: bf16\n"
+        f"    tile: [128x64x64, 128x128x64]\n    problems:\n{rows}"
+    )
+    ids = [case.id for case in load_matrix(path, TEST_KINDS).cases]
+    log = "\x01" * 1999 + " the compiler's last words"
+    tc.verdicts({i: {"stage": "compile", "detail": log} for i in ids})
+    result = tc.run("--tile-update", "-q", "--tb=no", "-rN")
+    assert result.ret == 0, output(result)[-3000:]
+    result.stdout.fnmatch_lines(
+        [
+            f"{path}: 200 expectation(s) updated",
+            f"{path}: the reasons of the entries written are cut to 500 characters to keep the matrix "
+            f"within its {MAX_BYTES:,}-byte bound (the results file keeps them whole)",
+        ]
+    )
+    expectations = load_matrix(path, TEST_KINDS).model.expectations or {}
+    assert len(expectations) == 200 and all(e.stage == "compile" for e in expectations.values())
+    assert all(
+        e.reason and e.reason.startswith("\x01" * 250) and "characters cut]" in e.reason
+        for e in expectations.values()
+    )
