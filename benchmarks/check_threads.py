@@ -27,8 +27,8 @@ from pytest_tileconform.compile.cache import available_cores
 from pytest_tileconform.flashinfer.axes import KINDS, moe_cases
 from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs, output_dtype
 from pytest_tileconform.flashinfer.numerics.tolerance import compare
+from pytest_tileconform.flashinfer.problem import Problem
 from pytest_tileconform.matrix.load import load_matrix
-from pytest_tileconform.matrix.schema import Problem
 
 #: The sm90 matrix's own problem, then MoE layers of growing size (8 experts, N and K of
 #: common expert FFNs).
@@ -43,7 +43,7 @@ PROBLEMS = {
 def time_checks(problem: Problem, threads: list[int], budget_s: float, matrix: Path) -> list[dict[str, Any]]:
     """Each thread count: checks until ``budget_s`` have passed, at least 3."""
     [first, *_] = moe_cases(load_matrix(matrix, KINDS).cases)
-    case = replace(first, problem=problem, axes=replace(first.axes, fusion="none"))
+    case = replace(first, axes=replace(first.axes, problem=problem, fusion="none"))
     inputs = make_inputs(case, seed=0)
     actual = expected_output(inputs, case).value.to(output_dtype(case.out))
     results = []

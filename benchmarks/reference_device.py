@@ -30,9 +30,9 @@ from pytest_tileconform.flashinfer.numerics.reference import (
     make_inputs,
 )
 from pytest_tileconform.flashinfer.numerics.tolerance import compare
+from pytest_tileconform.flashinfer.presets import presets_named
+from pytest_tileconform.flashinfer.problem import Problem
 from pytest_tileconform.matrix.cases import Case
-from pytest_tileconform.matrix.problems import presets_named
-from pytest_tileconform.matrix.schema import Problem
 
 PRESETS = (
     "dsv3-gemm1-prefill16k",
@@ -52,8 +52,7 @@ def case_of(act: str, weight: str, out: str, fusion: str, problem: Problem) -> M
         out=out,
         dtype_label=dtype_label(act, weight, out),
         tile=(128, 128, 128),
-        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=False, fusion=fusion),
-        problem=problem,
+        axes=MoeAxes(problem=problem, cluster=(1, 1, 1), swap_ab=False, fusion=fusion),
         expectation=None,
         suite=None,
     )

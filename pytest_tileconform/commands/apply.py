@@ -43,7 +43,7 @@ def observed(matrix: LoadedMatrix, paths: list[Path]) -> tuple[dict[str, Verdict
     from ..results.model import CaseRecord
 
     cases = {case.id: case for case in matrix.cases}
-    records = {case_id: CaseRecord.model_validate(case.describe()) for case_id, case in cases.items()}
+    records = {case_id: CaseRecord.model_validate(case.record()) for case_id, case in cases.items()}
     verdicts: dict[str, tuple[Path, Verdict]] = {}
     others = 0
     problems: list[str] = []
@@ -55,7 +55,7 @@ def observed(matrix: LoadedMatrix, paths: list[Path]) -> tuple[dict[str, Verdict
                 others += 1
                 continue
             record = records[entry.id]
-            if entry.case != record:
+            if entry.case is None or not entry.case.same_case(record):
                 there = {} if entry.case is None else entry.case.model_dump()
                 here = record.model_dump()
                 differ = ", ".join(

@@ -20,6 +20,7 @@ from ..matrix.cases import Case
 from ..matrix.kinds import CaseKind
 from ..matrix.schema import ListOf, Shape, ShapeField, Strict
 from . import NAME
+from .problem import Problem, ProblemItem, check_routing, same_problem
 
 #: The launcher's epilogue fusions (``EpilogueFusion::NONE``, ``FINALIZE``, ``ACTIVATION``)
 Fusion = Literal["none", "finalize", "activation"]
@@ -54,12 +55,15 @@ class MoeMatrixAxes(Strict):
     kernel_arch: Annotated[list[KernelArch], ListOf] | None = None
     #: Programmatic dependent launch on or off; not given: what the backend does by default
     pdl: Annotated[list[StrictBool], ListOf] | None = None
+    #: The grouped problems: rows per expert, n and k, or preset names (:mod:`.presets`)
+    problems: Annotated[list[ProblemItem], ListOf] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class MoeAxes:
-    """A case's launcher choices."""
+    """A case's launcher choices and its problem."""
 
+    problem: Problem
     cluster: Shape = (1, 1, 1)
     swap_ab: bool = False
     fusion: str = "none"
@@ -95,11 +99,14 @@ class MoeAxes:
             words.append("swapab")
         if self.pdl is not None:  # cases that leave it to the backend keep the ids they had
             words.append("pdl" if self.pdl else "nopdl")
+        if self.problem.name:
+            words.append(self.problem.name)
         return words
 
     def describe(self) -> dict[str, Any]:
-        """``pdl`` and the SM10x and mixed-input choices appear where they are set, so a case that
-        sets none of them is described as it was before they existed."""
+        """``pdl``, the SM10x and mixed-input choices and the problem's ``bias``, ``seed``,
+        ``tokens`` and ``top_k`` appear where they are set (not the default), so a case that sets
+        none of them is described as it was before they existed."""
         found: dict[str, Any] = {
             "cluster": shape_label(self.cluster),
             "swap_ab": self.swap_ab,
@@ -115,7 +122,21 @@ class MoeAxes:
             found["kernel_arch"] = self.kernel_arch
         if self.pdl is not None:
             found["pdl"] = self.pdl
+        found["problem"] = {
+            "name": self.problem.name,
+            "rows": list(self.problem.rows_per_expert),
+            "n": self.problem.n,
+            "k": self.problem.k,
+            **self.problem.recorded(),
+        }
         return found
+
+    def record(self) -> dict[str, Any]:
+        """:meth:`describe` with every launcher choice stated (None: the launcher's default), as
+        results files have recorded them."""
+        found = self.describe()
+        problem = found.pop("problem")
+        return {**MoeRecord.model_validate(found).model_dump(), "problem": problem}
 
     def properties(self) -> list[tuple[str, str]]:
         return [
@@ -123,6 +144,11 @@ class MoeAxes:
             ("swap_ab", str(self.swap_ab).lower()),
             ("fusion", self.fusion),
         ]
+
+
+def _make(problems: Problem, **choices: Any) -> MoeAxes:
+    """A case's axes from one value of each axis of :data:`KIND` (``problems`` gives one problem)."""
+    return MoeAxes(problem=problems, **choices)
 
 
 KIND = CaseKind(
@@ -137,9 +163,14 @@ KIND = CaseKind(
         "mainloop": [None],  # the launcher's (uniform inputs)
         "kernel_arch": [None],  # the arch's own kernels
         "pdl": [None],  # the backend's default
+        "problems": None,  # the matrix gives them
     },
-    make=MoeAxes,
-    id_pattern="cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP][-sm100kernel][-swapab][-pdl|-nopdl]",
+    make=_make,
+    id_pattern="cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP][-sm100kernel][-swapab][-pdl|-nopdl]"
+    "[-problem name]",
+    id_advice="give their problems different names",
+    check=check_routing,
+    same_value={"problems": same_problem},
 )
 #: This backend's kinds, as :func:`..matrix.load.load_matrix` takes them (its commands read its
 #: matrices without the plugin manager)
@@ -175,29 +206,23 @@ class MoeRecord(Strict):
         description="programmatic dependent launch as the matrix set it (None: FlashInfer's default)",
     )
 
-    def axes(self) -> MoeAxes:
-        return MoeAxes(
-            cluster=_shape(self.cluster),
-            swap_ab=self.swap_ab,
-            fusion=self.fusion,
-            pdl=self.pdl,
-            epilogue=self.epilogue,
-            dynamic_cluster=None if self.dynamic_cluster is None else _shape(self.dynamic_cluster),
-            mainloop=self.mainloop,
-            kernel_arch=self.kernel_arch,
-        )
+    def cluster_shape(self) -> Shape:
+        return _shape(self.cluster)
+
+    def dynamic_shape(self) -> Shape | None:
+        return None if self.dynamic_cluster is None else _shape(self.dynamic_cluster)
 
 
 class RecordError(ValueError):
     """A results file's case record that is not this backend's: the message names the key."""
 
 
-def recorded_axes(coordinates: Mapping[str, Any]) -> MoeAxes:
-    """The axes a results file recorded for a case (its backend's keys,
+def recorded_axes(coordinates: Mapping[str, Any]) -> MoeRecord:
+    """The launcher choices a results file recorded for a case (its backend's keys,
     :meth:`..results.model.CaseRecord.coordinates`); :class:`RecordError` for a key this backend
     does not have or a value it does not read."""
     try:
-        return MoeRecord.model_validate(coordinates).axes()
+        return MoeRecord.model_validate(coordinates)
     except ValidationError as exc:
         problems = []
         for err in exc.errors(include_url=False):

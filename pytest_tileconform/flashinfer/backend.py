@@ -475,7 +475,7 @@ class FlashInferBackend:
             entries = hardware.harness_entries(case, self.settings, on_hardware=False)
             write_inputs(self._prepared(case, "cpu").inputs, run_dir, extra_problem=entries)
             # a failure the host can decide from the problem and the instantiation (virtual/faults.py)
-            fault = predicted_fault(kernel_config(case), case.problem)
+            fault = predicted_fault(kernel_config(case), case.axes.problem)
             self._before_run(case, run_dir)
             args = [str(run_dir), kernel_config(case).name]
             with build.running(build.artifact.name + VIRTUAL_SUFFIX) as executable:  # the checked bytes

@@ -93,7 +93,7 @@ def launch_record(case: MoeCase, settings: Settings) -> dict[str, Any]:
     """What every verdict records about how its case was launched and its inputs made: the
     input seed (``--tile-seed``; a preset's routing seed is part of its problem), the problem
     (its name, or the problem written out) and PDL."""
-    problem = case.problem.name or case.problem.flow()
+    problem = case.axes.problem.name or case.axes.problem.flow()
     return {"seed": settings.seed, "problem": problem, "pdl": pdl_for(case)}
 
 

@@ -36,7 +36,7 @@ def operand_bytes(case: MoeCase) -> tuple[int, int, int]:
 
 def operand_elements(case: MoeCase) -> tuple[int, int, int]:
     """Elements of A, B and D of ``case``'s problem."""
-    problem = case.problem
+    problem = case.axes.problem
     rows = sum(problem.rows)
     return rows * problem.k, len(problem.rows) * problem.n * problem.k, rows * problem.n
 
@@ -54,7 +54,7 @@ def virtual_refusal(case: MoeCase, available: int | None = None) -> str | None:
     have = available_memory() if available is None else available
     if need <= have:
         return None
-    problem = case.problem
+    problem = case.axes.problem
     shape = f"{sum(problem.rows):,} rows over {len(problem.rows)} experts, n {problem.n:,}, k {problem.k:,}"
     name = f"'{problem.name}' " if problem.name else ""
     return (

@@ -39,7 +39,6 @@ from __future__ import annotations
 from itertools import accumulate
 
 from ..dtypes import DTYPES
-from ..matrix.schema import Problem
 from ..virtual.faults import (
     RunFault,
     TmaOperand,
@@ -49,6 +48,7 @@ from ..virtual.faults import (
     vector_row_fault,
 )
 from .configs import KernelConfig, d_dtype
+from .problem import Problem
 
 #: The architectures whose kernels :func:`tma_operands` describes.
 MODELLED_ARCHS = (90,)

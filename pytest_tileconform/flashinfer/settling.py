@@ -26,7 +26,7 @@ def case_threads(case: MoeCase, cores: int, workers: int) -> int:
     """Threads for torch in a case's inputs and reference check: one per
     :data:`MACS_PER_THREAD` of its product, at most the worker's share of the ``cores`` that
     ``workers`` processes share."""
-    problem = case.problem
+    problem = case.axes.problem
     macs = sum(problem.rows_per_expert) * problem.n * problem.k
     return max(1, min(macs // MACS_PER_THREAD, cores // max(1, workers)))
 

@@ -1,4 +1,4 @@
-"""A matrix case: one (arch, dtypes, tile, the backend's axes, problem) combination."""
+"""A matrix case: one (arch, dtypes, tile, the backend's axes) combination."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing_extensions import TypeVar
 from ..archs import arch_number
 from ..dtypes import shape_label
 from .kinds import CaseAxes
-from .schema import Expectation, Problem, Shape
+from .schema import Expectation, Shape
 
 #: The backend's typed coordinates of a case (:class:`.kinds.CaseAxes`): the core reads only
 #: the protocol; a backend's own code reads ``Case[ItsAxes]``.
@@ -30,9 +30,8 @@ class Case(Generic[AxesT]):
     out: str
     dtype_label: str
     tile: Shape
-    #: the backend's axes (:class:`.kinds.CaseKind`)
+    #: the backend's axes (:class:`.kinds.CaseKind`): FlashInfer's launcher choices and problem
     axes: AxesT
-    problem: Problem
     expectation: Expectation | None
     suite: str | None
     id: str = field(init=False, compare=False)
@@ -41,10 +40,7 @@ class Case(Generic[AxesT]):
         object.__setattr__(self, "id", self._make_id())
 
     def _make_id(self) -> str:
-        parts = [self.arch, self.dtype_label, shape_label(self.tile), *self.axes.id_words()]
-        if self.problem.name:
-            parts.append(self.problem.name)
-        return "-".join(parts)
+        return "-".join([self.arch, self.dtype_label, shape_label(self.tile), *self.axes.id_words()])
 
     @property
     def expected(self) -> str:
@@ -56,23 +52,20 @@ class Case(Generic[AxesT]):
         """The arch as a number: ``sm120`` -> 120."""
         return arch_number(self.arch)
 
-    def describe(self) -> dict[str, Any]:
-        """The case's coordinates, for reports and junit properties: the frame's, the backend's
-        (:meth:`.kinds.CaseAxes.describe`), then the problem's, whose ``bias``, ``seed``,
-        ``tokens`` and ``top_k`` appear where they are set (not the default), so a case that sets
-        none of them is described as it was before they existed."""
+    def _frame(self) -> dict[str, Any]:
         return {
             "arch": self.arch,
             "act": self.act,
             "weight": self.weight,
             "out": self.out,
             "tile": shape_label(self.tile),
-            **self.axes.describe(),
-            "problem": {
-                "name": self.problem.name,
-                "rows": list(self.problem.rows_per_expert),
-                "n": self.problem.n,
-                "k": self.problem.k,
-                **self.problem.recorded(),
-            },
         }
+
+    def describe(self) -> dict[str, Any]:
+        """The case's coordinates as the matrix set them, for failure reports: the frame's, then
+        the backend's (:meth:`.kinds.CaseAxes.describe`)."""
+        return {**self._frame(), **self.axes.describe()}
+
+    def record(self) -> dict[str, Any]:
+        """The case's coordinates as the results file records them (:meth:`.kinds.CaseAxes.record`)."""
+        return {**self._frame(), **self.axes.record()}

@@ -1,19 +1,19 @@
 """Why two cases of a matrix got the same id, said once per cause, with the fix.
 
-A case id names arch, dtypes, tile, the backend's axes and the problem's *name*, so the
-usual cause is a list of problems without names: every case of every tile entry that uses the
+A case id names arch, dtypes, tile and the backend's axes (FlashInfer's: a problem by its *name*), so
+the usual cause is a list of problems without names: every case of every tile entry that uses the
 list then collides. Reporting each colliding case would print the same complaint once per
 tile, cluster and fusion; the cause is one place in the file, so it is reported there, once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..dtypes import shape_label
-from .schema import DTypes, PresetRef, Problem
+from .schema import DTypes
 
 Loc = tuple[str | int, ...]
 Where = Callable[[Loc], tuple[int, int]]  # a document path -> its 1-based (line, col)
@@ -52,33 +52,10 @@ def _label(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _series(numbers: Sequence[int]) -> str:
-    words = [str(n) for n in numbers]
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
-
-
-def _flow(item: Problem | PresetRef) -> str:
-    if isinstance(item, Problem):
-        return item.flow()
-    return item.preset if item.seed == 0 else f"{{preset: {item.preset}, seed: {item.seed}}}"
-
-
-def _named_problems(items: Sequence[Problem | PresetRef], col: int | None) -> list[str]:
-    """The problems list with every problem that has no name given one: in block style at
-    ``col``, or as one flow line where the list sits in a flow mapping (``col`` None). Preset
-    names stay as they are: their problems are named."""
-    problems = [item for item in items if isinstance(item, Problem)]
-    taken = {p.name for p in problems if p.name}
-    names = iter(f"p{n}" for n in range(1, 10 * len(items) + 2) if f"p{n}" not in taken)
-    named = []
-    for item in items:
-        if isinstance(item, Problem) and not item.name:
-            item = item.model_copy(update={"name": next(names)})
-        named.append(_flow(item))
-    if col is None:
-        return [f"    problems: [{', '.join(named)}]"]
-    indent = " " * (col - 1)
-    return [f"{indent}problems:", *(f"{indent}  - {flow}" for flow in named)]
+#: Two cases of a tile entry that differ only by items ``i`` and ``j`` of an axis but got one id:
+#: the cause's key and the backend's advice (a list of problems without names), or None for the
+#: core's ("lists it twice"); :attr:`.kinds.CaseKind.same_value`
+SameValue = Callable[[str, Axis, int, int, str, Column], "tuple[Hashable, str] | None"]
 
 
 def same_axis(
@@ -88,6 +65,7 @@ def same_axis(
     first: tuple[int, ...],
     then: tuple[int, ...],
     case_id: str,
+    same_value: Mapping[str, SameValue],
 ) -> Duplicate | None:
     """Two cases of one tile entry with the same id, told apart only by one axis: what to change.
 
@@ -101,33 +79,11 @@ def same_axis(
     found = axes[axis]
     assert found.loc is not None  # a built-in default lists each value once
     at = where((*found.loc, found.item(j)))
-    if axis == "problems":
-        problems: list[Problem] = found.values
-        name = problems[i].name
-        if name:
-            one, other = found.item(i), found.item(j)
-            presets = [k + 1 for k in (one, other) if isinstance((found.given or problems)[k], PresetRef)]
-            what = (
-                f"are both named {name!r}"
-                if not presets
-                else f"both give a problem named {name!r} (a preset's name is its problem's)"
-            )
-            return Duplicate(
-                (found.loc, "name", name),
-                at,
-                f"problems {one + 1} and {other + 1} of this list {what}, so they give the same "
-                f"case ids (e.g. {case_id!r}): give each problem its own name"
-                + (", and name each preset once" if presets else ""),
-            )
-        unnamed = [found.item(k) + 1 for k, p in enumerate(problems) if not p.name]
-        hint = "\n".join(_named_problems(found.given or problems, column(found.loc)))
-        return Duplicate(
-            (found.loc, "unnamed"),
-            at,
-            f"problems {_series(unnamed)} of this list have no name, so they give the same case "
-            f"ids (e.g. {case_id!r}): a case id tells problems apart only by their names. "
-            f"Name them, e.g.\n{hint}",
-        )
+    advice = same_value.get(axis)
+    found_advice = advice(axis, found, i, j, case_id, column) if advice is not None else None
+    if found_advice is not None:
+        key, message = found_advice
+        return Duplicate(key, at, message)
     value = _label(found.values[j])
     return Duplicate(
         (found.loc, i),
@@ -137,13 +93,14 @@ def same_axis(
     )
 
 
-def across_entries(ids: Sequence[str], first: tuple[int, int], words: str) -> str:
-    """Cases a tile entry gives that an earlier one (at ``first``) gave already; ``words``: the
-    backend's words of a case id (:attr:`.kinds.CaseKind.id_pattern`)."""
+def across_entries(ids: Sequence[str], first: tuple[int, int], words: str, advice: str) -> str:
+    """Cases a tile entry gives that an earlier one (at ``first``) gave already; ``words`` and
+    ``advice``: the backend's words of a case id and how to tell two apart
+    (:attr:`.kinds.CaseKind.id_pattern`)."""
     more = f" and {len(ids) - 1} more" if len(ids) > 1 else ""
     pattern = "-".join(part for part in ("arch-dtypes-tile", words) if part)
     return (
         f"duplicate case {ids[0]!r}{more}: the tile entry at line {first[0]} already gives it; a "
-        f"case id is {pattern}[-problem name], so remove one of the two or make them differ in one "
-        "of these (e.g. give their problems different names)"
+        f"case id is {pattern}, so remove one of the two or make them differ in one of these"
+        + (f" (e.g. {advice})" if advice else "")
     )

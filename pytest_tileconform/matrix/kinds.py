@@ -14,11 +14,13 @@ pytest and the ``tileconform`` command line both call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
+
+from .duplicates import Loc, SameValue
 
 
 class CaseAxes(Protocol):
@@ -29,12 +31,34 @@ class CaseAxes(Protocol):
         ...  # pragma: no cover
 
     def describe(self) -> dict[str, Any]:
-        """The coordinates as a results file records them (JSON values), after the frame's."""
+        """The coordinates the matrix set (JSON values), after the frame's: what a failure shows."""
+        ...  # pragma: no cover
+
+    def record(self) -> dict[str, Any]:
+        """The coordinates as a results file records them: :meth:`describe`'s, with what the
+        matrix left out stated (the backend's defaults)."""
         ...  # pragma: no cover
 
     def properties(self) -> list[tuple[str, str]]:
         """The JUnit properties of the case after arch, dtypes and tile."""
         ...  # pragma: no cover
+
+
+@runtime_checkable
+class Expanding(Protocol):
+    """An item of an axis's list that stands for several values (a preset name for a model's
+    problems): the loader counts it before it makes any (a file that means 10^9 cases is refused
+    without building one) and expands it only then."""
+
+    @property
+    def count(self) -> int: ...  # pragma: no cover
+
+    def expand(self) -> tuple[Any, ...]: ...  # pragma: no cover
+
+
+#: The layers of a matrix that set axes (the defaults, each suite, each tile entry), with their
+#: places, in file order -> the place and message of a matrix refused before any case is made
+Check = Callable[[Sequence[tuple[Any, Loc]]], "tuple[Loc, str] | None"]
 
 
 @dataclass(frozen=True)
@@ -51,8 +75,14 @@ class CaseKind:
     defaults: Mapping[str, list[Any] | None]
     #: one value of each axis (keywords named as in ``defaults``) -> the case's coordinates
     make: Callable[..., CaseAxes]
-    #: words of the case id in their order, for the message on duplicate ids
+    #: words of the case id in their order, and an example of making two cases differ, for the
+    #: message on duplicate ids
     id_pattern: str = ""
+    id_advice: str = ""
+    #: refuses a matrix before its cases are made (what expanding it would cost), or None
+    check: Check | None = None
+    #: the backend's advice on duplicate ids, by axis (a list of problems without names)
+    same_value: Mapping[str, SameValue] = field(default_factory=dict)
 
 
 def kinds_by_backend(found: Iterable[Iterable[CaseKind]]) -> dict[str, CaseKind]:

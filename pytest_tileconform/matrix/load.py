@@ -23,15 +23,14 @@ from .bounds import (
     MAX_CASES,
     MAX_DEPTH,
     MAX_ERRORS,
-    MAX_ROUTED_ROWS,
     MatrixFileError,
     decode,
     read_bytes,
 )
 from .cases import Case
 from .duplicates import Axis, Loc, across_entries, same_axis
-from .kinds import CaseKind
-from .schema import FORMAT_VERSION, Axes, Matrix, PresetRef, item_problems, matrix_model
+from .kinds import CaseKind, Expanding
+from .schema import FORMAT_VERSION, Axes, Matrix, matrix_model
 from .support import DTypesOn, unsupported
 from .yamlsubset import MatrixComposer, NotMatrixYAML
 
@@ -206,21 +205,16 @@ def _validation_errors(path: Path, document: Any, exc: ValidationError) -> list[
     return errors
 
 
-#: The frame's axes a tile entry multiplies, first and last (:func:`axes_of`), and their values
-#: where no layer sets them (None: the matrix must)
-FIRST = ("arch", "dtype")
-LAST = ("problems",)
-_FRAME_DEFAULTS: dict[str, list[Any] | None] = {"arch": None, "dtype": None, "problems": None}
+#: The frame's axes a tile entry multiplies before the backend's (:func:`axes_of`); the matrix
+#: must set them
+FRAME = ("arch", "dtype")
 
 
 def axes_of(kind: CaseKind) -> dict[str, list[Any] | None]:
-    """Every axis of ``kind``'s cases with its values where no layer sets it, in the order of
-    :func:`itertools.product` below: the frame's arch and dtype, the backend's, the problem."""
-    return {
-        **{axis: _FRAME_DEFAULTS[axis] for axis in FIRST},
-        **kind.defaults,
-        **{axis: _FRAME_DEFAULTS[axis] for axis in LAST},
-    }
+    """Every axis of ``kind``'s cases with its values where no layer sets it (None: the matrix
+    must), in the order of :func:`itertools.product` below: the frame's arch and dtype, then the
+    backend's."""
+    return {**dict.fromkeys(FRAME), **kind.defaults}
 
 
 @dataclass(frozen=True)
@@ -238,19 +232,20 @@ class CasePlace:
 def _pick(layers: Sequence[tuple[Axes | None, Loc]], axis: str, fallback: list[Any] | None) -> Axis | None:
     """The first layer (tile entry, suite, defaults) that sets ``axis``, then the built-in default.
 
-    A ``problems`` item that names presets gives several problems: the axis lists each of them,
-    and ``items`` says which item of the list in the file it came from.
+    An item that stands for several values (:class:`.kinds.Expanding`: a preset name for a
+    model's problems) gives each of them, and ``items`` says which item of the list in the file
+    each came from.
     """
     for layer, loc in layers:
         value = getattr(layer, axis) if layer is not None else None
         if value is None:
             continue
-        if axis != "problems":
+        if not any(isinstance(item, Expanding) for item in value):
             return Axis(list(value), (*loc, axis))
         values: list[Any] = []
         items: list[int] = []
         for i, item in enumerate(value):
-            given = item_problems(item)
+            given = item.expand() if isinstance(item, Expanding) else (item,)
             values.extend(given)
             items.extend([i] * len(given))
         return Axis(values, (*loc, axis), items, list(value))
@@ -258,11 +253,11 @@ def _pick(layers: Sequence[tuple[Axes | None, Loc]], axis: str, fallback: list[A
 
 
 def _axis_length(layers: Sequence[tuple[Axes | None, Loc]], axis: str, fallback: list[Any] | None) -> int:
-    """How many values :func:`_pick` would give, without drawing a preset's routing."""
+    """How many values :func:`_pick` would give, without expanding any item."""
     for layer, _ in layers:
         value = getattr(layer, axis) if layer is not None else None
         if value is not None:
-            return sum(item.count if isinstance(item, PresetRef) else 1 for item in value)
+            return sum(item.count if isinstance(item, Expanding) else 1 for item in value)
     return 0 if fallback is None else len(fallback)
 
 
@@ -288,7 +283,7 @@ def _expand_tile(
     produced = []
     for index in itertools.product(*(range(len(given[axis].values)) for axis in order)):
         values = {axis: given[axis].values[i] for axis, i in zip(order, index, strict=True)}
-        arch, dt, problem = values.pop("arch"), values.pop("dtype"), values.pop("problems")
+        arch, dt = values.pop("arch"), values.pop("dtype")
         case: Case = Case(
             matrix=path,
             backend=matrix.backend,
@@ -299,7 +294,6 @@ def _expand_tile(
             dtype_label=dt.label,
             tile=entry.shape,
             axes=kind.make(**values),
-            problem=problem,
             expectation=None,
             suite=suite.name,
         )
@@ -324,34 +318,13 @@ def count_cases(matrix: Matrix, kind: CaseKind) -> list[tuple[int, int, int]]:
     return counts
 
 
-def _preset_items(matrix: Matrix) -> Iterable[tuple[PresetRef, Loc]]:
-    """Every preset reference of ``matrix`` and where it is, in file order."""
+def _layers(matrix: Matrix) -> list[tuple[Axes, Loc]]:
+    """Every layer of ``matrix`` that sets axes, with its place, in file order."""
     layers: list[tuple[Axes, Loc]] = [(matrix.defaults, ("defaults",))]
     for s, suite in enumerate(matrix.suites):
         layers.append((suite, ("suites", s)))
         layers.extend((entry, ("suites", s, "tile", t)) for t, entry in enumerate(suite.tile))
-    for layer, loc in layers:
-        for i, item in enumerate(layer.problems or ()):
-            if isinstance(item, PresetRef):
-                yield item, (*loc, "problems", i)
-
-
-def _check_routing(path: Path, document: Any, matrix: Matrix) -> None:
-    """Refuse ``matrix`` if drawing the routings of its presets would take more than
-    :data:`MAX_ROUTED_ROWS` picks, at the preset that crosses it, before any is drawn."""
-    drawn: set[tuple[int, int, int, int]] = set()
-    picks = 0
-    for item, loc in _preset_items(matrix):
-        for routing in item.routings() - drawn:
-            drawn.add(routing)
-            _, tokens, top_k, _ = routing
-            picks += tokens * top_k
-        if picks > MAX_ROUTED_ROWS:
-            message = (
-                f"the presets up to here route {picks:,} token picks, more than the {MAX_ROUTED_ROWS:,} "
-                "a matrix may draw; use fewer seeds or presets, or list the rows"
-            )
-            raise MatrixInvalid([MatrixError(path, *position(document, loc), message)])
+    return layers
 
 
 def _check_count(path: Path, document: Any, matrix: Matrix, kind: CaseKind, max_cases: int) -> None:
@@ -395,7 +368,9 @@ def expand(
     without names in a list shared by many tile entries are one mistake, not one per case.
     """
     _check_count(path, document, matrix, kind, max_cases)
-    _check_routing(path, document, matrix)
+    refused = kind.check(_layers(matrix)) if kind.check is not None else None
+    if refused is not None:
+        raise MatrixInvalid([MatrixError(path, *position(document, refused[0]), refused[1])])
     errors: list[MatrixError] = []
     cases: list[Case] = []
     places: dict[str, CasePlace] = {}
@@ -422,7 +397,7 @@ def expand(
             here: dict[str, tuple[int, ...]] = {}
             for case, index in produced:
                 if case.id in here:
-                    found = same_axis(where, column, axes, here[case.id], index, case.id)
+                    found = same_axis(where, column, axes, here[case.id], index, case.id, kind.same_value)
                     if found is not None and found.key not in reported:
                         reported.add(found.key)
                         errors.append(MatrixError(path, *found.where, found.message))
@@ -438,7 +413,11 @@ def expand(
                     expectation_line = position(document, ("expectations", case.id))[0]
                 places[case.id] = CasePlace(line, col, suite_line, suite.name, expectation_line)
     for (first, then), ids in across.items():
-        errors.append(MatrixError(path, *where(then), across_entries(ids, where(first), kind.id_pattern)))
+        errors.append(
+            MatrixError(
+                path, *where(then), across_entries(ids, where(first), kind.id_pattern, kind.id_advice)
+            )
+        )
     for case_id in matrix.expectations or {}:
         if case_id in first_seen:
             continue

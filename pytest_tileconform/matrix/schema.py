@@ -13,9 +13,8 @@ TensorRT-LLM enum names, e.g. ``CtaShape128x128x64B``, count K in bytes).
 
 from __future__ import annotations
 
-import json
 import re
-from functools import cache, lru_cache
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -23,19 +22,15 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Discriminator,
     Field,
-    StrictBool,
     StrictInt,
-    Tag,
     create_model,
     model_validator,
 )
 
 from ..dtypes import Role, canonical_name, dtype_label
 from ..verdict import EXPECTATIONS
-from .bounds import HOST_MAX_ELEMENTS, MAX_DIM, MAX_ELEMENTS, MAX_EXPERTS, MAX_NAME, NAME_ALPHABET
-from .problems import MAX_SEED, UnknownPreset, presets_named
+from .bounds import MAX_NAME, NAME_ALPHABET
 
 FORMAT_VERSION = 1
 
@@ -124,200 +119,6 @@ class DTypes(Strict):
         return dtype_label(self.act, self.weight, self.out)
 
 
-class Problem(Strict):
-    """One grouped problem: ``rows`` per expert (a list, or one count with ``experts``).
-
-    ``bias``: the GEMM adds a per-expert bias row (gpt-oss); ``seed``: the seed of whatever
-    the matrix does not list about the problem (a preset's routing); ``tokens`` and ``top_k``:
-    the batch the rows were routed from, when known (presets), which the ``finalize``
-    epilogue's output has one row per token of.
-    """
-
-    name: Name | None = None
-    experts: StrictInt | None = Field(default=None, gt=0, le=MAX_EXPERTS)
-    rows: tuple[Annotated[StrictInt, Field(ge=0, le=MAX_DIM)], ...] = Field(max_length=MAX_EXPERTS)
-    n: StrictInt = Field(gt=0, le=MAX_DIM)
-    k: StrictInt = Field(gt=0, le=MAX_DIM)
-    bias: StrictBool = False
-    seed: StrictInt = Field(default=0, ge=0, le=MAX_SEED)
-    tokens: StrictInt | None = Field(default=None, gt=0, le=MAX_DIM)
-    top_k: StrictInt | None = Field(default=None, gt=0, le=MAX_EXPERTS)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _expand_rows(cls, value: Any) -> Any:
-        """``rows: 64`` with ``experts: 8`` means 64 rows for each of the 8 experts (at most
-        :data:`MAX_EXPERTS`: the list is built here, before any bound is checked)."""
-        rows = value.get("rows") if isinstance(value, dict) else None
-        if isinstance(rows, int) and not isinstance(rows, bool):
-            experts = value.get("experts")
-            if not isinstance(experts, int) or isinstance(experts, bool) or experts <= 0:
-                raise ValueError("a single 'rows' count needs 'experts'")
-            if experts > MAX_EXPERTS:
-                raise ValueError(f"experts={experts} is more than {MAX_EXPERTS}")
-            if not 0 <= rows <= MAX_DIM:  # once, not once per expert
-                raise ValueError(f"rows={rows} is not between 0 and {MAX_DIM}")
-            return {**value, "rows": [rows] * experts}
-        return value
-
-    @model_validator(mode="after")
-    def _experts_agree(self) -> Problem:
-        if not self.rows:
-            raise ValueError("rows is empty")
-        if self.experts is not None and self.experts != len(self.rows):
-            raise ValueError(f"experts={self.experts} but rows lists {len(self.rows)} experts")
-        if self.elements > MAX_ELEMENTS:
-            raise ValueError(
-                f"the problem's operands have {self.elements:,} elements (A rows x k, B experts x n x k, "
-                f"D rows x n); at most {MAX_ELEMENTS:,} are allowed"
-            )
-        self._check_routing()
-        return self
-
-    def _check_routing(self) -> None:
-        """``tokens`` and ``top_k`` go together and must be a routing that gives these rows:
-        each token to ``top_k`` distinct experts."""
-        if (self.tokens is None) != (self.top_k is None):
-            raise ValueError("'tokens' and 'top_k' are given together or not at all")
-        if self.tokens is None or self.top_k is None:
-            return
-        if self.top_k > len(self.rows):
-            raise ValueError(f"top_k={self.top_k} is more than the {len(self.rows)} experts")
-        if sum(self.rows) != self.tokens * self.top_k:
-            raise ValueError(
-                f"rows sum to {sum(self.rows):,}, not tokens x top_k = {self.tokens * self.top_k:,}"
-            )
-        if max(self.rows) > self.tokens:
-            raise ValueError(f"an expert has {max(self.rows):,} rows, more than the {self.tokens:,} tokens")
-
-    @property
-    def rows_per_expert(self) -> tuple[int, ...]:
-        return tuple(self.rows)
-
-    @property
-    def elements(self) -> int:
-        """Elements of the operands together: A (rows x k), B (experts x n x k), D (rows x n)."""
-        total = sum(self.rows)
-        return total * self.k + len(self.rows) * self.n * self.k + total * self.n
-
-    def host_refusal(self) -> str | None:
-        """Why this problem's inputs and reference cannot be made on the CPU, or None if they
-        can (:data:`.bounds.HOST_MAX_ELEMENTS` states the rule)."""
-        if self.elements <= HOST_MAX_ELEMENTS:
-            return None
-        return (
-            f"the problem's operands have {self.elements:,} elements, more than the "
-            f"{HOST_MAX_ELEMENTS:,} whose inputs and reference are made on the CPU: it is judged "
-            "only where a GPU makes them"
-        )
-
-    def flow(self) -> str:
-        """The problem as one YAML flow mapping, as a matrix file may write it."""
-        parts = [] if self.name is None else [f"name: {json.dumps(self.name)}"]
-        if self.experts is not None:
-            parts.append(f"experts: {self.experts}")
-        parts += [f"rows: [{', '.join(map(str, self.rows))}]", f"n: {self.n}", f"k: {self.k}"]
-        parts += [f"{key}: {json.dumps(value)}" for key, value in self.recorded().items()]
-        return "{" + ", ".join(parts) + "}"
-
-    def recorded(self) -> dict[str, Any]:
-        """The fields past rows, n and k that differ from their defaults (a problem written
-        before they existed reads and records as it did)."""
-        found: dict[str, Any] = {}
-        if self.bias:
-            found["bias"] = True
-        if self.seed:
-            found["seed"] = self.seed
-        if self.tokens is not None:
-            found["tokens"] = self.tokens
-            found["top_k"] = self.top_k
-        return found
-
-
-#: The problem generated matrices and ``tileconform bisect`` judge unless told otherwise, and the
-#: shipped matrices' problem: 4 experts, one with no rows, one with a single row, two whose rows
-#: are not multiples of 128.
-DEFAULT_PROBLEM = Problem(experts=4, rows=(0, 1, 77, 300), n=384, k=512)
-#: The same rows for SM90's mixed-input kernels: N a multiple of every CTA M (256) and K of every
-#: CTA K (512), as their layouts need (nothing checks a K tile that overruns K); the prefill
-#: small-K kernel takes K <= 384 only, the rolling one K > 384 (the launcher's checks).
-MIXED_PROBLEM = Problem(experts=4, rows=(0, 1, 77, 300), n=512, k=1024)
-SMALL_K_PREFILL_PROBLEM = Problem(experts=4, rows=(0, 1, 77, 300), n=512, k=384)
-
-
-class PresetRef(Strict):
-    """A problem, or several, named from the preset registry (:mod:`.problems`): written as the
-    name alone or as ``{preset: NAME, seed: N}``."""
-
-    preset: Name
-    seed: StrictInt = Field(default=0, ge=0, le=MAX_SEED)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_name(cls, value: Any) -> Any:
-        return {"preset": value} if isinstance(value, str) else value
-
-    @model_validator(mode="after")
-    def _known(self) -> PresetRef:
-        """The name is checked here; the routing is drawn only when cases are made, after the
-        loader has bounded what drawing every preset of the file costs (:data:`.bounds.MAX_ROUTED_ROWS`)."""
-        try:
-            presets_named(self.preset)
-        except UnknownPreset as exc:
-            raise ValueError(str(exc)) from None
-        return self
-
-    @property
-    def count(self) -> int:
-        """How many problems the name stands for."""
-        return len(presets_named(self.preset))
-
-    def routings(self) -> set[tuple[int, int, int, int]]:
-        """The routings its problems need drawn, as :func:`.problems.route` takes them (experts,
-        tokens, top_k, seed): a model's two GEMMs at one token count share one."""
-        return {(p.model.experts, p.tokens, p.model.top_k, self.seed) for p in presets_named(self.preset)}
-
-    def problems(self) -> tuple[Problem, ...]:
-        """The problems the name stands for, their rows routed with ``seed``."""
-        return _preset_problems(self.preset, self.seed)
-
-
-@lru_cache(maxsize=256)
-def _preset_problems(name: str, seed: int) -> tuple[Problem, ...]:
-    return tuple(
-        Problem(
-            name=p.problem_name(seed),
-            rows=p.rows(seed),
-            n=p.n,
-            k=p.k,
-            bias=p.model.bias,
-            seed=seed,
-            tokens=p.tokens,
-            top_k=p.model.top_k,
-        )
-        for p in presets_named(name)
-    )
-
-
-def _problem_kind(value: Any) -> str:
-    """Which model a ``problems`` item is: a name or ``{preset: ...}`` is a preset reference.
-    The tags are in parentheses so that error positions leave them out (:mod:`.load`)."""
-    named = isinstance(value, (str, PresetRef)) or (isinstance(value, dict) and "preset" in value)
-    return "(preset)" if named else "(problem)"
-
-
-#: One item of a ``problems`` list: a problem written out, or preset names.
-ProblemItem = Annotated[
-    Annotated[Problem, Tag("(problem)")] | Annotated[PresetRef, Tag("(preset)")],
-    Discriminator(_problem_kind),
-]
-
-
-def item_problems(item: Problem | PresetRef) -> tuple[Problem, ...]:
-    """The problems one ``problems`` item gives."""
-    return (item,) if isinstance(item, Problem) else item.problems()
-
-
 ListOf = BeforeValidator(_as_list)
 
 
@@ -327,7 +128,6 @@ class Axes(Strict):
 
     arch: Annotated[list[Arch], ListOf] | None = None
     dtype: Annotated[list[DTypes], ListOf] | None = None
-    problems: Annotated[list[ProblemItem], ListOf] | None = None
 
 
 class TileEntry(Axes):

@@ -130,20 +130,27 @@ class CaseRecord(BaseModel):
     weight: str
     out: str
     tile: str = Field(pattern=_SHAPE, description="CTA tile MxNxK, K in elements of the activation type")
-    problem: ProblemRecord | None = None
+    problem: ProblemRecord | None = Field(default=None, description="FlashInfer's grouped problem")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _unset_is_absent(cls, value: Any) -> Any:
-        """A backend's key recorded as null is the key left out (earlier files wrote every key of
-        the case, null where the matrix set none; ``Case.describe`` leaves such keys out)."""
-        if not isinstance(value, dict):
-            return value
-        return {k: v for k, v in value.items() if v is not None or k in cls.model_fields}
+    @model_serializer(mode="wrap")
+    def _no_problem(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A case of a backend without FlashInfer's problem is written without the key."""
+        data: dict[str, Any] = handler(self)
+        if data.get("problem") is None:
+            data.pop("problem", None)
+        return data
 
     def coordinates(self) -> dict[str, Any]:
-        """The backend's keys and their values."""
-        return dict(self.model_extra or {})
+        """The backend's keys and their values, a key recorded as null left out (a file written
+        before the backend had the key has none)."""
+        return {key: value for key, value in (self.model_extra or {}).items() if value is not None}
+
+    def same_case(self, other: CaseRecord) -> bool:
+        """The same coordinates, whichever of the two states what the matrix left out."""
+        frame = {"arch", "act", "weight", "out", "tile", "problem"}
+        return self.model_dump(include=frame) == other.model_dump(include=frame) and (
+            self.coordinates() == other.coordinates()
+        )
 
 
 class CaseEntry(_Strict):

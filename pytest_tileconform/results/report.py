@@ -128,7 +128,7 @@ def results_document(
             "outcome": obs.outcome,
             "expected": case.expected if case else None,
             "expected_status": case.expectation.status if case and case.expectation else None,
-            "case": case.describe() if case else None,
+            "case": case.record() if case else None,
             "verdict": obs.verdict.to_json() if obs.verdict else None,
             "duration_s": round(obs.duration, 3),
             "finished_at_s": round(obs.at, 3),

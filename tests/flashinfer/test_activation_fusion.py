@@ -42,12 +42,12 @@ from pytest_tileconform.flashinfer.numerics.runfiles import (
     write_inputs,
 )
 from pytest_tileconform.flashinfer.numerics.tolerance import Expected, compare
+from pytest_tileconform.flashinfer.problem import Problem
 from pytest_tileconform.flashinfer.sources import (
     ENV_SOURCES,
     FlashInferSources,
 )
 from pytest_tileconform.matrix.cases import Case
-from pytest_tileconform.matrix.schema import Problem
 
 # -- the plugin: a matrix with the activation fusion ----------------------------------------
 
@@ -232,8 +232,7 @@ def activation_case(act: str, out: str, problem: Problem = PROBLEM) -> MoeCase:
         out=out,
         dtype_label=act if act == out else f"{act}-{out}",
         tile=(128, 64, 128),
-        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=False, fusion="activation"),
-        problem=problem,
+        axes=MoeAxes(problem=problem, cluster=(1, 1, 1), swap_ab=False, fusion="activation"),
         expectation=None,
         suite=None,
     )

@@ -12,7 +12,7 @@ from helpers.cases import make_case
 
 from pytest_tileconform.compile.cache import BuildResult, BuildSpec
 from pytest_tileconform.compile.failure import Cause, Failure
-from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
+from pytest_tileconform.flashinfer.axes import MoeCase
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.planner import (
     DEFAULT_GROUP,
@@ -149,7 +149,9 @@ def test_a_failed_unit_is_planned_again_in_halves(
     good = [(128, 16, 64), (128, 32, 64), (128, 64, 64), (128, 128, 64)]
     variants = [(tile, swap) for tile in good for swap in (False, True)][:7]
     variants.insert(5, ((128, 256, 64), False))  # the bad one, in the second half
-    cases = [replace(make_case(), tile=tile, axes=MoeAxes(swap_ab=swap)) for tile, swap in variants]
+    cases = [
+        replace(c := make_case(), tile=tile, axes=replace(c.axes, swap_ab=swap)) for tile, swap in variants
+    ]
     monkeypatch.setattr("pytest_tileconform.flashinfer.unitbuild.available_cores", lambda: 1)
     backend.prepare(cases)
     verdicts = [backend.judge(case) for case in cases]
@@ -283,7 +285,12 @@ def test_the_cases_of_one_configuration_are_planned_as_one_instantiation(
 
     alone = unit_sizes([replace(make_case(), tile=t) for t in tiles], "alone")
     each_twice = unit_sizes(
-        [replace(make_case(), tile=t, axes=MoeAxes(pdl=p)) for t in tiles for p in (True, False)], "pdl"
+        [
+            replace(c := make_case(), tile=t, axes=replace(c.axes, pdl=p))
+            for t in tiles
+            for p in (True, False)
+        ],
+        "pdl",
     )
     assert each_twice == alone and sum(map(int, alone)) == len(tiles)
 
@@ -292,7 +299,7 @@ def test_the_cases_of_one_configuration_are_planned_as_one_instantiation(
     ("case", "paired"),
     [
         (make_case(), "finalize"),  # GEMM 1 of FlashInfer's fc1 -> fc2: its GEMM 2 joins it
-        (replace(make_case(fusion="finalize"), axes=MoeAxes(swap_ab=True, fusion="finalize")), "none"),
+        (replace(c := make_case(fusion="finalize"), axes=replace(c.axes, swap_ab=True)), "none"),
         (replace(make_case("fp32"), tile=(128, 64, 32)), "finalize"),
     ],
 )

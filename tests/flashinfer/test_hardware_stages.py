@@ -19,7 +19,7 @@ from helpers.paths import SMOKE
 
 from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.flashinfer import hardware
-from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
+from pytest_tileconform.flashinfer.axes import MoeCase
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
 from pytest_tileconform.flashinfer.numerics.prepared import DEFAULT_CACHE_BYTES, InputCache
 from pytest_tileconform.flashinfer.numerics.reference import expected_output, make_inputs, output_dtype
@@ -77,7 +77,7 @@ def test_a_passing_case_records_how_it_was_launched_and_judged(settings: Setting
     verdict = judge(case, harness, settings)
     assert verdict.passed and verdict.judged_through is Stage.REPEAT
     extra = verdict.extra
-    assert (extra["seed"], extra["problem"], extra["pdl"]) == (0, case.problem.flow(), True)
+    assert (extra["seed"], extra["problem"], extra["pdl"]) == (0, case.axes.problem.flow(), True)
     assert (extra["graph_replays"], extra["repeats"], extra["kernel_ms"]) == (8, 3, 0.0125)
     assert extra["stages"] == ["numerics", "graph", "repeat"]
     assert extra["graph"] == replays(8) and "sanitizer" not in extra
@@ -91,7 +91,7 @@ def test_a_passing_case_records_how_it_was_launched_and_judged(settings: Setting
 def test_pdl_is_the_cases_or_flashinfers_default_for_the_arch(
     settings: Settings, pdl: bool | None, line: str
 ) -> None:
-    case = dataclasses.replace(make_case(), axes=MoeAxes(pdl=pdl))
+    case = dataclasses.replace(case := make_case(), axes=dataclasses.replace(case.axes, pdl=pdl))
     harness = Harness(passed(), {"d.bin": d_bytes(case)})
     verdict = judge(case, harness, settings)
     assert line in harness.problem.splitlines() and verdict.extra["pdl"] is (pdl is not False)
@@ -108,7 +108,9 @@ def test_pdl_is_the_cases_or_flashinfers_default_for_the_arch(
 def test_a_dynamic_cluster_reaches_the_harness_with_flashinfers_fallback(
     settings: Settings, dynamic: tuple[int, int, int] | None, lines: set[str]
 ) -> None:
-    case = dataclasses.replace(make_case(), axes=MoeAxes(dynamic_cluster=dynamic))
+    case = dataclasses.replace(
+        case := make_case(), axes=dataclasses.replace(case.axes, dynamic_cluster=dynamic)
+    )
     harness = Harness(passed(), {"d.bin": d_bytes(case)})
     judge(case, harness, settings)
     given = {line for line in harness.problem.splitlines() if "cluster" in line}

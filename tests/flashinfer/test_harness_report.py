@@ -17,7 +17,6 @@ from helpers.cases import make_case
 from pytest_tileconform.compile.cache import BuildResult
 from pytest_tileconform.core.devices import Gpu
 from pytest_tileconform.flashinfer import hardware
-from pytest_tileconform.flashinfer.axes import MoeAxes
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
 from pytest_tileconform.flashinfer.codegen import HARNESS_DIR
 from pytest_tileconform.flashinfer.configs import UnsupportedConfig
@@ -179,7 +178,9 @@ def test_plan_units_is_the_backends_plan_for_a_given_host(
     ]
     cases = [
         replace(
-            make_case(dtype=act, out=out), tile=(128, 16 * (1 + i % 4), 64), axes=MoeAxes(swap_ab=i >= 36)
+            c := make_case(dtype=act, out=out),
+            tile=(128, 16 * (1 + i % 4), 64),
+            axes=replace(c.axes, swap_ab=i >= 36),
         )
         for i in range(72)
         for act, out in dtypes

@@ -22,9 +22,9 @@ from pytest_tileconform.flashinfer.numerics import mixed
 from pytest_tileconform.flashinfer.numerics.blockscale import unpack_e2m1, unpack_int4
 from pytest_tileconform.flashinfer.numerics.reference import dequantize, expected_output, make_inputs
 from pytest_tileconform.flashinfer.numerics.runfiles import mixed_operands, write_inputs
+from pytest_tileconform.flashinfer.problem import MIXED_PROBLEM, Problem
 from pytest_tileconform.flashinfer.sources import MIXED_LAUNCHER_INL, FlashInferSources
 from pytest_tileconform.matrix.cases import Case
-from pytest_tileconform.matrix.schema import MIXED_PROBLEM, Problem
 
 MIXED_BLOCK_RE = re.compile(
     r"\ntemplate void sm90_generic_mixed_moe_\w+<.*?size_t\* workspace_size\);\n", re.S
@@ -145,8 +145,7 @@ def mixed_case(act: str, weight: str, out: str = "bf16", problem: Problem = MIXE
         out=out,
         dtype_label=f"{act}x{weight}-{out}",
         tile=(128, 64, 128),
-        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=True, fusion="none", mainloop="pingpong"),
-        problem=problem,
+        axes=MoeAxes(problem=problem, cluster=(1, 1, 1), swap_ab=True, fusion="none", mainloop="pingpong"),
         expectation=None,
         suite=None,
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_tileconform.flashinfer.axes import MoeAxes, MoeCase
+from pytest_tileconform.flashinfer.problem import Problem
 from pytest_tileconform.matrix.cases import Case
-from pytest_tileconform.matrix.schema import Problem
 
 
 def make_case(
@@ -29,8 +29,12 @@ def make_case(
         out=out,
         dtype_label=dtype,
         tile=(128, 128, 64),
-        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=False, fusion=fusion),
-        problem=Problem(rows=tuple(rows or [3, 0, 5]), n=n, k=k),
+        axes=MoeAxes(
+            problem=Problem(rows=tuple(rows or [3, 0, 5]), n=n, k=k),
+            cluster=(1, 1, 1),
+            swap_ab=False,
+            fusion=fusion,
+        ),
         expectation=None,
         suite=None,
     )

@@ -34,8 +34,8 @@ from pytest_tileconform.flashinfer.numerics.reference import (
 )
 from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes
 from pytest_tileconform.flashinfer.numerics.tolerance import Expected
+from pytest_tileconform.flashinfer.problem import Problem
 from pytest_tileconform.matrix.cases import Case
-from pytest_tileconform.matrix.schema import Problem
 
 TILE = (128, 128, 64)
 SEED = 5
@@ -51,8 +51,7 @@ def case_for(act: str, weight: str, out: str, fusion: str, problem: Problem) -> 
         out=out,
         dtype_label=dtype_label(act, weight, out),
         tile=TILE,
-        axes=MoeAxes(cluster=(1, 1, 1), swap_ab=False, fusion=fusion),
-        problem=problem,
+        axes=MoeAxes(problem=problem, cluster=(1, 1, 1), swap_ab=False, fusion=fusion),
         expectation=None,
         suite=None,
     )
@@ -287,7 +286,7 @@ def setup(combo: tuple[str, str, str], fusion: str, problem: Problem, family: st
 def other_family(s: Setup) -> Setup:
     family = FULL if s.inputs.family == EXACT else EXACT
     combo = (s.case.act, s.case.weight, s.case.out)
-    return setup(combo, s.case.axes.fusion, s.case.problem, family)
+    return setup(combo, s.case.axes.fusion, s.case.axes.problem, family)
 
 
 # ------------------------------------------------------------------------------------------

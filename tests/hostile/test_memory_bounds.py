@@ -16,7 +16,7 @@ from helpers.cases import make_case
 from helpers.stand_in_flashinfer import QUIET
 
 from pytest_tileconform.flashinfer.hostmemory import operand_bytes, virtual_need, virtual_refusal
-from pytest_tileconform.matrix.schema import Problem
+from pytest_tileconform.flashinfer.problem import Problem
 
 # 400,000 rows of k 4,096 (8 experts of 50,000), n 4,096, bf16: 6.8 GB of operands, inside the
 # matrix bounds, about 29.6 GB at the peak; a host with 16 GB available
@@ -75,7 +75,7 @@ def test_a_model_sized_problem_is_not_judged_on_a_small_host(
 
 def test_the_estimate_and_a_problem_that_fits() -> None:
     small = make_case()
-    big = replace(small, problem=Problem(rows=(50_000,) * 8, n=4096, k=4096))
+    big = replace(small, axes=replace(small.axes, problem=Problem(rows=(50_000,) * 8, n=4096, k=4096)))
     assert operand_bytes(big) == (400_000 * 4096 * 2, 8 * 4096 * 4096 * 2, 400_000 * 4096 * 2)
     assert virtual_need(big) == 9 * (400_000 * 4096 + 8 * 4096 * 4096) + 2 * 6_822_035_456
     fp8 = replace(big, act="fp8_e4m3", weight="fp8_e4m3")  # inputs drawn alike, stored in half

@@ -22,7 +22,10 @@ import dataclasses
 def pytest_tileconform_modify_cases(config, cases):
     odd = json.loads((HERE / "odd.json").read_text())
     cases[:] = [
-        dataclasses.replace(case, problem=case.problem.model_copy(update={"name": odd}))
+        dataclasses.replace(
+            case,
+            axes=dataclasses.replace(case.axes, problem=case.axes.problem.model_copy(update={"name": odd})),
+        )
         for case in cases
     ]
 """

@@ -9,9 +9,7 @@ from helpers.fake_backend import BASIC, TEST_KINDS, TileRun, matrix_errors
 from helpers.paths import REPO
 
 from pytest_tileconform.flashinfer.axes import MoeCase, moe_cases
-from pytest_tileconform.matrix.bounds import HOST_MAX_ELEMENTS, MAX_ELEMENTS, MAX_ROUTED_ROWS
-from pytest_tileconform.matrix.load import load_matrix
-from pytest_tileconform.matrix.problems import (
+from pytest_tileconform.flashinfer.presets import (
     GROUPS,
     MODELS,
     PRESETS,
@@ -22,6 +20,8 @@ from pytest_tileconform.matrix.problems import (
     empty_experts,
     presets_named,
 )
+from pytest_tileconform.matrix.bounds import HOST_MAX_ELEMENTS, MAX_ELEMENTS, MAX_ROUTED_ROWS
+from pytest_tileconform.matrix.load import load_matrix
 
 PROBLEM = "problems: {experts: 2, rows: 64, n: 256, k: 128}"
 ONE_TILE = BASIC.replace("[128x64x64, 128x128x64, 256x128x64]", "128x64x64")
@@ -125,9 +125,9 @@ def test_names_and_groups() -> None:
 
 
 def test_every_preset_loads_and_the_largest_needs_a_gpu() -> None:
-    from pytest_tileconform.matrix.schema import PresetRef
+    from pytest_tileconform.flashinfer.problem import PresetRef
 
-    problems = [p for m in MODELS for p in PresetRef(preset=m.key).problems()]
+    problems = [p for m in MODELS for p in PresetRef(preset=m.key).expand()]
     largest = max(problems, key=lambda p: p.elements)
     assert largest.name == "dsv3-gemm1-prefill16k"
     assert HOST_MAX_ELEMENTS < largest.elements <= MAX_ELEMENTS
@@ -308,7 +308,7 @@ H200_SMS = 132
 def _extents(case: MoeCase) -> tuple[list[int], list[int]]:
     """What the kernel's M and N run over: each expert's rows and the problem's n, swapped
     under swap_ab (the kernel then computes D transposed)."""
-    rows, n = list(case.problem.rows_per_expert), [case.problem.n]
+    rows, n = list(case.axes.problem.rows_per_expert), [case.axes.problem.n]
     return (n, rows) if case.axes.swap_ab else (rows, n)
 
 
@@ -328,7 +328,7 @@ def _partial(case: MoeCase) -> tuple[bool, bool, bool]:
     return (
         any(e % tile_m for e in over_m if e),
         any(e % tile_n for e in over_n if e),
-        case.problem.k % tile_k != 0,
+        case.axes.problem.k % tile_k != 0,
     )
 
 
@@ -346,7 +346,7 @@ def test_the_shipped_sm90_problems_give_what_its_header_claims() -> None:
         assert max(_tiles(c) for c in cases) >= 3 * H200_SMS, key
         partial = [_partial(c) for c in cases]
         assert all(any(p[axis] for p in partial) for axis in range(3)), key
-        rows = [c.problem.rows_per_expert for c in cases]
+        rows = [c.axes.problem.rows_per_expert for c in cases]
         assert any(r[0] == 0 and r[len(r) // 2] == 0 and r[-1] == 0 for r in rows), key
-        assert any(c.problem.bias for c in cases), key
-        assert any(c.problem.tokens == 1 for c in cases), key
+        assert any(c.axes.problem.bias for c in cases), key
+        assert any(c.axes.problem.tokens == 1 for c in cases), key

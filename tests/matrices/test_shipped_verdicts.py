@@ -44,10 +44,12 @@ def test_every_case_has_a_verdict_the_matrix_agrees_with(matrix: str) -> None:
     assert not unjudged, f"{len(unjudged)} case(s) of {matrix} without a verdict, e.g. {unjudged[:3]}"
     disagree = []
     for case_id, case in cases.items():
-        record = CaseRecord.model_validate(case.describe())
+        record = CaseRecord.model_validate(case.record())
         expected = case.expectation
         for name, entry in seen[case_id]:
-            assert entry.case == record, f"{name} judged other coordinates under the id {case_id}"
+            assert entry.case is not None and entry.case.same_case(record), (
+                f"{name} judged other coordinates under the id {case_id}"
+            )
             verdict = entry.verdict
             assert verdict is not None
             stage = None if verdict.failed_stage is None else verdict.failed_stage.value

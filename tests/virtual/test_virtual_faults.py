@@ -11,8 +11,8 @@ import pytest
 
 from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.harness_report import HarnessReport
+from pytest_tileconform.flashinfer.problem import Problem
 from pytest_tileconform.flashinfer.run_faults import finalize_output, predicted_fault, tma_operands
-from pytest_tileconform.matrix.schema import Problem
 from pytest_tileconform.verdict import Stage
 from pytest_tileconform.virtual.faults import (
     MISALIGNED_STATUS,

@@ -38,9 +38,9 @@ from packaging.version import InvalidVersion, Version
 from ...commands.options import add_arch
 from ...core.runoptions import DeviceChoice, add_command_option, parse_device
 from ...files import write_atomic
-from ...matrix.schema import DEFAULT_PROBLEM, Problem
 from ...verdict import UNRUN, NotJudgeable, Verdict
 from ..axes import FUSIONS, MoeCase
+from ..problem import DEFAULT_PROBLEM, Problem
 
 
 def problem_option(problem: Problem) -> str:

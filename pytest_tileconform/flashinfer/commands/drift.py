@@ -98,11 +98,11 @@ def record_key(case: CaseRecord, arch: str) -> ConfigKey:
         arch,
         dtypes,
         (m, n, k),
-        axes.cluster,
+        axes.cluster_shape(),
         axes.swap_ab,
         axes.fusion,
         axes.epilogue,
-        axes.dynamic_cluster,
+        axes.dynamic_shape(),
         axes.mainloop,
         axes.kernel_arch,
     )

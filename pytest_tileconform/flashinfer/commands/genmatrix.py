@@ -19,11 +19,11 @@ from pathlib import Path
 from ...archs import arch_name
 from ...dtypes import shape_label
 from ...matrix.load import MatrixInvalid, load_matrix
-from ...matrix.schema import DEFAULT_PROBLEM, MIXED_PROBLEM, SMALL_K_PREFILL_PROBLEM
 from .. import NAME
 from ..axes import FUSIONS, KINDS, moe_cases
 from ..configs import KernelConfig, dynamic_clusters
 from ..generator import Skipped
+from ..problem import DEFAULT_PROBLEM, MIXED_PROBLEM, SMALL_K_PREFILL_PROBLEM
 
 
 class GenMatrixError(ValueError):

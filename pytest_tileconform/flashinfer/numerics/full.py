@@ -167,7 +167,7 @@ def make_full_inputs(case: MoeCase, seed: int, device: torch.device | str | None
     """The full family's inputs for ``case`` (seeded; drawn like :func:`.reference.make_inputs`:
     A, B and block scales from ``device``'s generator, the small parts from a CPU one)."""
     check_generatable(case)
-    problem = case.problem
+    problem = case.axes.problem
     rows = tuple(int(r) for r in problem.rows_per_expert)
     n, k = int(problem.n), int(problem.k)
     where = torch.device(device if device is not None else "cpu")

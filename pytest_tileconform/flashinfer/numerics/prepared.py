@@ -72,7 +72,7 @@ class InputCache:
     @staticmethod
     def key(case: MoeCase, seed: int, device: torch.device, family: str = EXACT) -> tuple[object, ...]:
         """What the inputs and expected D depend on (everything else of a case does not)."""
-        problem = case.problem.model_dump_json()
+        problem = case.axes.problem.model_dump_json()
         return (case.act, case.weight, case.out, case.axes.fusion, problem, int(seed), str(device), family)
 
     def get(

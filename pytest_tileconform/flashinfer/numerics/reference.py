@@ -204,12 +204,12 @@ class GroupedInputs:
 
 def _check_generatable(case: MoeCase) -> None:
     if mixed.is_mixed(case.act, case.weight):
-        mixed.check_problem(case.problem.n, case.problem.k, case.weight)
+        mixed.check_problem(case.axes.problem.n, case.axes.problem.k, case.weight)
     elif (case.act, case.weight) in GENERATED_BLOCK_SCALED:
         block = dtype(case.weight).block_size
         assert block is not None
-        if case.problem.k % block:
-            raise ValueError(f"K={case.problem.k} is not a multiple of the scale block {block}")
+        if case.axes.problem.k % block:
+            raise ValueError(f"K={case.axes.problem.k} is not a multiple of the scale block {block}")
     elif case.act != case.weight:
         raise NotImplementedError(
             f"mixed act/weight dtypes ({case.act} x {case.weight}) are not generated: the mixed "
@@ -224,12 +224,12 @@ def _check_generatable(case: MoeCase) -> None:
     if case.axes.fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {case.axes.fusion!r}")
     block = dtype(d_dtype(case.act, case.out, case.axes.fusion)).block_size
-    if case.axes.fusion == "activation" and block is not None and case.problem.n % block:
-        raise ValueError(f"N={case.problem.n} is not a multiple of the output scale block {block}")
+    if case.axes.fusion == "activation" and block is not None and case.axes.problem.n % block:
+        raise ValueError(f"N={case.axes.problem.n} is not a multiple of the output scale block {block}")
     limit = exact_k_limit(case.act, case.weight)
-    if case.problem.k > limit:
+    if case.axes.problem.k > limit:
         raise ValueError(
-            f"K={case.problem.k} is more than {limit}, the largest K whose {case.act} x "
+            f"K={case.axes.problem.k} is more than {limit}, the largest K whose {case.act} x "
             f"{case.weight} accumulation the generated inputs keep exact in fp32"
         )
 
@@ -320,7 +320,7 @@ def make_inputs(case: MoeCase, seed: int, device: torch.device | str | None = No
     (fast, but its own numbers) and the small parts (alphas, routing, bias) from a CPU one.
     """
     _check_generatable(case)
-    problem = case.problem
+    problem = case.axes.problem
     rows = tuple(int(r) for r in problem.rows_per_expert)
     n, k = int(problem.n), int(problem.k)
     where = torch.device(device if device is not None else "cpu")

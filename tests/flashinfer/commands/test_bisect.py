@@ -75,7 +75,9 @@ def test_cases_are_the_product_of_the_arguments(cases: list[MoeCase]) -> None:
         "sm120-nvfp4-bf16-256x128x128-c1x1x1-none",
         "sm120-nvfp4-bf16-256x128x128-c1x1x1-finalize",
     ]
-    assert {(c.problem.rows, c.problem.n, c.problem.k) for c in cases} == {((0, 1, 77, 300), 384, 512)}
+    assert {(c.axes.problem.rows, c.axes.problem.n, c.axes.problem.k) for c in cases} == {
+        ((0, 1, 77, 300), 384, 512)
+    }
 
 
 def test_one_change_is_found_with_log_many_judgements(cases: list[MoeCase]) -> None:

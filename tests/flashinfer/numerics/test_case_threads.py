@@ -77,6 +77,6 @@ def test_check_threads_benchmark_times_each_thread_count(
 ) -> None:
     check_threads = benchmark_script("check_threads")
     matrix = SMOKE
-    results = check_threads.time_checks(SM90_MATRIX.problem, [1, 2], 0.0, matrix)
+    results = check_threads.time_checks(SM90_MATRIX.axes.problem, [1, 2], 0.0, matrix)
     assert [r["threads"] for r in results] == [1, 2]
     assert all(r["checks"] == 3 and 0 < r["median_ms"] <= r["max_ms"] for r in results)

@@ -27,8 +27,8 @@ from pytest_tileconform.flashinfer.numerics.reference import (
 )
 from pytest_tileconform.flashinfer.numerics.runfiles import _le_bytes, read_output
 from pytest_tileconform.flashinfer.numerics.tolerance import NumericsReport, compare
-from pytest_tileconform.matrix.problems import route
-from pytest_tileconform.matrix.schema import Problem
+from pytest_tileconform.flashinfer.presets import route
+from pytest_tileconform.flashinfer.problem import Problem
 
 OUTPUTS = ("bf16", "fp16", "fp32")
 #: Every (act, weight, out) the reference generates.

@@ -13,8 +13,8 @@ from helpers.cases import make_case
 from pytest_tileconform.flashinfer.hardware import hand_over
 from pytest_tileconform.flashinfer.numerics.prepared import InputCache
 from pytest_tileconform.flashinfer.numerics.shared_operands import OPERANDS_FILE, SharingError
+from pytest_tileconform.flashinfer.problem import Problem
 from pytest_tileconform.flashinfer.settings import Settings
-from pytest_tileconform.matrix.schema import Problem
 
 
 def test_cases_of_one_problem_share_inputs_and_expected() -> None:
@@ -30,7 +30,7 @@ def test_cases_of_one_problem_share_inputs_and_expected() -> None:
         (one, 1),
         (replace(one, axes=replace(one.axes, fusion="none")), 0),
         (replace(one, out="fp16"), 0),
-        (replace(one, problem=Problem(rows=(3, 0, 5), n=16, k=32, bias=True)), 0),
+        (replace(one, axes=replace(one.axes, problem=Problem(rows=(3, 0, 5), n=16, k=32, bias=True))), 0),
     ]:
         assert cache.get(case, seed) is not first
     assert len(cache) == 5

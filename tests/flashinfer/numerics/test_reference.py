@@ -35,7 +35,7 @@ from pytest_tileconform.flashinfer.numerics.reference import (
 )
 from pytest_tileconform.flashinfer.numerics.runfiles import OutputFileError, read_output, write_inputs
 from pytest_tileconform.flashinfer.numerics.tolerance import compare
-from pytest_tileconform.matrix.schema import Problem
+from pytest_tileconform.flashinfer.problem import Problem
 
 
 def hand_inputs(
@@ -466,7 +466,7 @@ def test_exact_at_real_model_k(act: str, weight: str, k: int) -> None:
     """DeepSeek-V3, gpt-oss and Mixtral's K: the fp32 accumulation equals fp64, and finalize's
     fp32 epilogue (alpha, bias, router) is exact, so expected_output raises nothing."""
     case = make_case(act, weight=weight, out="bf16", rows=[3, 0, 9], n=8, k=k, fusion="finalize")
-    case = replace(case, problem=Problem(rows=(3, 0, 9), n=8, k=k, bias=True))
+    case = replace(case, axes=replace(case.axes, problem=Problem(rows=(3, 0, 9), n=8, k=k, bias=True)))
     assert exact_k_limit(act, weight) > k
     inputs = make_inputs(case, 1)
     a = dequantize(inputs.a, act, inputs.a_sf).double()
@@ -489,7 +489,7 @@ def test_k_beyond_the_exact_limit_is_refused() -> None:
 def test_bias_is_finalize_only_and_written(tmp_path: Path) -> None:
     problem = Problem(rows=(2, 0, 3), n=4, k=8, bias=True)
     finalize = make_case("fp16", fusion="finalize")
-    finalize = replace(finalize, problem=problem)
+    finalize = replace(finalize, axes=replace(finalize.axes, problem=problem))
     inputs = make_inputs(finalize, 3)
     assert inputs.bias is not None and inputs.bias.shape == (3, 4) and inputs.bias.dtype == torch.float16
     write_inputs(inputs, tmp_path)
