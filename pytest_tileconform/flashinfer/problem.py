@@ -96,7 +96,7 @@ class Problem(Strict):
 
     def host_refusal(self) -> str | None:
         """Why this problem's inputs and reference cannot be made on the CPU, or None if they
-        can (:data:`.bounds.HOST_MAX_ELEMENTS` states the rule)."""
+        can (:data:`..matrix.bounds.HOST_MAX_ELEMENTS` states the rule)."""
         if self.elements <= HOST_MAX_ELEMENTS:
             return None
         return (
@@ -140,7 +140,7 @@ SMALL_K_PREFILL_PROBLEM = Problem(experts=4, rows=(0, 1, 77, 300), n=512, k=384)
 
 
 class PresetRef(Strict):
-    """A problem, or several, named from the preset registry (:mod:`.problems`): written as the
+    """A problem, or several, named from the preset registry (:mod:`.presets`): written as the
     name alone or as ``{preset: NAME, seed: N}``."""
 
     preset: Name
@@ -154,7 +154,8 @@ class PresetRef(Strict):
     @model_validator(mode="after")
     def _known(self) -> PresetRef:
         """The name is checked here; the routing is drawn only when cases are made, after the
-        loader has bounded what drawing every preset of the file costs (:data:`.bounds.MAX_ROUTED_ROWS`)."""
+        loader has bounded what drawing every preset of the file costs
+        (:data:`..matrix.bounds.MAX_ROUTED_ROWS`)."""
         try:
             presets_named(self.preset)
         except UnknownPreset as exc:
@@ -167,7 +168,7 @@ class PresetRef(Strict):
         return len(presets_named(self.preset))
 
     def routings(self) -> set[tuple[int, int, int, int]]:
-        """The routings its problems need drawn, as :func:`.problems.route` takes them (experts,
+        """The routings its problems need drawn, as :func:`.presets.route` takes them (experts,
         tokens, top_k, seed): a model's two GEMMs at one token count share one."""
         return {(p.model.experts, p.tokens, p.model.top_k, self.seed) for p in presets_named(self.preset)}
 
@@ -196,7 +197,7 @@ def _preset_problems(name: str, seed: int) -> tuple[Problem, ...]:
 
 def _problem_kind(value: Any) -> str:
     """Which model a ``problems`` item is: a name or ``{preset: ...}`` is a preset reference.
-    The tags are in parentheses so that error positions leave them out (:mod:`.load`)."""
+    The tags are in parentheses so that error positions leave them out (:mod:`..matrix.load`)."""
     named = isinstance(value, (str, PresetRef)) or (isinstance(value, dict) and "preset" in value)
     return "(preset)" if named else "(problem)"
 
@@ -211,7 +212,7 @@ ProblemItem = Annotated[
 def check_routing(layers: Sequence[tuple[Any, Loc]]) -> tuple[Loc, str] | None:
     """Where drawing the routings of a matrix's presets would take more than
     :data:`..matrix.bounds.MAX_ROUTED_ROWS` picks (the preset that crosses it), before any is
-    drawn, and why; None when it would not (:attr:`..matrix.kinds.CaseKind.check`)."""
+    drawn, and why; None when it would not (the ``check`` of :class:`..matrix.kinds.CaseKind`)."""
     drawn: set[tuple[int, int, int, int]] = set()
     picks = 0
     for layer, loc in layers:

@@ -1,11 +1,10 @@
 """The matrix file format (version 1), as pydantic models: the core's frame.
 
 A matrix names a backend, optional defaults and a list of suites. Each suite is a cartesian
-product over arch x dtype x the backend's axes x problem (:mod:`.kinds`: FlashInfer's cluster,
-fusion, ... are its own); a tile entry may be a mapping that overrides the suite's other axes for
-that tile. :func:`matrix_model` joins a backend's axes to this frame. A problem is given by its
-rows or by the name of a preset (:mod:`.problems`). Known-bad cases are listed under
-``expectations`` by case id.
+product over arch x dtype x the backend's axes (:mod:`.kinds`: FlashInfer's cluster, fusion,
+problem, ... are its own); a tile entry may be a mapping that overrides the suite's other axes for
+that tile. :func:`matrix_model` joins a backend's axes to this frame. Known-bad cases are listed
+under ``expectations`` by case id.
 
 Tile shapes are CTA M x N x K with K counted in *elements* of the activation type (the
 TensorRT-LLM enum names, e.g. ``CtaShape128x128x64B``, count K in bytes).
