@@ -327,7 +327,7 @@ def _unchanged_since(path: Path, seen: Seen) -> Callable[[], None]:
                 now = _seen(handle.fileno(), handle.read())
         except FileNotFoundError:
             raise ChangedMeanwhile(GONE) from None
-        if (now.device, now.inode, now.digest) != (seen.device, seen.inode, seen.digest):
+        if now != seen:  # another file, other bytes, or a hard link made meanwhile (a rename would split it)
             raise ChangedMeanwhile(CHANGED)
 
     return check

@@ -313,3 +313,22 @@ def test_an_update_over_the_byte_bound_is_written_with_its_reasons_cut(tc: TileR
         e.reason and e.reason.startswith("\x01" * 250) and "characters cut]" in e.reason
         for e in expectations.values()
     )
+
+
+def test_a_hard_link_made_during_the_write_is_not_split(tc: TileRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second name made for the matrix after the update read it: a rename would leave that name
+    with the old text, so nothing is written and the run says why."""
+    path = tc.matrix(BASIC)
+    real = rewrite.apply_changes
+
+    def apply_then_link(*args: object, **kwargs: object) -> str:
+        text = real(*args, **kwargs)  # type: ignore[arg-type]
+        os.link(path, tc.path / "second-name.yaml")
+        return text
+
+    monkeypatch.setattr("pytest_tileconform.matrix.update.apply_changes", apply_then_link)
+    tc.verdicts({A: "compile"})
+    result = tc.run("--tile-update")
+    assert result.ret == 1
+    assert "the matrix was changed while this update wrote it" in output(result)
+    assert path.read_text() == BASIC and os.path.samefile(path, tc.path / "second-name.yaml")
