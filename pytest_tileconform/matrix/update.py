@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -312,7 +313,10 @@ def _read(path: Path) -> None:
 
 def _read_locked(fd: int) -> tuple[str, Seen]:
     """The text of the locked matrix and what was read (:class:`Seen`)."""
-    data = os.pread(fd, os.fstat(fd).st_size + 1, 0)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # swapped for a FIFO or a device during the run
+        raise UpdateRefused("the matrix is no longer a regular file; nothing written")
+    data = os.pread(fd, info.st_size + 1, 0)
     return data.decode("utf-8"), _seen(fd, data)  # CRLF files stay CRLF
 
 

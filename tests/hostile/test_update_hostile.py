@@ -362,3 +362,12 @@ def test_a_read_only_folder_is_refused_with_a_message(
     with pytest.raises(UpdateRefused, match=r"the folder is read-only.*nothing written"):
         update_matrix(path, TEST_KINDS, ADD_A, {A: None})
     assert path.read_text() == BASE
+
+
+def test_a_matrix_swapped_for_a_fifo_is_refused_without_reading_it(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    os.mkfifo(path)  # no writer: reading it would block for ever
+    with pytest.raises(UpdateRefused, match="no longer a regular file; nothing written"):
+        update_matrix(path, TEST_KINDS, ADD_A, {A: None}, lock_timeout=5)
+    assert stat.S_ISFIFO(path.lstat().st_mode)
+    _no_debris(tmp_path)
