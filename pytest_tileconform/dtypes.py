@@ -112,6 +112,69 @@ def canonical_name(value: object, role: Role) -> str:
     return name
 
 
+#: The one way a dtype combination is spelled: in a matrix's ``dtype:`` string and by every
+#: command's ``--dtype`` (bisect, tactics, gen-matrix, export-blocklist).
+DTYPES_GRAMMAR = (
+    "D (all three D), ACT-OUT or ACTxWEIGHT-OUT as case ids spell them (fp8_e4m3-bf16, "
+    "mxfp8xmxfp4-bf16), or ACT:WEIGHT:OUT; any case, fp8/e4m3 for fp8_e4m3"
+)
+
+
+def parse_dtypes(text: str) -> tuple[str, str, str]:
+    """(act, weight, out) of a dtype combination spelled as :data:`DTYPES_GRAMMAR` says;
+    ValueError says what is wrong and how to spell it."""
+    raw = text.strip().lower()
+    if ":" in raw:
+        parts = raw.split(":")
+        if len(parts) != 3:
+            raise ValueError(
+                f"{text!r}: ACT:WEIGHT:OUT names three dtypes; a combination is {DTYPES_GRAMMAR}"
+            )
+        act, weight, out = parts
+    else:
+        inputs, dash, out = raw.rpartition("-")
+        if not dash:
+            inputs = out = raw
+        act, weight = _inputs(inputs)
+    try:
+        return (
+            canonical_name(act, "activation"),
+            canonical_name(weight, "weight"),
+            canonical_name(out, "output"),
+        )
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: {exc}; a combination is {DTYPES_GRAMMAR}") from None
+
+
+def _inputs(text: str) -> tuple[str, str]:
+    """``mxfp8xmxfp4`` -> (mxfp8, mxfp4); one name -> that name twice."""
+    if ALIASES.get(text, text) in DTYPES:
+        return text, text
+    splits = [
+        (text[:at], text[at + 1 :])
+        for at, char in enumerate(text)
+        if char == "x" and all(ALIASES.get(part, part) in DTYPES for part in (text[:at], text[at + 1 :]))
+    ]
+    return splits[0] if len(splits) == 1 else (text, text)
+
+
+def select_combinations(
+    text: str, combinations: Iterable[tuple[str, str, str]]
+) -> list[tuple[str, str, str]]:
+    """The ``combinations`` a command's ``--dtype`` selects: the one :func:`parse_dtypes` reads;
+    a bare activation (no ``-`` or ``:``) whose all-three combination is not among them selects
+    every one of that activation (``nvfp4``: every output type). ValueError as parse_dtypes'."""
+    given = list(combinations)
+    raw = text.strip().lower()
+    bare = "-" not in raw and ":" not in raw and ALIASES.get(raw, raw) in names("activation")
+    if bare:
+        act = canonical_name(raw, "activation")
+        if (act, act, act) not in given:
+            return [c for c in given if c[0] == act]
+    wanted = parse_dtypes(text)
+    return [c for c in given if c == wanted]
+
+
 def _unknown(value: object, role: Role | None) -> ValueError:
     what = f"{role} dtype" if role else "dtype"
     return ValueError(f"unknown {what} {value!r}; expected one of {', '.join(names(role))}")

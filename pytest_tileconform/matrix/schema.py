@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..dtypes import Role, canonical_name, dtype_label
+from ..dtypes import Role, canonical_name, dtype_label, parse_dtypes
 from ..verdict import EXPECTATIONS
 from .bounds import MAX_NAME, NAME_ALPHABET
 
@@ -109,8 +109,14 @@ class DTypes(Strict):
     @model_validator(mode="before")
     @classmethod
     def _from_string(cls, value: Any) -> Any:
+        """A string is a combination as every ``--dtype`` spells it (:func:`..dtypes.parse_dtypes`,
+        whose message a combination it cannot read gets); one bare name it cannot read is left to
+        the fields, whose messages name the role that refuses it."""
         if isinstance(value, str):
-            return {"act": value, "weight": value, "out": value}
+            if "-" not in value and ":" not in value:
+                return {"act": value, "weight": value, "out": value}
+            act, weight, out = parse_dtypes(value)
+            return {"act": act, "weight": weight, "out": out}
         return value
 
     @property

@@ -37,6 +37,7 @@ from packaging.version import InvalidVersion, Version
 
 from ...commands.options import add_arch
 from ...core.runoptions import DeviceChoice, add_command_option, parse_device
+from ...dtypes import DTYPES_GRAMMAR
 from ...files import write_atomic
 from ...verdict import UNRUN, NotJudgeable, Verdict
 from ..axes import FUSIONS, MoeCase
@@ -296,12 +297,12 @@ def build_cases(args: argparse.Namespace) -> list[MoeCase]:
 
 
 def _dtypes(text: str) -> tuple[str, str, str]:
-    parts = text.split(":")
-    if len(parts) == 1:
-        return parts[0], parts[0], parts[0]
-    if len(parts) == 3:
-        return parts[0], parts[1], parts[2]
-    raise BisectError(f"--dtype {text!r}: expected ACT:WEIGHT:OUT (e.g. nvfp4:nvfp4:bf16) or one dtype")
+    from ...dtypes import parse_dtypes
+
+    try:
+        return parse_dtypes(text)
+    except ValueError as exc:
+        raise BisectError(f"--dtype {exc}") from None
 
 
 def _bool(text: str, option: str = "--swap-ab") -> bool:
@@ -486,7 +487,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     case = parser.add_argument_group("the case(s): the cartesian product of these")
     add_arch(case)
-    case.add_argument("--dtype", required=True, help="ACT:WEIGHT:OUT (nvfp4:nvfp4:bf16) or one dtype (bf16)")
+    case.add_argument("--dtype", required=True, help=f"the case's dtypes: {DTYPES_GRAMMAR}")
     case.add_argument("--tile", action="append", required=True, help="CTA MxNxK, K in elements (repeatable)")
     case.add_argument("--cluster", action="append", default=None, help="MxNxK (repeatable; default 1x1x1)")
     case.add_argument(

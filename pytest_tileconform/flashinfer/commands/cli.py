@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ...archs import arch_name
 from ...commands.inputs import load_results
 from ...commands.output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message
+from ...dtypes import DTYPES_GRAMMAR
 from .inputs import installed_sources, offered
 
 if TYPE_CHECKING:  # the commands import what they need when they run: --help stays fast
@@ -119,8 +120,8 @@ def _add_gen_matrix(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         action="append",
         default=[],
         metavar="DTYPES",
-        help="only these dtype combinations, as case ids spell them (nvfp4-bf16, fp8_e4m3-fp16, "
-        "bf16) or by activation (nvfp4); comma-separated or repeated",
+        help=f"only these dtype combinations ({DTYPES_GRAMMAR}), or every one of an activation "
+        "(nvfp4); comma-separated or repeated",
     )
     add_output(gen, "the matrix")
     add_flashinfer_sources(gen)
@@ -185,15 +186,19 @@ def _add_drift(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 # -- export-blocklist ----------------------------------------------------------------------------
 def _export_blocklist(args: argparse.Namespace) -> int:
+    from ...dtypes import dtype_label, parse_dtypes
     from ...verdict import UNRUN
     from .blocklist import BlocklistError, dumps, export_for, request
 
     arch = args.arch
     results = load_results(args, required=True)
     try:  # before the probe may be built: the results decide whether there is a list to write
-        wanted = request(results, arch, dtypes=args.dtype, gpu=args.gpu, accept_virtual=args.accept_virtual)
+        dtypes = None if args.dtype is None else dtype_label(*parse_dtypes(args.dtype))
+        wanted = request(results, arch, dtypes=dtypes, gpu=args.gpu, accept_virtual=args.accept_virtual)
     except BlocklistError as exc:
         raise CommandError(str(exc)) from None
+    except ValueError as exc:
+        raise CommandError(f"--dtype {exc}") from None
     sources = installed_sources(args.flashinfer_sources) if args.tactics is None else None
     tactics = offered(args, arch, sources)
     if not tactics:
@@ -236,7 +241,7 @@ def _add_export_blocklist(subparsers: argparse._SubParsersAction[argparse.Argume
     add_arch(export)
     add_results(export, required=True)
     export.add_argument(
-        "--dtype", default=None, metavar="DTYPES", help="dtype combination, as case ids spell it (nvfp4-bf16)"
+        "--dtype", default=None, metavar="DTYPES", help=f"the dtype combination: {DTYPES_GRAMMAR}"
     )
     export.add_argument(
         "--gpu",

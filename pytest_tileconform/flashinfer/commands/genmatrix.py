@@ -31,17 +31,26 @@ class GenMatrixError(ValueError):
 
 
 def select_dtypes(configs: Sequence[KernelConfig], wanted: Sequence[str]) -> list[KernelConfig]:
-    """Keep the configs whose dtype label (``nvfp4-bf16``) or activation (``nvfp4``) is wanted."""
+    """Keep the configs whose dtypes one of ``wanted`` selects (:func:`...dtypes.select_combinations`:
+    a combination, ``nvfp4-bf16``, or an activation, ``nvfp4``)."""
+    from ...dtypes import select_combinations
+
     if not wanted:
         return list(configs)
-    labels = {c.dtype_label for c in configs} | {c.act for c in configs}
-    unknown = [w for w in wanted if w not in labels]
+    combos = sorted({(c.act, c.weight, c.out) for c in configs})
+    try:
+        selected = {w: select_combinations(w, combos) for w in wanted}
+    except ValueError as exc:
+        raise GenMatrixError(f"--dtype {exc}") from None
+    unknown = [w for w, found in selected.items() if not found]
     if unknown:
+        labels = {c.dtype_label for c in configs} | {c.act for c in configs}
         raise GenMatrixError(
             f"--dtype {', '.join(unknown)}: not instantiated for this arch; choose from "
             f"{', '.join(sorted(labels))}"
         )
-    return [c for c in configs if c.dtype_label in wanted or c.act in wanted]
+    chosen = {combo for found in selected.values() for combo in found}
+    return [c for c in configs if (c.act, c.weight, c.out) in chosen]
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...archs import arch_name, arch_number
 from ...commands.output import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, CommandError, emit, message
-from ...dtypes import label_dtypes, shape_label
+from ...dtypes import DTYPES_GRAMMAR, label_dtypes, shape_label
 from ..tactics.offered import (
     NO_ACTIVATION_KERNEL,
     ConfigKey,
@@ -218,15 +218,17 @@ def rows_of(tactics: Sequence[Tactic], expected: Verdicts, observed: Verdicts | 
 
 
 def select_runners(tactics: Iterable[Tactic], wanted: str) -> list[str]:
-    """The runners (dtype labels) ``wanted`` names: a label (``nvfp4-bf16``) or an activation
-    (``nvfp4``: every output type); an unknown one is a :class:`CommandError` listing the choices."""
-    from ...dtypes import ALIASES
+    """The runners (dtype labels) ``wanted`` names (:func:`...dtypes.select_combinations`: a combination,
+    or an activation for every output type); an unknown one is a :class:`CommandError` listing
+    the choices."""
+    from ...dtypes import dtype_label, select_combinations
 
     runners = sorted({t.runner for t in tactics})
-    name = ALIASES.get(wanted.lower(), wanted.lower())
-    if name in runners:
-        return [name]
-    chosen = [r for r in runners if label_dtypes(r)[0] == name]
+    try:
+        selected = select_combinations(wanted, [label_dtypes(r) for r in runners])
+    except ValueError as exc:
+        raise CommandError(f"--dtype {exc}") from None
+    chosen = [dtype_label(*combo) for combo in selected]
     if not chosen:
         raise CommandError(
             f"--dtype {wanted}: FlashInfer has no MoE runner of it here; choose from {', '.join(runners)}"
@@ -476,8 +478,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dtype",
         required=True,
         metavar="DTYPES",
-        help="the runner's dtypes as case ids spell them (nvfp4-bf16, fp8_e4m3-fp16, bf16) or an "
-        "activation (nvfp4: every output type)",
+        help=f"the runner's dtypes ({DTYPES_GRAMMAR}), or an activation (nvfp4: every output type)",
     )
     parser.add_argument("--gemm", type=int, choices=(1, 2), default=None, help="only this GEMM's ids")
     parser.add_argument(

@@ -177,8 +177,8 @@ def test_wheels_folder(tmp_path: Path) -> None:
     ("argv", "message"),
     [
         (("--tile", "128x256"), "--tile '128x256': expected MxNxK"),
-        (("--dtype", "nvfp4:bf16"), "--dtype 'nvfp4:bf16': expected ACT:WEIGHT:OUT"),
-        (("--dtype", "nvfp5:nvfp4:bf16"), "invalid case: "),
+        (("--dtype", "nvfp4:bf16"), "--dtype 'nvfp4:bf16': ACT:WEIGHT:OUT names three dtypes"),
+        (("--dtype", "nvfp5:nvfp4:bf16"), "--dtype 'nvfp5:nvfp4:bf16': unknown activation dtype 'nvfp5'"),
         (("--swap-ab", "maybe"), "--swap-ab 'maybe': expected true or false"),
         (("--problem", "4:1,2:384"), "--problem '4:1,2:384': expected EXPERTS:ROWS"),
         (("--problem", "4:1,2,3:384:512"), "invalid case: .*experts=4 but rows lists 3"),
