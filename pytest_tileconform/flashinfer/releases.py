@@ -186,6 +186,12 @@ def _wheel_version(zf: zipfile.ZipFile, wheel: Path) -> str:
     return version
 
 
+#: The longest member name unpacked, and the longest part of one: Linux's NAME_MAX and far less
+#: than its PATH_MAX (the cache's own path comes before it); FlashInfer's longest is under 200.
+MAX_PART_BYTES = 255
+MAX_NAME_BYTES = 1024
+
+
 def _safe_member(name: str) -> PurePosixPath | None:
     """The member's path if it is under one of :data:`MEMBERS` and stays inside the target."""
     if not any(name == m or (m.endswith("/") and name.startswith(m)) for m in MEMBERS):
@@ -234,6 +240,15 @@ def check_members(zf: zipfile.ZipFile, wheel: Path) -> list[tuple[zipfile.ZipInf
         for parent in member.parents:
             if str(parent) != ".":
                 folders.setdefault(str(parent).lower(), info.filename)
+        if info.flag_bits & 0x1:
+            raise ReleaseError(f"{wheel}: member {info.filename!r} is encrypted; a wheel's are not, refused")
+        if len(info.filename.encode()) > MAX_NAME_BYTES or any(
+            len(part.encode()) > MAX_PART_BYTES for part in member.parts
+        ):
+            raise ReleaseError(
+                f"{wheel}: member {info.filename[:80]!r}... has a name longer than a file system takes "
+                f"({MAX_PART_BYTES} bytes a part, {MAX_NAME_BYTES} in all), refused before unpacking"
+            )
         if info.file_size > MAX_MEMBER_BYTES:
             raise ReleaseError(
                 f"{wheel}: member {info.filename!r} unpacks to {info.file_size:,} bytes, more than the "
@@ -363,6 +378,7 @@ def unpack_wheel(
                         EOFError,
                         NotImplementedError,
                         FileExistsError,
+                        RuntimeError,  # encrypted after all: the local header says so, not the central
                     ) as e:
                         raise ReleaseError(
                             f"{wheel}: member {info.filename!r} cannot be unpacked: {e}"
@@ -387,6 +403,12 @@ def unpack_wheel(
                 elif final.exists():  # torn by a crash, from before the checks, or refused
                     shutil.rmtree(final)
                 os.rename(tmp, final)
+            except OSError as exc:  # a full disk or quota: nothing of the partial unpack is kept
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise ReleaseError(
+                    f"{wheel}: cannot unpack into {final.parent}: {exc.strerror or exc}; nothing was kept "
+                    "(free space there, or give another --tile-cache-dir)"
+                ) from None
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise

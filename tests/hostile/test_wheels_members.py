@@ -66,7 +66,26 @@ def _fake_size(path: Path, name: str, size: int) -> None:
     path.write_bytes(bytes(data))
 
 
+def _encrypt_flag(path: Path, name: str) -> None:
+    """Set member ``name``'s "encrypted" flag in its local and central headers."""
+    data = bytearray(path.read_bytes())
+    encoded = name.encode()
+    for signature, name_at, flag_at, on in ((b"PK\x03\x04", 30, 6, True), (b"PK\x01\x02", 46, 8, True)):
+        offset = 0
+        while on and (at := data.find(signature, offset)) != -1:
+            name_len = struct.unpack_from(
+                "<H", data, at + name_at - 4 if signature == b"PK\x03\x04" else at + 28
+            )[0]
+            if data[at + name_at : at + name_at + name_len] == encoded:
+                flags = struct.unpack_from("<H", data, at + flag_at)[0]
+                struct.pack_into("<H", data, at + flag_at, flags | 0x1)
+            offset = at + 4
+    path.write_bytes(bytes(data))
+
+
 BOMB = "flashinfer/data/include/flashinfer/bomb.cuh"
+LONG_PART = "flashinfer/data/include/flashinfer/" + "n" * 256 + ".cuh"
+LONG_NAME = "flashinfer/data/include/" + "/".join(["d" * 200] * 6) + "/x.cuh"
 
 # (id, members added to a good wheel, extra writer, size fakes, message fragment)
 CASES: list[tuple[str, dict[str, str], Callable[[zipfile.ZipFile], None] | None, dict[str, int], str]] = [
@@ -139,6 +158,9 @@ CASES: list[tuple[str, dict[str, str], Callable[[zipfile.ZipFile], None] | None,
         "sources unpack to more than",
     ),
     ("metadata-huge", {}, None, {META: releases.MAX_METADATA_BYTES + 1}, "METADATA is larger than"),
+    ("name-part-over-255-bytes", {LONG_PART: "//"}, None, {}, "has a name longer than a file system takes"),
+    ("name-over-1024-bytes", {LONG_NAME: "//"}, None, {}, "(255 bytes a part, 1024 in all)"),
+    ("name-multibyte-part", {"flashinfer/data/include/" + "é" * 128 + ".h": "//"}, None, {}, "name longer"),
 ]
 
 
@@ -161,6 +183,43 @@ def test_refused_before_unpacking(
     assert fragment in str(info.value) and str(wheel) in str(info.value)
     unpacked = [p for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
     assert unpacked == []
+
+
+def test_an_encrypted_member_is_refused(tmp_path: Path) -> None:
+    """zipfile would raise RuntimeError (password required) on opening such a member: the
+    listing refuses it before anything is unpacked."""
+    wheel = _wheel(tmp_path / "flashinfer_python-0.6.0-py3-none-any.whl", {BOMB: "secret"})
+    _encrypt_flag(wheel, BOMB)
+    cache = tmp_path / "cache"
+    with pytest.raises(ReleaseError) as info:
+        unpack_wheel(wheel, cache)
+    assert f"{wheel}: member {BOMB!r} is encrypted; a wheel's are not, refused" == str(info.value)
+    assert [p for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".lock")] == []
+
+
+def test_a_full_disk_while_unpacking_keeps_nothing(tmp_path: Path) -> None:
+    """The cache on a 256 KiB tmpfs, the wheel's sources 1 MiB: the unpack fails with ENOSPC part
+    way, which is one ReleaseError naming the folder, and nothing of it is left there."""
+    import os
+    import subprocess
+
+    cache = tmp_path / "small"
+    cache.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(cache)], capture_output=True
+    )
+    if mounted.returncode != 0 or os.geteuid() != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        big = {f"flashinfer/data/include/flashinfer/b{i}.cuh": os.urandom(64 << 10).hex() for i in range(8)}
+        wheel = _wheel(tmp_path / "flashinfer_python-0.6.0-py3-none-any.whl", big)
+        with pytest.raises(ReleaseError) as info:
+            unpack_wheel(wheel, cache)
+        assert str(info.value).startswith(f"{wheel}: cannot unpack into {cache}/")
+        assert "No space left on device; nothing was kept" in str(info.value)
+        assert [p for p in cache.rglob("*") if not p.name.endswith(".lock") and p.is_file()] == []
+    finally:
+        subprocess.run(["umount", str(cache)], check=True)
 
 
 def test_a_good_wheel_still_unpacks(tmp_path: Path) -> None:
