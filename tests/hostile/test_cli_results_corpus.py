@@ -415,3 +415,21 @@ def test_255_mb_of_empty_objects_with_the_real_caps(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "JSON objects and arrays, more than the 4,000,000 a results file may hold" in proc.stderr
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "command", [["report", "merge", "--html"], ["report", "merge", "-o"], ["report", "diff"]]
+)
+def test_a_lone_surrogate_reaches_no_writer(tmp_path: Path, command: list[str]) -> None:
+    """JSON's \\ud800 escape decodes to a string no writer can encode (the HTML merge, Markdown,
+    the terminal): the file is refused as it is read, exit 2, and nothing is written."""
+    path = tmp_path / "r.json"
+    path.write_bytes(_case(("id",), "sm120-x\ud800"))
+    out = tmp_path / "out.html"
+    argv = (
+        [*command, str(out), str(path)] if command[-1].startswith("-") else [*command, str(path), str(path)]
+    )
+    proc = tileconform(*argv)
+    assert proc.returncode == 2, proc.stderr
+    assert "holds a lone surrogate" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
