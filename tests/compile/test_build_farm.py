@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from helpers.stand_in_compiler import invocations, make_compiler, spec
 
 from pytest_tileconform.compile.cache import BuildResult
@@ -43,6 +44,7 @@ def free_port() -> int:
 class Cluster:
     address: str
     folder: Path
+    caches: Path  # each node's local build cache, node0 and node1
     mark: str
 
     def processes(self) -> list[int]:
@@ -61,11 +63,14 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     folder = Path(tempfile.mkdtemp(prefix="tcray", dir="/tmp"))  # Ray's sockets need a short path
+    caches = Path(tempfile.mkdtemp(prefix="tcray-caches-"))  # Ray makes its folder writable by all
     mark = uuid.uuid4().hex
     gcs, client = free_port(), free_port()
     ray_cli = str(Path(sys.executable).parent / "ray")
     common = ["--num-cpus", "1", "--object-store-memory", "80000000", "--node-ip-address", "127.0.0.1"]
-    base = {**os.environ, MARK: mark, "RAY_USAGE_STATS_ENABLED": "0"}
+    # the nodes' own environment, not the test process's (pytest's and xdist's variables)
+    kept = ("PATH", "HOME", "LANG", "TMPDIR", "VIRTUAL_ENV")
+    base = {k: v for k, v in os.environ.items() if k in kept} | {MARK: mark, "RAY_USAGE_STATS_ENABLED": "0"}
     nodes = [
         [
             "--head",
@@ -79,12 +84,23 @@ def cluster() -> Iterator[Cluster]:
         ],
         ["--address", f"127.0.0.1:{gcs}"],
     ]
-    found = Cluster(f"ray://127.0.0.1:{client}", folder, mark)
+    found = Cluster(f"ray://127.0.0.1:{client}", folder, caches, mark)
+    # one cluster on the host at a time (pytest-xdist's other worker waits): Ray Client's proxies
+    # take their clients' ports from 23000 up and two clusters' proxies race for them
+    one_at_a_time = FileLock(Path(tempfile.gettempdir()) / "tileconform-test-ray-cluster.lock")
+    one_at_a_time.acquire()
     try:
         for i, args in enumerate(nodes):
-            env = {**base, "TILECONFORM_CACHE_DIR": str(folder / f"node{i}-cache")}
+            env = {**base, "TILECONFORM_CACHE_DIR": str(caches / f"node{i}")}
             subprocess.run([ray_cli, "start", *args, *common], env=env, check=True, capture_output=True)
-        ray.init(address=found.address, logging_level="ERROR", log_to_driver=False)
+        for attempt in range(3):  # Ray Client's proxy forks a server per client, which gRPC's
+            try:  # epoll poller can crash on a loaded host ("Check failed: ... KICKED")
+                ray.init(address=found.address, logging_level="ERROR", log_to_driver=False)
+                break
+            except ConnectionError:
+                if attempt == 2:
+                    raise
+                ray.shutdown()
         end = time.monotonic() + 60  # the worker node registers after its `ray start` returns
         while sum(n["Alive"] for n in ray.nodes()) < 2 and time.monotonic() < end:
             time.sleep(0.2)
@@ -96,6 +112,8 @@ def cluster() -> Iterator[Cluster]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(caches, ignore_errors=True)
+        one_at_a_time.release()
 
 
 def test_the_farm_builds_into_the_remote_and_a_fresh_cache_compiles_nothing(
@@ -119,7 +137,7 @@ def test_the_farm_builds_into_the_remote_and_a_fresh_cache_compiles_nothing(
     assert built[units[0].key].artifact.read_text() == "one\n"
     assert not built[units[2].key].ok and "tile too big" in built[units[2].key].first_error
     # the nodes built in their own caches, not in the driver's
-    assert any((cluster.folder / f"node{i}-cache").exists() for i in range(2))
+    assert any((cluster.caches / f"node{i}").exists() for i in range(2))
     # a second process with an empty local cache judges from the remote with no compile
     fresh = TieredCache(tmp_path / "judge", tier=RemoteTier(RemoteStore(url), print))
     again = fresh.build(units, jobs=1)
