@@ -98,13 +98,26 @@ class Farm:
 
             try:
                 if not ray.is_initialized():  # one connection a process: Ray Client's own rule
-                    with warnings.catch_warnings():  # its timeout is said in our one line
-                        warnings.simplefilter("ignore")
-                        ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False)
+                    self._init(ray)
             except Exception as exc:
                 raise FarmError(f"the build farm {self.address} cannot be reached: {_line(exc)}") from None
             self._ray = ray
         return self._ray
+
+    def _init(self, ray: Any) -> None:
+        """Connect, trying again twice when the cluster's Ray Client proxy failed to start this
+        client's server (it forks one per client, which can die on a loaded head node); an
+        unreachable cluster is not tried again (its timeout is Ray Client's own, about 30 s)."""
+        for attempt in range(3):
+            try:
+                with warnings.catch_warnings():  # its timeout is said in our one line
+                    warnings.simplefilter("ignore")
+                    ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False)
+                return
+            except ConnectionAbortedError:
+                if attempt == 2:
+                    raise
+                ray.shutdown()
 
     def _nodes(self) -> list[dict[str, float]]:
         return [n["Resources"] for n in self._connect().nodes() if n.get("Alive")]
