@@ -26,7 +26,7 @@ from .output import EXIT_FLAGGED, EXIT_OK, CommandError, emit, message
 if TYPE_CHECKING:
     from ..matrix.kinds import CaseKind
     from ..matrix.load import LoadedMatrix
-    from ..matrix.update import Change
+    from ..matrix.rewrite import Change
     from ..verdict import Verdict
 
 #: How many refused cases an error lists before it counts the rest.

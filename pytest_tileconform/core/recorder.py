@@ -12,7 +12,8 @@ import pytest
 
 from ..matrix.expect import expectation_update
 from ..matrix.load import MatrixInvalid
-from ..matrix.update import Change, UpdateOutcome, UpdateRefused, prune_change, update_matrix
+from ..matrix.rewrite import Change
+from ..matrix.update import UpdateOutcome, UpdateRefused, prune_change, update_matrix
 from ..results.fingerprint import host_fingerprint
 from ..results.observation import Observation
 from ..results.report import grid_lines, results_document, source_lines, timing_lines

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ..reasons import shorten, stable_reason
 from ..verdict import Verdict
+from .rewrite import Change
 from .schema import Expectation
-from .update import Change, entry_line, expectation_change
+from .update import entry_line, expectation_change
 
 
 def status_matches(expected_status: str | None, status: str) -> bool:

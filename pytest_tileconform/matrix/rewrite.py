@@ -21,15 +21,26 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .bounds import MAX_DEPTH, BoundedComposer
 
-if TYPE_CHECKING:
-    from .update import Change
+
+@dataclass(frozen=True)
+class Change:
+    """One expectation entry's edit: what an update writes and its summary shows."""
+
+    case_id: str
+    before: str  # "pass" or a stage
+    after: str
+    line: str | None  # the new entry line, None when the entry is removed
+
+    def describe(self) -> str:
+        return f"{self.case_id}: {self.before} -> {self.after}"
+
 
 #: A ``...`` document end marker line.
 _DOCUMENT_END = re.compile(r"\.\.\.(\s|$)")

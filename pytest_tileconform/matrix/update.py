@@ -36,22 +36,11 @@ from ..verdict import UNRUN, Stage, Verdict
 from .bounds import MAX_BYTES
 from .kinds import CaseKind
 from .load import MatrixError, MatrixInvalid, load_matrix, parse_document
-from .rewrite import apply_changes, unrewritable
+from .rewrite import Change, apply_changes, unrewritable
 from .schema import Expectation
 
 #: How long an update waits for another run's update of the same matrix to finish.
 LOCK_TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True)
-class Change:
-    case_id: str
-    before: str  # "pass" or a stage
-    after: str
-    line: str | None  # the new entry line, None when the entry is removed
-
-    def describe(self) -> str:
-        return f"{self.case_id}: {self.before} -> {self.after}"
 
 
 #: what ``--tile-update`` shows for the entry of an id that is no longer a case of its matrix
