@@ -115,6 +115,13 @@ THROUGH_PYTEST = [
     "problem-name-slash",
     "huge-int",
     "python-tag",
+    "python-tag-verbatim-on-suites",
+    "merge-key-in-a-suite",
+    "merge-key-in-expectations",
+    "recursive-suite-list",
+    "local-tag-on-a-suite",
+    "underscore-thousands",
+    "huge-int-in-expectations",
 ]
 BY_ID = {e.id: e for e in CORPUS}
 
