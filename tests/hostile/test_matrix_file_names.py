@@ -80,3 +80,14 @@ def test_one_matrix_given_three_times_is_one_matrix(tc: TileRun) -> None:
     cases = json.loads((tc.path / "r.json").read_text())["cases"]
     assert sorted(c["id"] for c in cases) == sorted(BASIC_IDS)
     assert (tc.path / "m.yaml").read_text().count(BASIC_IDS[0]) == 1
+
+
+def test_odd_names_under_xdist(tc: TileRun) -> None:
+    pytest.importorskip("xdist")
+    path = tc.matrix(BASIC, "a::b [0].yaml")
+    tc.verdicts({BASIC_IDS[0]: "initialize"})
+    result = tc.run_subprocess("-n", "2", "--tile-report", "r.json", matrix=path.name)
+    result.assert_outcomes(passed=2, failed=1)
+    cases = {c["id"]: c for c in json.loads((tc.path / "r.json").read_text())["cases"]}
+    assert sorted(cases) == sorted(BASIC_IDS)
+    assert all(c["case"] is not None and c["worker"] for c in cases.values())
