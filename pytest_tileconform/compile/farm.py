@@ -21,13 +21,13 @@ import logging
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..verdict import UnusableEnvironment
 from .cache import BuildSpec, default_cache_dir
-from .failure import Failure
+from .remote import Outcome, RemoteTier, TieredCache
+from .store import RemoteStore
 
 #: How often a unit's task is run again after the worker running it died (a node lost, a
 #: process killed); a compile error is a result, never retried.
@@ -37,16 +37,6 @@ RETRIES = 2
 class FarmError(UnusableEnvironment):
     """The farm cannot be reached, or failed a unit for its own reasons: one line, the session
     stops (a GPU job that meant to judge with no compile should not quietly compile)."""
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A unit compiled by a task: how long it took, and the failure of the farm's host that
-    kept it from a result (None: it is in the remote tier, built or a compile error)."""
-
-    key: str
-    seconds: float
-    failure: Failure | None = None
 
 
 def check_address(address: str) -> str:
@@ -66,9 +56,6 @@ def check_address(address: str) -> str:
 def compile_unit(spec: BuildSpec, remote: str) -> Outcome:
     """A task: ``spec`` compiled into this node's cache and uploaded to ``remote`` (found there
     or here already: nothing compiled). Raises when the unit could not be put there."""
-    from .remote import RemoteTier, TieredCache
-    from .store import RemoteStore
-
     lines: list[str] = []
     tier = RemoteTier(RemoteStore(remote), lines.append)
     cache = TieredCache(default_cache_dir(), lines.append, tier=tier)
@@ -82,7 +69,7 @@ def compile_unit(spec: BuildSpec, remote: str) -> Outcome:
     return Outcome(spec.key, result.seconds)
 
 
-class Farm:
+class RayFarm:
     """A Ray cluster compiles units; this process connects to it at its first build."""
 
     def __init__(self, address: str, most_at_once: int | None = None) -> None:

@@ -31,11 +31,13 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .cache import BuildCache, BuildResult, BuildSpec, CacheUnusable, _clear
+from .failure import Failure
 from .inputs import BuildInput
 from .store import RemoteDown, RemoteForbidden, RemoteStore
 from .trust import (
@@ -53,10 +55,37 @@ from .trust import (
     umask,
 )
 
-if TYPE_CHECKING:
-    from .farm import Farm
-
 MANIFEST_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A unit compiled by a task: how long it took, and the failure of the farm's host that
+    kept it from a result (None: it is in the remote tier, built or a compile error)."""
+
+    key: str
+    seconds: float
+    failure: Failure | None = None
+
+
+class Farm(Protocol):
+    """What the tier asks of a build farm (:class:`.farm.RayFarm`): where it is, how large,
+    and each unit compiled into the remote tier at ``remote``, yielded as it ends."""
+
+    address: str
+
+    def capacity(self) -> tuple[int, int]: ...
+
+    def build(
+        self,
+        specs: Sequence[BuildSpec],
+        remote: str,
+        deadline: float | None,
+        clock: Callable[[], float],
+        progress: Callable[[str], None],
+    ) -> Iterator[tuple[BuildSpec, Outcome]]: ...
+
+
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 #: A manifest is a ``build.json`` and its signature, with room for JSON's escapes.
 MAX_MANIFEST_BYTES = 2 * MAX_META_BYTES
@@ -350,32 +379,3 @@ class TieredCache(BuildCache):
                 )
             results[spec.key] = found
         return results
-
-
-def open_cache(
-    root: Path,
-    progress: Callable[[str], None],
-    remote: str | None,
-    build_on: str | None = None,
-    jobs: int | None = None,
-) -> BuildCache:
-    """The build cache a run uses: the local one, with the ``remote`` tier behind it when a URL
-    is given and, with ``build_on`` (``ray://HOST:PORT``), its compiles on that Ray cluster,
-    ``jobs`` at a time (None: as many as it runs)."""
-    if not remote:
-        return BuildCache(root, progress)
-    try:
-        store = RemoteStore(remote)
-    except RemoteDown as exc:
-        store = None
-        progress(f"remote build cache {remote} is unusable ({exc}): building locally")
-    if store is None:
-        if build_on:
-            raise CacheUnusable(f"the build farm {build_on} delivers through {remote}, which is unusable")
-        return BuildCache(root, progress)
-    farm = None
-    if build_on:
-        from .farm import Farm
-
-        farm = Farm(build_on, jobs)
-    return TieredCache(root, progress, tier=RemoteTier(store, progress), farm=farm)

@@ -25,9 +25,9 @@ from ..compile.cache import (
     Roots,
     parallel_jobs,
 )
+from ..compile.caches import open_cache
 from ..compile.hostbuild import HostBuildError, artifact_digest
 from ..compile.inputs import BuildInput
-from ..compile.remote import open_cache
 from ..core.devices import Gpu, current_gpu
 from ..verdict import Device, NotJudgeable, Stage, UnusableEnvironment, Verdict
 from ..virtual.build import build_runtime, runtime_path

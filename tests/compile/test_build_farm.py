@@ -119,13 +119,13 @@ def cluster() -> Iterator[Cluster]:
 def test_the_farm_builds_into_the_remote_and_a_fresh_cache_compiles_nothing(
     tmp_path: Path, cluster: Cluster
 ) -> None:
-    from pytest_tileconform.compile.farm import Farm
+    from pytest_tileconform.compile.farm import RayFarm
 
     compiler = make_compiler(tmp_path)
     url = (tmp_path / "remote").as_uri()
     units = [spec("one\n", compiler), spec("two\n", compiler), spec("FAIL three\n", compiler)]
     lines: list[str] = []
-    farm = Farm(cluster.address, most_at_once=2)
+    farm = RayFarm(cluster.address, most_at_once=2)
     assert farm.capacity()[0] == 2  # two nodes of one CPU: what the planner plans units for
     driver = TieredCache(
         tmp_path / "driver", lines.append, tier=RemoteTier(RemoteStore(url), lines.append), farm=farm
@@ -148,7 +148,7 @@ def test_the_farm_builds_into_the_remote_and_a_fresh_cache_compiles_nothing(
 def test_a_worker_killed_mid_compile_is_retried_and_nothing_is_poisoned(
     tmp_path: Path, cluster: Cluster
 ) -> None:
-    from pytest_tileconform.compile.farm import Farm
+    from pytest_tileconform.compile.farm import RayFarm
 
     compiler = make_compiler(tmp_path)
     url = (tmp_path / "remote").as_uri()
@@ -158,7 +158,7 @@ def test_a_worker_killed_mid_compile_is_retried_and_nothing_is_poisoned(
         tmp_path / "driver",
         lines.append,
         tier=RemoteTier(RemoteStore(url), lines.append),
-        farm=Farm(cluster.address),
+        farm=RayFarm(cluster.address),
     )
     results: list[dict[str, BuildResult]] = []
     thread = threading.Thread(target=lambda: results.append(driver.build([unit], jobs=1)))
@@ -189,9 +189,9 @@ def task_worker(pid: int) -> int:
 
 def test_a_farm_that_cannot_be_reached_is_one_line(tmp_path: Path) -> None:
     script = (
-        "from pytest_tileconform.compile.farm import Farm, FarmError\n"
+        "from pytest_tileconform.compile.farm import FarmError, RayFarm\n"
         "try:\n"
-        "    Farm('ray://127.0.0.1:1').capacity()\n"
+        "    RayFarm('ray://127.0.0.1:1').capacity()\n"
         "except FarmError as exc:\n"
         "    print(exc)\n"
     )

@@ -24,7 +24,8 @@ from helpers.paths import REPO
 from helpers.stand_in_compiler import invocations, make_compiler, spec
 
 from pytest_tileconform.compile.cache import BuildCache
-from pytest_tileconform.compile.remote import RemoteTier, TieredCache, blob_name, manifest_name, open_cache
+from pytest_tileconform.compile.caches import open_cache
+from pytest_tileconform.compile.remote import RemoteTier, TieredCache, blob_name, manifest_name
 from pytest_tileconform.compile.store import TIMEOUT_ENV, RemoteStore
 from pytest_tileconform.compile.trust import TrustPolicy
 
