@@ -234,10 +234,16 @@ def test_no_header_without_flashinfer_cases(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         textwrap.dedent(
             """
+            from dataclasses import replace
+
+            from pytest_tileconform.flashinfer.axes import KIND
+
             class Other:
                 name = "other"
                 def prepare(self, cases): pass
                 def judge(self, case): raise AssertionError
+            def pytest_tileconform_case_kinds():
+                return [replace(KIND, backend="other")]  # a matrix written as FlashInfer's
             def pytest_tileconform_register_backends(config):
                 return [Other()]
             """
