@@ -21,6 +21,7 @@ from pytest_tileconform.flashinfer.features import (
     GEMM_INPUT_H,
     INTERLEAVE_FUNCTIONS,
     MIXED_MAINLOOP_HPP,
+    UNCONFIRMED_LAYOUT,
     family,
     harness_defines,
     missing_piece,
@@ -90,7 +91,11 @@ def test_what_a_release_lacks_is_read_from_its_sources(tmp_path: Path) -> None:
     assert old.mixed_packed_scales and old.mixed_pack_rule and old.mixed_weights == "interleaved"
     assert "TILECONFORM_MIXED_PACKED_SCALES 1" in harness_defines(old)
     assert "TILECONFORM_MIXED_PACKED_SCALES 0" in harness_defines(new)
-    assert missing_piece(old, W4A16) is None
+    # ... but that pair's layout is unconfirmed (H200: D wrong in almost every element): refused
+    assert missing_piece(old, W4A16) == UNCONFIRMED_LAYOUT
+    assert missing_piece(old, replace(W4A16, act="fp8_e4m3", weight="int4")) == UNCONFIRMED_LAYOUT
+    assert missing_piece(replace(old, mixed_weights="stored"), W4A16) is None
+    assert missing_piece(replace(old, mixed_packed_scales=False), W4A16) is None
     # the pieces a configuration needs and the release lacks, each named with its file
     packed = missing_piece(replace(old, mixed_pack_rule=False), W4A16)  # packed another way
     assert packed is not None and "reads the group scales packed per CTA K (ElementScalePacked)" in packed
@@ -279,3 +284,46 @@ def test_a_release_the_tool_cannot_build_for_is_never_a_compile_verdict(
     assert matrix.read_text() == before
     assert "compiling" not in output(result)  # no unit was compiled
     assert list((cache / PROBES_DIR).glob("*.json"))  # the probe's answer is kept for the next run
+
+
+W4A8_AND_W4A16 = """\
+version: 1
+backend: flashinfer-cutlass-moe
+suites:
+  - arch: sm90
+    dtype:
+      - {act: fp8_e4m3, weight: int4, out: bf16}
+      - {act: bf16, weight: mxfp4, out: bf16}
+    tile: [{shape: 128x64x128, swap_ab: [true], fusion: [none], mainloop: pingpong}]
+    problems: {experts: 2, rows: 64, n: 256, k: 256}
+"""
+
+
+def test_a_layout_the_tool_cannot_vouch_for_is_never_a_numerics_verdict(tc: TileRun, tmp_path: Path) -> None:
+    """A release shaped like 0.6.12 (scales packed per CTA K, B read interleaved): its W4A8 and
+    W4A16 families are skipped before any compile, naming the release, the family and the
+    unconfirmed layout, so no verdict about FlashInfer's kernel comes out of the harness's."""
+    files = {**KEPT, **{f"{NV}/{name}": text for name, text in OLD.items() if name != LAUNCHER_INL}}
+    wheel = make_wheel(tmp_path, "0.6.12", files=files)
+    report = tmp_path / "report.json"
+    args = (
+        "--tile-flashinfer",
+        str(wheel),
+        "--tile-cache-dir",
+        str(tmp_path / "c"),
+        "--tile-device",
+        "compile",
+    )
+    tc.matrix(W4A8_AND_W4A16)
+    result = tc.run(*args, "--tile-report", str(report), "-rs", *QUIET)
+    assert result.ret == 0, output(result)
+    cases = json.loads(report.read_text())["cases"]
+    assert len(cases) == 2 and all(c["outcome"] == "skipped" and c["verdict"] is None for c in cases), cases
+    reasons = {c["case"]["act"]: c["skip_reason"] for c in cases}
+    assert (
+        "cannot build sm90 fp8_e4m3 x int4 -> bf16 none mixed warp-specialized swap_ab against "
+        "FlashInfer 0.6.12" in reasons["fp8_e4m3"]
+    )
+    assert "sm90 bf16 x mxfp4 -> bf16 none mixed warp-specialized swap_ab" in reasons["bf16"]
+    assert all(UNCONFIRMED_LAYOUT in why for why in reasons.values()), reasons
+    assert "compiling" not in output(result)
