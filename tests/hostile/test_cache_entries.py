@@ -382,16 +382,19 @@ def test_trust_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_p
 # -- sizes ------------------------------------------------------------------------------
 
 # Reads an entry in a process of its own and prints what came of it and the process's peak
-# memory: a file read (or hashed) whole would show in the peak.
+# memory: a file read (or hashed) whole would show in the peak. The peak is VmHWM, this
+# program's own: ru_maxrss keeps the high-water mark of the process before its exec (Linux's
+# exec_mmap), which is the forking xdist worker's, a GB once torch is in it.
 LOOKUP_IN_A_PROCESS = """
-import json, resource, sys
+import json, sys
 from pathlib import Path
 from pytest_tileconform.compile.cache import BuildCache, BuildSpec
 from pytest_tileconform.compile.trust import TrustPolicy
 spec = BuildSpec(**json.loads(sys.argv[2]))
 messages = []
 found = BuildCache(Path(sys.argv[1]), messages.append, trust=TrustPolicy()).lookup(spec)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+status = Path('/proc/self/status').read_text().splitlines()
+peak = next(int(line.split()[1]) for line in status if line.startswith('VmHWM:')) * 1024
 print(json.dumps({"found": found is not None, "messages": messages, "peak": peak}))
 """
 

@@ -70,7 +70,8 @@ def test_virtual_sm90_fails_where_the_h200_recorded(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     virtual = {c["id"]: c["verdict"] for c in json.loads(report.read_text())["cases"]}
-    assert sorted(virtual) == sorted(CASES)
+    # -k matches substrings: it also selects cases whose ids extend these (k100e, n100t1)
+    assert set(CASES) <= set(virtual)
     for case, expectation in recorded.items():
         assert expectation is not None
         verdict = virtual[case]

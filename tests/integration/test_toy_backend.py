@@ -184,8 +184,13 @@ def _cases(path: Path) -> dict[str, dict[str, object]]:
 
 
 def test_a_third_backend_goes_through_the_whole_flow(
-    pytester: pytest.Pytester, toy: ModuleType, capsys: pytest.CaptureFixture[str]
+    pytester: pytest.Pytester,
+    toy: ModuleType,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # as a user runs it at their desk: under CI, --tile-update refuses to rewrite matrices
+    monkeypatch.delenv("CI", raising=False)
     # collection: the toy's axes multiply as the matrix says, its words name the cases
     collected = pytester.runpytest_subprocess(
         "-p", "toy_plugin", "--tile-matrix", "toy.yaml", "--collect-only", "-q"
