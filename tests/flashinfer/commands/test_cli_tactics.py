@@ -362,9 +362,7 @@ def test_dtype_selection(capsys: pytest.CaptureFixture[str]) -> None:
     assert {r["runner"] for r in _json(capsys, *base, "--dtype", "nvfp4")} == {"nvfp4-bf16", "nvfp4-fp16"}
     assert {r["runner"] for r in _json(capsys, *base, "--dtype", "fp8")} == {"fp8_e4m3-bf16", "fp8_e4m3-fp16"}
     assert main(["tactics", *base, "--dtype", "int4"]) == 2
-    assert (
-        "--dtype 'int4': unknown activation dtype 'int4'; expected one of bf16" in capsys.readouterr().err
-    )
+    assert "--dtype 'int4': unknown activation dtype 'int4'; expected one of bf16" in capsys.readouterr().err
 
 
 def test_sm80_style_tactics_are_named_not_judged(capsys: pytest.CaptureFixture[str]) -> None:
