@@ -103,7 +103,7 @@ class FlashInferBackend:
         self.cache = open_cache(
             settings.cache_dir, progress, settings.cache_remote, settings.build_on, settings.jobs
         )
-        self._units = UnitBuilder(self.cache, settings, lambda cases: self._spec(cases))
+        self._units = UnitBuilder(self.cache, settings, lambda cases: self._spec(cases), self._other_mode)
         self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)
         self._builds: dict[MoeCase, BuildResult | Verdict | NotJudgeable] = {}
@@ -283,12 +283,12 @@ class FlashInferBackend:
             )
         return self._commands[config.arch]
 
-    def _spec(self, cases: Sequence[MoeCase]) -> BuildSpec:
-        """The build of one translation unit holding ``cases`` (one arch); with the sequence
-        stage also each one's fc1 -> fc2 partner (:func:`.configs.sequence_partner`), which
-        pairs with it there."""
+    def _spec(self, cases: Sequence[MoeCase], paired: bool | None = None) -> BuildSpec:
+        """The build of one translation unit holding ``cases`` (one arch); ``paired`` (default:
+        with the sequence stage) also each one's fc1 -> fc2 partner
+        (:func:`.configs.sequence_partner`), which pairs with it there."""
         configs = list(dict.fromkeys(kernel_config(case) for case in cases))
-        if self.settings.sequence > 0:
+        if self.settings.sequence > 0 if paired is None else paired:
             partners = [p for c in configs if (p := sequence_partner(c)) is not None]
             configs = list(dict.fromkeys([*configs, *partners]))
         command, roots = self._command(configs[0])
@@ -306,6 +306,19 @@ class FlashInferBackend:
             sources=SOURCE_ROOTS,
             inputs=self._build_inputs(),
         )
+
+    def _other_mode(self, case: MoeCase, unit: Sequence[MoeCase]) -> BuildSpec | None:
+        """``case``'s own entry as a run in the other mode (with the sequence stage or without
+        it) names it, where ``unit``, the cases of the unit it was built in, holds what that
+        entry needs: a unit built for one mode then serves the other whatever units that run
+        plans (the planner keeps a tile's two GEMMs in one unit, :func:`.planner.pair_key`)."""
+        paired = self.settings.sequence <= 0
+        partner = sequence_partner(kernel_config(case))
+        if partner is None:  # its one entry serves both modes
+            return None
+        if paired and partner not in {kernel_config(c) for c in unit}:
+            return None
+        return self._spec([case], paired=paired)
 
     def _build_inputs(self) -> tuple[BuildInput, ...]:
         """What every unit's build reads besides its source (the runtime once it is checked)."""

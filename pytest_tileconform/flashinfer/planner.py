@@ -15,6 +15,8 @@ from typing import TypeVar
 from ..compile.cache import parallel_jobs
 from ..dtypes import MIXED_INPUT_PAIRS
 from .axes import MoeCase
+from .buildscript import kernel_config
+from .configs import sequence_partner
 
 T = TypeVar("T")
 
@@ -111,13 +113,26 @@ def dtypes(case: MoeCase) -> tuple[str, str, str]:
     return case.act, case.weight, case.out
 
 
+def pair_key(case: MoeCase) -> Hashable:
+    """What a case shares with the other GEMM of its tile's fc1 -> fc2 pair
+    (:func:`.configs.sequence_partner`): the two are planned into one unit whether or not the
+    sequence stage runs, so its unit (which then holds both) is the same unit, and a build cache
+    filled in one mode serves the other."""
+    config = kernel_config(case)
+    partner = sequence_partner(config)
+    return config if partner is None else min(config, partner, key=lambda c: c.name)
+
+
 def is_mixed_input(case: MoeCase) -> bool:
     """One of SM90's mixed-input kernels: costed apart, never in a unit with uniform ones."""
     return case.sm == 90 and (case.act, case.weight) in MIXED_INPUT_PAIRS
 
 
 def plan_groups(
-    items: Sequence[T], most: int, family: Callable[[T], Hashable] | None = None
+    items: Sequence[T],
+    most: int,
+    family: Callable[[T], Hashable] | None = None,
+    together: Callable[[T], Hashable] | None = None,
 ) -> list[list[T]]:
     """Split ``items`` (one arch) into as few groups of at most ``most`` as possible, as even as
     possible (the slowest group sets the wall time). :func:`unit_size` chooses ``most``.
@@ -125,18 +140,40 @@ def plan_groups(
     Without ``family`` the groups are contiguous runs of ``items``. With it, a group holds
     items of one family (the dtypes: they share less of the front end and need more memory
     together), in their order. Matrices interleave families (an fp8 suite with two output
-    types alternates them every few cases), so the families are gathered first."""
-    families: dict[Hashable, list[T]] = {}
-    for item in items:
-        families.setdefault(None if family is None else family(item), []).append(item)
+    types alternates them every few cases), so the families are gathered first. Items of one
+    ``together`` key are one group's (a tile's fc1 -> fc2 pair, :func:`pair_key`): gathered
+    where the first of them is, never split, a group outgrowing ``most`` only where one key's
+    items alone do."""
+    families: dict[Hashable, dict[Hashable, list[T]]] = {}
+    for n, item in enumerate(items):
+        atoms = families.setdefault(None if family is None else family(item), {})
+        atoms.setdefault(n if together is None else together(item), []).append(item)
     groups: list[list[T]] = []
-    for members in families.values():
-        parts = -(-len(members) // max(1, most))
-        start = 0
-        for i in range(parts):
-            size = len(members) // parts + (1 if i < len(members) % parts else 0)
-            groups.append(members[start : start + size])
-            start += size
+    for atoms in families.values():
+        total = sum(map(len, atoms.values()))
+        parts = -(-total // max(1, most))
+        split = _split(list(atoms.values()), most, parts)
+        if len(split) > parts:  # pairs left room unused: the groups they need, evened out
+            again = _split(list(atoms.values()), most, len(split))
+            split = again if len(again) <= len(split) else split
+        groups += split
+    return groups
+
+
+def _split(atoms: list[list[T]], most: int, parts: int) -> list[list[T]]:
+    """``atoms`` in order, into about ``parts`` groups as even as they allow, none past ``most``
+    unless one atom is."""
+    pending = sum(map(len, atoms))  # items not yet in a closed group
+    groups: list[list[T]] = []
+    current: list[T] = []
+    for atom in atoms:
+        size = -(-pending // max(1, parts - len(groups)))  # what is left, spread evenly
+        if current and (len(current) >= size or len(current) + len(atom) > most):
+            groups.append(current)
+            pending, current = pending - len(current), []
+        current += atom
+    if current:
+        groups.append(current)
     return groups
 
 
@@ -187,5 +224,5 @@ def plan_units(
         families = Counter(dtypes(c) for c in arch_cases)
         _, cost = _cost(sm, mixed)
         size = unit_size(list(families.values()), most, jobs_for, cores, cost)
-        units += plan_groups(arch_cases, size, family=dtypes)
+        units += plan_groups(arch_cases, size, family=dtypes, together=pair_key)
     return units

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..compile.cache import BuildCache, BuildSpec, available_cores, parallel_jobs
+from ..compile.cache import BuildCache, BuildResult, BuildSpec, available_cores, parallel_jobs
 from . import planner
 from .axes import MoeCase
 from .settings import Settings
@@ -16,12 +16,19 @@ class UnitBuilder:
     """The backend's builds, as units of several cases: one per backend, sharing its cache."""
 
     def __init__(
-        self, cache: BuildCache, settings: Settings, spec_of: Callable[[Sequence[MoeCase]], BuildSpec]
+        self,
+        cache: BuildCache,
+        settings: Settings,
+        spec_of: Callable[[Sequence[MoeCase]], BuildSpec],
+        alias_of: Callable[[MoeCase, Sequence[MoeCase]], BuildSpec | None],
     ) -> None:
-        """``spec_of(cases)`` is the build spec of one unit of ``cases``."""
+        """``spec_of(cases)`` is the build spec of one unit of ``cases``; ``alias_of(case,
+        unit)`` another entry of ``case`` that the unit of ``unit``'s cases also serves (None:
+        none), pointed at it beside the case's own."""
         self.cache = cache
         self.settings = settings
         self._spec_of = spec_of
+        self._alias_of = alias_of
 
     def jobs(self, specs: Sequence[BuildSpec]) -> tuple[int, int]:
         """Parallel compiles of ``specs`` for the host and for this process: --tile-build-jobs
@@ -70,8 +77,7 @@ class UnitBuilder:
                 if (unit := built.get(spec.key)) is None:  # not built before the deadline
                     continue
                 if unit.ok:
-                    for case in group:
-                        self.cache.link(specs[case], unit)
+                    self._link(group, specs, unit)
                 elif unit.environment is None and len(group) >= 4:
                     failed.append(group)
                 elif unit.environment is None:
@@ -103,8 +109,14 @@ class UnitBuilder:
         for group, spec in units:
             unit = self.cache.lookup(spec)
             if unit is not None and unit.ok:
-                for case in group:
-                    self.cache.link(specs[case], unit)
+                self._link(group, specs, unit)
+
+    def _link(self, group: list[MoeCase], specs: dict[MoeCase, BuildSpec], unit: BuildResult) -> None:
+        """Point the entries of ``group``'s cases (each one's own and its alias) at ``unit``."""
+        for case in group:
+            self.cache.link(specs[case], unit)
+            if (alias := self._alias_of(case, group)) is not None:
+                self.cache.link(alias, unit)
 
     def plan_units(self, cases: list[MoeCase], most: int) -> list[tuple[list[MoeCase], BuildSpec]]:
         """``cases`` in units of at most ``most`` (:func:`.planner.plan_units`, for this host's

@@ -14,6 +14,7 @@ from pytest_tileconform.compile.cache import BuildResult, BuildSpec
 from pytest_tileconform.compile.failure import Cause, Failure
 from pytest_tileconform.flashinfer.axes import MoeCase
 from pytest_tileconform.flashinfer.backend import FlashInferBackend
+from pytest_tileconform.flashinfer.buildscript import kernel_config
 from pytest_tileconform.flashinfer.planner import (
     DEFAULT_GROUP,
     UNIT_COST,
@@ -315,3 +316,72 @@ def test_with_the_sequence_stage_a_unit_holds_the_other_gemm_of_the_pair(
     assert f"_{paired}" in source.split("struct Case1 {  // ")[1].splitlines()[0]
     assert "template <> struct SequencePartner<cases::Case0> { using type = cases::Case1; };" in source
     assert "template <> struct SequencePartner<cases::Case1> { using type = cases::Case0; };" in source
+
+
+@pytest.mark.parametrize(
+    ("most", "sizes"),
+    [
+        (18, [18] * 4),  # the sm90 matrix's units of 18 on the H200: nine pairs each
+        (15, [12] * 6),  # an odd bound: pairs fill 14, so six even units rather than 5 and a stray pair
+        (3, [2] * 36),
+        (1, [2] * 36),  # one per unit asked for: a pair still shares one
+    ],
+)
+def test_plan_groups_never_splits_a_pair(most: int, sizes: list[int]) -> None:
+    """A tile's two GEMMs (``together``: the same key) land in one group, gathered where the
+    first stands even when the matrix lists every GEMM 1 before every GEMM 2."""
+    items = [(fusion, tile) for fusion in ("none", "finalize") for tile in range(36)]
+    groups = plan_groups(items, most, together=lambda item: item[1])
+    assert [len(g) for g in groups] == sizes
+    assert all({t for f, t in g if f == "none"} == {t for f, t in g if f == "finalize"} for g in groups)
+    assert sorted(i for g in groups for i in g) == sorted(items)
+    assert plan_groups(items, most) != groups  # without the key pairs are split
+
+
+def pair_cases() -> list[MoeCase]:
+    """Three tiles, each with fusion none and finalize (FlashInfer's fc1 -> fc2 pair), and PDL on
+    and off: 12 cases of 6 instantiations, in matrix order."""
+    return [
+        replace(c := make_case(fusion=fusion), tile=tile, axes=replace(c.axes, pdl=pdl))
+        for tile in [(128, 64, 64), (128, 128, 64), (128, 32, 64)]
+        for fusion in ("none", "finalize")
+        for pdl in (True, False)
+    ]
+
+
+def test_the_sequence_stage_plans_the_units_a_run_without_it_plans(
+    backend_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tile's fc1 -> fc2 pair shares one unit in both modes, so ``--tile-sequence`` (whose
+    units hold each configuration's partner) generates the very units, keys and all, that a run
+    without it does: a cache either fills serves the other. Units of at most 3: an odd bound
+    would split a pair."""
+    monkeypatch.setattr("pytest_tileconform.compile.cache.available_cores", lambda: 16)
+    monkeypatch.setattr("pytest_tileconform.compile.cache.available_memory", lambda: 128 * GB)
+    cases = list({kernel_config(c): c for c in pair_cases()}.values())
+    planned = {}
+    for sequence in (0, 10):
+        backend = FlashInferBackend(
+            backend_settings(sequence=sequence, jobs=None), progress=lambda _msg: None
+        )
+        planned[sequence] = [(len(group), spec.key) for group, spec in backend._units.plan_units(cases, 3)]
+    assert [size for size, _ in planned[0]] == [2, 2, 2]
+    assert planned[0] == planned[10]
+
+
+def test_a_unit_built_in_one_mode_serves_the_other(
+    backend_settings: Callable[..., Settings],
+) -> None:
+    """Each case's entry is linked under both modes' keys where its unit holds what each needs:
+    its own instantiation, and for the sequence stage its partner's too."""
+    none, finalize, other_tile = (pair_cases()[i] for i in (0, 2, 4))
+    plain = FlashInferBackend(backend_settings(), progress=lambda _msg: None)
+    paired = FlashInferBackend(backend_settings(sequence=10), progress=lambda _msg: None)
+    assert paired._other_mode(none, [none]) == plain._spec([none])  # a sequence unit holds it
+    assert plain._other_mode(none, [none, finalize]) == paired._spec([none])
+    assert plain._other_mode(finalize, [none, finalize]) == paired._spec([finalize])
+    assert plain._other_mode(none, [none, other_tile]) is None  # no partner there: not for the sequence
+    fp32 = replace(make_case("fp32"), tile=(128, 64, 32))
+    assert paired._spec([fp32]) != plain._spec([fp32])
+    mixed = make_case("fp8_e4m3", weight="int4", out="bf16")
+    assert plain._other_mode(mixed, [mixed]) is None  # no partner at all: one entry serves both
