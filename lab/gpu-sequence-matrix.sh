@@ -6,8 +6,9 @@
 # with the serialized run's on the device), operands in device memory, --tile-build-jobs 16:
 #
 #   lab/gpu-sequence-matrix.sh cold A  # bf16 + fp16 (1,152 cases, 144 instantiations) from an empty
-#                                      # cache, then one DeepSeek-V3 prefill case (GEMM 1, 128x128x64,
-#                                      # PDL on, sm90.yaml's unit) at N = MODEL_N, 5 timed calls
+#                                      # cache, then one DeepSeek-V3 prefill case (GEMM 2: 131,072 rows
+#                                      # x 7,168 x 2,048, finalize top-8; 128x128x64, PDL on, sm90.yaml's
+#                                      # unit) at N = MODEL_N, 5 timed calls
 #   lab/gpu-sequence-matrix.sh cold B  # fp8_e4m3 (bf16 and fp16 out) + fp32 (1,728 cases, 216)
 #   lab/gpu-sequence-matrix.sh warm    # all 2,880 from the filled cache, 3 timed calls a case (what
 #                                      # the sequence costs beside its GEMMs), then $REMOTE if set
@@ -41,7 +42,7 @@ case "$phase $slice" in
     rm -rf "$TILECONFORM_CACHE_DIR"
     step cold-A "${LIMIT:-560}" --tile-matrix "$M" -k "sm90-bf16- or sm90-fp16-" --tile-sequence "$n"
     [ "${MODEL_LIMIT:-150}" = 0 ] || step model "${MODEL_LIMIT:-150}" --tile-matrix benchmarks/dsv3-prefill.yaml \
-      -k "gemm1 and 128x128x64 and not nopdl" --tile-sequence "${MODEL_N:-1000}" --tile-graph-replays 0 \
+      -k "gemm2 and 128x128x64 and not nopdl" --tile-sequence "${MODEL_N:-1000}" --tile-graph-replays 0 \
       --tile-repeats 0 --tile-timing-iters 5
     reports=("cold-A:$n:1152" "model:${MODEL_N:-1000}:1") ;;
   "cold B")
