@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from . import cache
 from .inputs import read_document
 from .output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message, quiet_stdout
 from .plugins import CommandPlugins, command_plugins
@@ -165,6 +166,7 @@ def build_parser(plugins: Iterable[object] = ()) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     found = command_plugins(plugins)
     _add_report(subparsers, found)
+    cache.add_parser(subparsers)
     found.hook.pytest_tileconform_add_commands(subparsers=subparsers)
     return parser
 

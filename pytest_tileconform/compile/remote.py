@@ -334,10 +334,13 @@ class TieredCache(BuildCache):
             self._upload(spec)
 
     def _upload(self, spec: BuildSpec) -> None:
-        """Upload ``spec``'s entry, unless readers check signatures this process cannot make:
-        a verify key without a signing key reads the team's signed entries, and what it builds
-        stays local (uploaded, it would only be refused by every reader, and replace a good one
-        another signer could have written)."""
+        self._upload_entry(self.entry(spec), spec.key)
+
+    def _upload_entry(self, entry: Path, key: str) -> bool:
+        """Upload ``entry`` (filed under ``key``), unless readers check signatures this process
+        cannot make: a verify key without a signing key reads the team's signed entries, and
+        what it builds stays local (uploaded, it would only be refused by every reader, and
+        replace a good one another signer could have written). Whether it may upload."""
         if self.trust.verify_key is not None and self.trust.signing_key is None:
             if not self._unsigned_said:
                 self._unsigned_said = True
@@ -345,8 +348,28 @@ class TieredCache(BuildCache):
                     f"remote build cache {self.tier.url}: units built here stay local (a verify key "
                     "and no signing key: its readers accept only signed units)"
                 )
-            return
-        self.tier.upload(self.entry(spec), spec.key)
+            return False
+        self.tier.upload(entry, key)
+        return True
+
+    def push(self) -> tuple[int, int]:
+        """Upload every entry of the local cache that the remote lacks (a cache filled before
+        the team had a remote, or on a host that had none), each checked first exactly as a
+        run's lookup checks it, so nothing refused here is spread. Returns the entries offered
+        and those refused; raises :class:`.cache.CacheUnusable` when the remote cannot take
+        them (down, read only, or a verify key without a signing key)."""
+        offered = refused = 0
+        for entry in sorted(self.root.glob("??/*")):
+            if not KEY_NAME.match(entry.name) or not (entry / ENTRY_FILE).exists():
+                continue
+            if self._read(entry) is None:  # said why, through progress
+                refused += 1
+                continue
+            if not self._upload_entry(entry, entry.name) or self.tier.down or self.tier.read_only:
+                why = self.tier.down or ("read only" if self.tier.read_only else "see above")
+                raise CacheUnusable(f"the remote build cache {self.tier.url} takes no entries: {why}")
+            offered += 1
+        return offered, refused
 
     def capacity(self) -> tuple[int, int]:
         return super().capacity() if self.farm is None else self.farm.capacity()

@@ -52,10 +52,10 @@ def test_a_plugin_adds_a_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_flashinfer_commands_come_from_its_installed_plugin() -> None:
     """The FlashInfer wing's commands are found through its ``pytest11`` entry point, as pytest
-    finds the plugin; the core adds only ``report``."""
+    finds the plugin; the core adds ``report`` and ``cache``."""
     flashinfer = {"gen-matrix", "drift", "tactics", "export-blocklist", "bisect", "matrices"}
-    assert _commands(build_parser()) == {"report", *flashinfer}
-    assert _commands(build_parser([Greeter()])) == {"report", "hello", *flashinfer}
+    assert _commands(build_parser()) == {"report", "cache", *flashinfer}
+    assert _commands(build_parser([Greeter()])) == {"report", "cache", "hello", *flashinfer}
 
 
 def test_a_plugin_adds_a_column_to_report_merge(capsys: pytest.CaptureFixture[str]) -> None:
