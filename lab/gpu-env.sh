@@ -14,4 +14,5 @@ export PYTHONPYCACHEPREFIX=/tmp/pycache
 unset PYTHONDONTWRITEBYTECODE
 if [ ! -d /tmp/fi/data ]; then mkdir -p /tmp/fi && tar -xJf .carry/flashinfer-data.tar.xz -C /tmp/fi; fi
 export TILECONFORM_FLASHINFER_SOURCES=/tmp/fi/data TILECONFORM_CACHE_DIR=${TILECONFORM_CACHE_DIR:-/tmp/tccache}
-plugins=(-p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin -p no:cacheprovider)
+# --noconftest: pytest run from the checkout would load tests/conftest.py, which moves the cache
+plugins=(--noconftest -p pytest_tileconform.plugin -p pytest_tileconform.flashinfer.plugin -p no:cacheprovider)
