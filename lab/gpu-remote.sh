@@ -13,8 +13,8 @@
 #   [DEVICE=hardware] [SMOKE_K=EXPR] [SM90_MATRIX=matrices/sm90.yaml] [SM90_K=EXPR] [FV=1] \
 #     lab/gpu-remote.sh
 #
-# DEVICE=virtual, SCRATCH=DIR (instead of /tmp) and the -k slices rehearse it on a CPU machine;
-# FV=0 leaves step 4 out.
+# DEVICE=virtual, SCRATCH=DIR (instead of /tmp), the -k slices and FV_LIMIT=S (seconds for step 4,
+# default 95) rehearse it on a CPU machine; FV=0 leaves step 4 out.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 filled=${TILECONFORM_CACHE_DIR:-/tmp/tccache}
@@ -42,19 +42,19 @@ step(){
 cat "$summary"
 
 P=(python3 -m pytest "${plugins[@]}" -q -p no:xdist --tile-device "$device" --tile-cache-remote "file://$remote")
-step push 60 "$filled" python3 -m pytest_tileconform cache push "file://$remote" --cache-dir "$filled"
+step push 45 "$filled" python3 -m pytest_tileconform cache push "file://$remote" --cache-dir "$filled"
 note "remote: $(du -sh "$remote" 2>/dev/null | cut -f1), $(find "$remote/entries" -type f 2>/dev/null | wc -l) entries, $(find "$remote/blobs" -type f 2>/dev/null | wc -l) blobs"
 
-step smoke 30 "$tmp"/tc-remote-smoke "${P[@]}" --tile-matrix matrices/smoke-sm90.yaml ${SMOKE_K:+-k "$SMOKE_K"} \
+step smoke 25 "$tmp"/tc-remote-smoke "${P[@]}" --tile-matrix matrices/smoke-sm90.yaml ${SMOKE_K:+-k "$SMOKE_K"} \
   --tile-report "$work/smoke.json"
-step sm90 140 "$tmp"/tc-remote-sm90 "${P[@]}" --tile-matrix "${SM90_MATRIX:-matrices/sm90.yaml}" \
+step sm90 130 "$tmp"/tc-remote-sm90 "${P[@]}" --tile-matrix "${SM90_MATRIX:-matrices/sm90.yaml}" \
   ${SM90_K:+-k "$SM90_K"} --tile-report "$work/sm90.json"
 for name in smoke sm90; do  # compiles in a run from a filled remote: there should be none
   note "$name: $(grep -c 'compil' "$work/$name.log") log lines about compiling; local cache $(du -sh "$tmp/tc-remote-$name" 2>/dev/null | cut -f1)"
 done
 
 if [ "${FV:-1}" != 0 ]; then
-  step first-verdict 80 "$tmp"/tc-remote-fv env PYTEST_ADDOPTS="${plugins[*]}" python3 benchmarks/run.py \
+  step first-verdict "${FV_LIMIT:-95}" "$tmp"/tc-remote-fv env PYTEST_ADDOPTS="${plugins[*]}" python3 benchmarks/run.py \
     --routine first-verdict --name fv --device "$device" --out "$work" --cache-dir "$tmp"/tc-remote-fv \
     -- --tile-cache-remote "file://$empty_remote"
 fi
