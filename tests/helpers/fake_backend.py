@@ -26,13 +26,14 @@ from typing import Any
 import pytest
 
 from pytest_tileconform.flashinfer.axes import KIND, KINDS
+from pytest_tileconform.flashinfer_dense.axes import KIND as DENSE_KIND
 from pytest_tileconform.matrix.kinds import CaseKind
 
 #: What the fake backend declares of its cases: FlashInfer's axes under its own name (its
 #: matrices are written as FlashInfer's are); the conftest below declares the same.
 FAKE_KINDS: dict[str, CaseKind] = {"fake": replace(KIND, backend="fake")}
-#: The fake backend's and FlashInfer's, for tests that read matrices of either without pytest
-TEST_KINDS: dict[str, CaseKind] = {**KINDS, **FAKE_KINDS}
+#: The fake backend's and FlashInfer's (MoE and dense), for tests that read matrices of any without pytest
+TEST_KINDS: dict[str, CaseKind] = {**KINDS, DENSE_KIND.backend: DENSE_KIND, **FAKE_KINDS}
 
 
 class FakeKinds:

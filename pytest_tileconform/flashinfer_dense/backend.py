@@ -1,0 +1,252 @@
+"""The dense backend: each case (a tactic of a family, an output type, a problem) is built as
+FlashInfer's JIT builds it (:mod:`.unit`), through the core's build cache, and run on the virtual
+device of its arch through the launcher's workspace query, ``can_implement``, ``initialize`` and
+``run`` (:mod:`.report` reads where it stopped).
+
+On the virtual device no kernel runs: a case is judged through ``launch`` and numerics is unrun.
+A hardware harness (inputs, a torch reference) does not exist yet: a case whose arch is the GPU
+here is not judged rather than judged less than ``--tile-device hardware`` promises.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..compile.cache import BuildResult, BuildSpec
+from ..compile.caches import open_cache
+from ..compile.hostbuild import HostBuildError, artifact_digest
+from ..core.devices import Gpu, current_gpu
+from ..core.runoptions import RunOptions
+from ..dtypes import shape_label
+from ..flashinfer.sources import (
+    FlashInferSources,
+    FlashInferSourcesError,
+    build_salt,
+    find_cuda_home,
+    find_sources,
+)
+from ..matrix.cases import Case
+from ..verdict import Device, NotJudgeable, Stage, UnusableEnvironment, Verdict
+from ..virtual.build import build_runtime
+from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
+from ..virtual.run import run_virtual, verdict_of
+from . import NAME
+from .axes import DenseAxes
+from .offered import DenseSourcesError, Offered, read_offered
+from .report import DenseReport
+from .unit import SOURCE_ROOTS, NotOffered, Unit, build_command, harnessed_archs, make_unit
+
+DenseCase = Case[DenseAxes]
+PREFIX = "tileconform (flashinfer-cutlass-dense): "
+#: one SM120 unit (one output type, one CTA shape, both swap_ab): about 90 s and 6.6 GB on a CPU host
+UNIT_SECONDS = 90.0
+UNIT_RAM = 7 << 30
+
+
+class DenseBackend:
+    name = NAME
+
+    def __init__(
+        self,
+        options: RunOptions,
+        sources: Path | None,
+        release: str | None,
+        progress: Callable[[str], None],
+    ) -> None:
+        self.options = options
+        self._sources_dir = sources
+        self._release = release
+        self.cache = open_cache(
+            options.cache_dir, progress, options.cache_remote, options.build_on, options.jobs
+        )
+        self._built: dict[str, BuildResult] = {}
+        self._gpu: Gpu | bool | None = False  # False: not looked up yet
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """The archs of the families this backend has a harness for (:class:`..backend.ArchBackend`)."""
+        return harnessed_archs()
+
+    # -- what is here ----------------------------------------------------------------------------
+    @functools.cached_property
+    def sources(self) -> FlashInferSources:
+        try:
+            return find_sources(self._sources_dir)
+        except FlashInferSourcesError as exc:
+            raise UnusableEnvironment(f"{PREFIX}{exc}") from None
+
+    @functools.cached_property
+    def offered(self) -> Offered:
+        """FlashInfer's dense families and tactics, read from these sources' generator and runners."""
+        try:
+            return read_offered(self.sources)
+        except DenseSourcesError as exc:
+            raise UnusableEnvironment(f"{PREFIX}{exc}") from None
+
+    @functools.cached_property
+    def toolchain(self) -> tuple[Path, Path, str]:
+        """CUDA home, the virtual runtime every unit links, and the build salt (nvcc, FlashInfer's
+        version and sources' fingerprint, the runtime's bytes)."""
+        try:
+            home = find_cuda_home()
+            salt = build_salt(self.sources, home, self.options.cache_dir)
+        except FlashInferSourcesError as exc:
+            raise UnusableEnvironment(f"{PREFIX}{exc}") from None
+        try:
+            runtime = build_runtime(self.options.cache_dir, home)
+        except HostBuildError as exc:
+            raise UnusableEnvironment(f"{PREFIX}the virtual runtime does not build here: {exc}") from None
+        return home, runtime, f"{salt}|runtime {artifact_digest(runtime)}"
+
+    def places(self) -> dict[str, Path]:
+        """FlashInfer's sources as ``<flashinfer>``, so compile errors read the same on every host."""
+        return {"<flashinfer>": self.sources.root} if "sources" in self.__dict__ else {}
+
+    def check_environment(self, cases: Sequence[DenseCase]) -> None:
+        """FlashInfer's sources, their dense tactic lists and the CUDA toolkit are there, for the
+        cases that would be built here (no compile, no device)."""
+        for case in cases:
+            try:
+                self.device_for(case.arch)
+            except NotJudgeable:
+                continue
+            self.offered  # noqa: B018 (each refused with one line)
+            return
+
+    def device_for(self, arch: str) -> str:
+        """``virtual`` or ``compile``; NotJudgeable where the device chosen cannot judge ``arch``."""
+        device = self.options.device
+        if device.kind == "compile":
+            return "compile"
+        if device.kind in ("auto", "hardware"):
+            if self._gpu is False:
+                self._gpu = current_gpu()
+            gpu = self._gpu
+            if isinstance(gpu, Gpu) and f"sm{gpu.sm}" == arch:
+                raise NotJudgeable(
+                    f"{arch} is this host's GPU, and the dense backend has no hardware harness yet "
+                    "(numerics against a torch reference): --tile-device virtual judges it through launch"
+                )
+            if device.kind == "hardware" or arch not in BUILTIN:
+                raise NotJudgeable(
+                    f"{arch} is not present; --tile-device virtual judges it on a virtual device"
+                )
+            return "virtual"
+        if device.arch is not None and device.arch != arch:
+            raise NotJudgeable(f"--tile-device {device} judges {device.arch} only")
+        return "virtual"
+
+    def judged_through(self, case: DenseCase) -> Stage | None:
+        """A virtual case is judged through launch (no kernel runs); a compile-only one through compile."""
+        try:
+            return Stage.COMPILE if self.device_for(case.arch) == "compile" else Stage.LAUNCH
+        except NotJudgeable:
+            return None
+
+    def _profile(self, arch: str) -> ArchProfile:
+        try:
+            return builtin(arch)
+        except ProfileError:
+            raise NotJudgeable(f"no virtual profile for {arch}") from None
+
+    # -- building -----------------------------------------------------------------------------------
+    def _unit(self, case: DenseCase) -> tuple[Unit, BuildSpec]:
+        unit = make_unit(self.sources, self.offered, case)
+        home, runtime, salt = self.toolchain
+        command, roots = build_command(
+            self.sources, unit.family, case.sm, home, runtime, self.options.cache_dir
+        )
+        label = f"{unit.family.module} {case.out} {shape_label(unit.tactic.cta)}"
+        spec = BuildSpec(
+            source=unit.source,
+            command=command,
+            salt=salt,
+            ram_bytes=UNIT_RAM,
+            label=label,
+            roots=roots,
+            path_s=UNIT_SECONDS,
+            cpu_s=UNIT_SECONDS,
+            sources=SOURCE_ROOTS,
+        )
+        return unit, spec
+
+    def prepare(self, cases: Sequence[DenseCase]) -> None:
+        """Build every unit this worker's cases need before the first one runs (one per output type
+        and CTA shape), ``--tile-build-jobs`` at a time."""
+        specs: dict[str, BuildSpec] = {}
+        for case in cases:
+            try:
+                self.device_for(case.arch)
+                spec = self._unit(case)[1]
+            except (NotJudgeable, NotOffered):
+                continue
+            specs.setdefault(spec.key, spec)
+        if specs:
+            self._built.update(self.cache.build(list(specs.values()), self.options.jobs or 1))
+
+    def _build(self, spec: BuildSpec) -> BuildResult:
+        if spec.key not in self._built:
+            self._built.update(self.cache.build([spec], self.options.jobs or 1))
+        built = self._built[spec.key]
+        if built.environment is not None:  # the host's doing: no verdict, the session stops
+            raise UnusableEnvironment(f"{PREFIX}{spec.label} did not build here: {built.first_error}")
+        return built
+
+    # -- judging -------------------------------------------------------------------------------------
+    def judge(self, case: DenseCase) -> Verdict:
+        mode = self.device_for(case.arch)
+        version = self.sources.version
+        try:
+            unit, spec = self._unit(case)
+        except NotOffered as exc:
+            return Verdict(
+                Stage.COMPILE,
+                Stage.COMPILE,
+                source=f"tactic list (flashinfer {version})",
+                status="not offered",
+                detail=str(exc),
+                device=Device("build", "codegen"),
+            )
+        built = self._build(spec)
+        extra: dict[str, Any] = {
+            "flashinfer": version,
+            "module": unit.family.module,
+            "tactic": unit.tactic.index,
+            "build": str(built.path),
+        }
+        if self._release is not None:
+            extra["flashinfer_release"] = self._release
+        if not built.ok:
+            verdict = Verdict(
+                Stage.COMPILE,
+                Stage.COMPILE,
+                source=f"nvcc (flashinfer {version})",
+                status="compile error",
+                detail=built.first_error,
+                device=Device("build", "nvcc"),
+            )
+        elif mode == "compile":
+            verdict = Verdict(
+                None, Stage.COMPILE, source="compile only", device=Device("build", "compile only")
+            )
+        else:
+            verdict = self._run_virtual(case, built)
+        verdict.extra.update(extra)
+        return verdict
+
+    def _run_virtual(self, case: DenseCase, built: BuildResult) -> Verdict:
+        profile = self._profile(case.arch)
+        m, n, k = case.axes.mnk
+        with tempfile.TemporaryDirectory(prefix="tileconform-dense-") as tmp:
+            run_dir = Path(tmp)
+            args = [str(run_dir), str(int(case.axes.swap_ab)), str(m), str(n), str(k)]
+            with built.running() as executable:
+                run = run_virtual(executable, args, run_dir, profile, self.options.timeout)
+            smem = run.smem_attribute
+            report = DenseReport.read(run_dir, smem.get("value") if smem else None)
+            # a run that decided nothing about the case (a harness fault) raises: no verdict
+            return verdict_of(run, report, f"virtual ({profile.arch} profile)", profile.device)

@@ -1,0 +1,148 @@
+"""One case's translation unit and its build: FlashInfer's rendered template for the case's output
+type and CTA shape (both swap_ab instantiations, as its JIT renders it), followed by the family's
+harness, compiled with the flags FlashInfer's generator gives the family and linked with the
+virtual runtime.
+
+A unit holds one output type and CTA shape, as each file FlashInfer's JIT renders does, so the two
+tactics that differ only in swap_ab share one build. The build command names the install roots as
+placeholders (:func:`..compile.cache.portable`): the cache key says what is compiled and how, not
+where the toolkit and the sources lie.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..compile.cache import Roots, portable
+from ..dtypes import DTYPES, shape_label
+from ..flashinfer.nvcc_flags import _BUILD_CUDA_FLAGS, _JIT_SPEC_CUDA_FLAGS, COMMON_NVCC_FLAGS, sm120_gencode
+from ..flashinfer.sources import FlashInferSources, cuda_version, find_cublas_include
+from ..matrix.cases import Case
+from ..verdict import NotJudgeable
+from .axes import DenseAxes
+from .generator import read_recipe
+from .offered import Family, Offered, Tactic
+
+HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+#: The activation type of a case -> the ``KIND`` of FlashInfer's ``gen_gemm_smNNN_module_cutlass_KIND``
+FAMILY_KINDS = {"mxfp8": "mxfp8", "nvfp4": "fp4", "fp8_e4m3": "fp8", "bf16": "bf16"}
+
+#: ``$1`` the program to make, ``$2`` nvcc, ``$3`` the virtual runtime, then the compile to objects;
+#: every path comes as an argument, never as script text
+SCRIPT = (
+    'set -e; out=$1; nvcc=$2; runtime=$3; shift 3; "$@" -o "$out.o"; '
+    '"$nvcc" --cudart=none "$out.o" "$runtime" -o "$out"; rm -f "$out.o"'
+)
+#: the roots whose files are the kernel's source: a compile error located there is a verdict
+SOURCE_ROOTS = ("flashinfer", "harness")
+
+
+class NotOffered(ValueError):
+    """FlashInfer offers no tactic, or has no harness here, for a case."""
+
+
+def harnessed_archs() -> tuple[str, ...]:
+    """The archs of the families this backend has a harness for (``harness/<module>.h``)."""
+    return tuple(sorted({p.stem.rpartition("_")[2] for p in HARNESS_DIR.glob("*_sm*.h")}))
+
+
+def family_of(offered: Offered, case: Case[DenseAxes]) -> Family:
+    """The JIT module that instantiates ``case``'s kernels (its arch's, else the one whose
+    supported majors take it: sm121 runs the sm120 module). NotJudgeable for a family this
+    backend has no harness for: the tool's limit, not FlashInfer's."""
+    kind = FAMILY_KINDS.get(case.act)
+    candidates = [f for f in offered.families if f.kind == kind and case.act == case.weight]
+    for family in sorted(candidates, key=lambda f: f.arch != case.arch):
+        if family.arch == case.arch or case.sm // 10 in family.majors:
+            if not (HARNESS_DIR / f"{family.module}.h").is_file():
+                raise NotJudgeable(f"{family.module} has no harness in this backend yet")
+            return family
+    raise NotOffered(
+        f"FlashInfer instantiates no dense CUTLASS GEMM for {case.act} x {case.weight} on {case.arch}"
+    )
+
+
+def tactic_of(family: Family, case: Case[DenseAxes]) -> Tactic:
+    """The autotuner tactic whose configuration ``case`` is (its CTA shape and swap_ab)."""
+    for tactic in family.tactics:
+        if tactic.cta == case.tile and tactic.swap_ab == case.axes.swap_ab and not tactic.stream_k:
+            return tactic
+    offered = sorted({(shape_label(t.cta), t.swap_ab) for t in family.tactics})
+    raise NotOffered(
+        f"{family.module} offers no tactic of CTA {shape_label(case.tile)} with swap_ab "
+        f"{case.axes.swap_ab}; it offers {offered}"
+    )
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What one case is built from."""
+
+    family: Family
+    tactic: Tactic
+    source: str
+
+
+def make_unit(sources: FlashInferSources, offered: Offered, case: Case[DenseAxes]) -> Unit:
+    family = family_of(offered, case)
+    tactic = tactic_of(family, case)
+    cuda_type = DTYPES[case.out].cuda_type
+    if cuda_type not in family.out_dtypes:
+        raise NotOffered(f"{family.module} renders outputs {list(family.out_dtypes)}, not {cuda_type}")
+    recipe = read_recipe(sources, f"gen_gemm_{family.arch}_module_cutlass_{family.kind}")
+    m, n, k = tactic.cta
+    rendered = recipe.render(type=cuda_type, cta_m=m, cta_n=n, cta_k=k)
+    harness = "\n".join(
+        [
+            f"// {family.module}: {recipe.template.name} rendered as FlashInfer {sources.version}'s JIT does",
+            rendered,
+            f"#define TILECONFORM_T {cuda_type}",
+            f"#define TILECONFORM_CTA_M {m}",
+            f"#define TILECONFORM_CTA_N {n}",
+            f"#define TILECONFORM_CTA_K {k}",
+            f"#define TILECONFORM_TILE_NAME {tactic.tile}",
+            f'#include "{family.module}.h"',
+            "",
+        ]
+    )
+    return Unit(family, tactic, harness)
+
+
+def nvcc_flags(sources: FlashInferSources, family: Family, arch: int, cuda_home: Path) -> list[str]:
+    """FlashInfer's JIT flags for ``family`` on ``arch``: gen_jit_spec's and build_cuda_cflags'
+    (:mod:`..flashinfer.nvcc_flags`), ``get_nvcc_flags_list`` for one device of ``arch`` (its
+    gencode and the common flags), then the generator's ``extra_cuda_cflags``."""
+    cuda = cuda_version(cuda_home)
+    recipe = read_recipe(sources, f"gen_gemm_{family.arch}_module_cutlass_{family.kind}")
+    system = [cuda_home / "include", *sources.system_include_dirs, find_cublas_include(cuda_home)]
+    return [
+        *_JIT_SPEC_CUDA_FLAGS,
+        f"-I{HARNESS_DIR}",
+        *(f"-I{d}" for d in sources.cccl_include_dirs),
+        *(arg for d in system for arg in ("-isystem", str(d))),
+        *_BUILD_CUDA_FLAGS,
+        *(["-static-global-template-stub=false"] if cuda >= (12, 8) else []),
+        *COMMON_NVCC_FLAGS,
+        sm120_gencode(arch, cuda),
+        *COMMON_NVCC_FLAGS,
+        *recipe.extra_flags,
+    ]
+
+
+def build_command(
+    sources: FlashInferSources, family: Family, arch: int, cuda_home: Path, runtime: Path, cache_dir: Path
+) -> tuple[tuple[str, ...], Roots]:
+    """The unit's build: compile to an object (``--no-compress`` keeps the cubins readable for the
+    virtual device's kernel table; it changes no code), link it with the virtual runtime."""
+    nvcc = str(cuda_home / "bin" / "nvcc")
+    compile_ = [nvcc, *nvcc_flags(sources, family, arch, cuda_home), "--no-compress", "-c", "{src}"]
+    command = ("sh", "-c", SCRIPT, "sh", "{out}", nvcc, str(runtime), *compile_)
+    roots = {
+        "flashinfer": sources.root,
+        "harness": HARNESS_DIR,
+        "cuda": cuda_home,
+        "cublas": find_cublas_include(cuda_home),
+        "cache": cache_dir,
+    }
+    return portable(command, roots)

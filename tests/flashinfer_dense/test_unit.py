@@ -1,0 +1,112 @@
+"""A dense case's translation unit is what FlashInfer's JIT renders for it: against the installed
+FlashInfer (0.7.4), every SM120 MXFP8 tactic maps to its rendered template, the generator's own
+flags and the tactic's tile enum; a configuration FlashInfer does not offer, or a template the
+renderer cannot render as Jinja would, is refused with why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_tileconform.dtypes import DTYPES
+from pytest_tileconform.flashinfer.sources import FlashInferSources, find_cuda_home, find_sources
+from pytest_tileconform.flashinfer_dense.axes import DenseAxes
+from pytest_tileconform.flashinfer_dense.generator import UnitRecipe, read_recipe
+from pytest_tileconform.flashinfer_dense.offered import DenseSourcesError, read_offered
+from pytest_tileconform.flashinfer_dense.unit import (
+    NotOffered,
+    build_command,
+    harnessed_archs,
+    make_unit,
+    nvcc_flags,
+)
+from pytest_tileconform.matrix.cases import Case
+from pytest_tileconform.verdict import NotJudgeable
+
+
+@pytest.fixture(scope="module")
+def installed() -> FlashInferSources:
+    return find_sources()
+
+
+def case(act: str, out: str, tile: tuple[int, int, int], swap: bool, arch: str = "sm120") -> Case[DenseAxes]:
+    label = f"{act}-{out}"
+    return Case(
+        Path("m.yaml"),
+        "dense",
+        arch,
+        act,
+        act,
+        out,
+        label,
+        tile,
+        DenseAxes(swap, (256, 256, 512)),
+        None,
+        None,
+    )
+
+
+def test_every_sm120_mxfp8_tactic_renders_flashinfers_template(installed: FlashInferSources) -> None:
+    offered = read_offered(installed)
+    family = offered.family("mxfp8_gemm_cutlass_sm120")
+    template = (installed.csrc / "mxfp8_gemm_cutlass_sm120.jinja").read_text()
+    assert len(family.tactics) == 6
+    for tactic in family.tactics:
+        for out in ("bf16", "fp16"):
+            unit = make_unit(installed, offered, case("mxfp8", out, tactic.cta, tactic.swap_ab))
+            assert unit.tactic == tactic
+            m, n, k = tactic.cta
+            cuda_type = DTYPES[out].cuda_type
+            # the rendered template, as jinja2 renders it, is the unit's beginning (after one comment)
+            rendered = template.replace("{{ type }}", cuda_type)
+            rendered = rendered.replace("{{ cta_m }}", str(m)).replace("{{ cta_n }}", str(n))
+            rendered = rendered.replace("{{ cta_k }}", str(k))
+            assert unit.source.split("\n", 1)[1].startswith(rendered)
+            assert f"#define TILECONFORM_TILE_NAME {tactic.tile}\n" in unit.source
+            assert unit.source.rstrip().endswith('#include "mxfp8_gemm_cutlass_sm120.h"')
+
+
+def test_the_flags_are_the_generators(installed: FlashInferSources) -> None:
+    offered = read_offered(installed)
+    family = offered.family("mxfp8_gemm_cutlass_sm120")
+    recipe = read_recipe(installed, "gen_gemm_sm120_module_cutlass_mxfp8")
+    assert recipe.extra_flags == ("-DENABLE_BF16", "-DCUTLASS_ENABLE_GDC_FOR_SM100=1")
+    flags = nvcc_flags(installed, family, 120, find_cuda_home())
+    assert flags[-2:] == list(recipe.extra_flags)
+    assert "-gencode=arch=compute_120f,code=sm_120f" in flags  # CUDA >= 12.9 here
+    command, roots = build_command(
+        installed, family, 120, find_cuda_home(), Path("/x-cache/rt.a"), Path("/x-cache")
+    )
+    # the key's command names no install root, only placeholders
+    assert not any(str(installed.root) in part for part in command)
+    assert "{flashinfer}/cutlass/include" in command and dict(roots)["flashinfer"] == str(installed.root)
+
+
+def test_what_flashinfer_does_not_offer_is_refused(installed: FlashInferSources) -> None:
+    offered = read_offered(installed)
+    with pytest.raises(NotOffered, match=r"offers no tactic of CTA 256x128x128 .*\('128x128x128', True\)"):
+        make_unit(installed, offered, case("mxfp8", "bf16", (256, 128, 128), False))
+    with pytest.raises(NotOffered, match="renders outputs"):
+        make_unit(installed, offered, case("mxfp8", "fp32", (128, 128, 128), False))
+    with pytest.raises(NotOffered, match="no dense CUTLASS GEMM for mxfp8 x mxfp8 on sm90"):
+        make_unit(installed, offered, case("mxfp8", "bf16", (128, 128, 128), False, "sm90"))
+
+
+def test_a_family_without_a_harness_is_not_judged(installed: FlashInferSources) -> None:
+    offered = read_offered(installed)
+    assert harnessed_archs() == ("sm120",)
+    tactic = offered.family("fp4_gemm_cutlass_sm120").tactics[0]
+    with pytest.raises(NotJudgeable, match="fp4_gemm_cutlass_sm120 has no harness"):
+        make_unit(installed, offered, case("nvfp4", "bf16", tactic.cta, tactic.swap_ab))
+
+
+def test_a_template_beyond_plain_substitution_is_refused(tmp_path: Path) -> None:
+    template = tmp_path / "t.jinja"
+    template.write_text("X({{ type }}, {{ cta_m }})\n")
+    assert UnitRecipe("f", template, ()).render(type="half", cta_m=64) == "X(half, 64)\n"
+    with pytest.raises(DenseSourcesError, match=r"needs \['cta_m'\]"):
+        UnitRecipe("f", template, ()).render(type="half")
+    template.write_text("{% for t in types %}X({{ t }}){% endfor %}\n")
+    with pytest.raises(DenseSourcesError, match="beyond plain substitutions"):
+        UnitRecipe("f", template, ()).render(t="half")
