@@ -20,7 +20,7 @@ import pytest
 
 from pytest_tileconform.compile.cache import default_cache_dir
 from pytest_tileconform.flashinfer.configs import KernelConfig
-from pytest_tileconform.flashinfer.features import UNCONFIRMED_LAYOUT, family, missing_piece, release_features
+from pytest_tileconform.flashinfer.features import family, missing_piece, release_features
 from pytest_tileconform.flashinfer.nvcc_flags import arch_nvcc_flags, nvcc_command, release_arch_nvcc_flags
 from pytest_tileconform.flashinfer.probe import ReleaseProbe, front_end
 from pytest_tileconform.flashinfer.releases import ReleaseError, fetch_release
@@ -63,20 +63,17 @@ FAMILIES = {
 #: What releases before 0.6.16 (and 0.6.17) lack of the mixed families: fp8 x MXFP4 (no pre-MMA
 #: scale mode; 0.6.12 and 0.6.17 also no fp4-for-fp8 interleave) and the small-K launcher
 NO_FP8_MXFP4 = {"fp8 x MXFP4", "small-K"}
-#: W4A8 and W4A16 where the scales are packed per CTA K and B is read interleaved (0.6.12, 0.6.17):
-#: the harness's layout for that pair is unconfirmed (features.UNCONFIRMED_LAYOUT), refused
-UNCONFIRMED = {"W4A8", "W4A16"}
 #: One release of each launcher generation (docs/releases.md) and the families the tool refuses
 #: there, each for a piece the release lacks: the activation fusion before 0.7.2, fp8 x MXFP4 and
-#: small-K before 0.6.16 and in 0.6.17. W4A8 and W4A16 build elsewhere: with the scales packed
-#: per CTA K (0.6.15 and older) and B as stored (0.5.3 - 0.6.8) where the sources say so.
+#: small-K before 0.6.16 and in 0.6.17. W4A8 and W4A16 build everywhere: with the scales packed
+#: per CTA K (0.6.15 and older, 0.6.17) and B as stored (0.5.3 - 0.6.8) where the sources say so.
 #: None = the installed release (0.7.4 in CI).
 GENERATIONS: dict[str | None, set[str]] = {
     "0.5.3": NO_FP8_MXFP4 | {"sm100 activation"},
     "0.6.6": NO_FP8_MXFP4 | {"sm100 activation"},
-    "0.6.12": NO_FP8_MXFP4 | UNCONFIRMED | {"sm100 activation"},
+    "0.6.12": NO_FP8_MXFP4 | {"sm100 activation"},
     "0.6.16": {"sm100 activation"},
-    "0.6.17": NO_FP8_MXFP4 | UNCONFIRMED | {"sm100 activation"},
+    "0.6.17": NO_FP8_MXFP4 | {"sm100 activation"},
     None: set(),
 }
 
@@ -93,14 +90,16 @@ def release_sources(version: str | None, cache_dir: Path) -> FlashInferSources:
 
 
 @pytest.mark.parametrize("version", ["0.5.3", "0.6.12", None], ids=["0.5.3", "0.6.12", "installed"])
-def test_only_packed_scales_with_interleaved_b_is_unconfirmed(version: str | None) -> None:
-    """Read from the releases' own sources, no nvcc: 0.6.12 is the pair the H200 showed wrong
-    everywhere (refused), 0.5.3 (packed, B as stored) and 0.7.4 (folded, interleaved) are not."""
+def test_w4a8_and_w4a16_are_built_in_every_layout_generation(version: str | None) -> None:
+    """Read from the releases' own sources, no nvcc: packed scales with B as stored (0.5.3), packed
+    with B interleaved (0.6.12) and folded with B interleaved (0.7.4) are each made by the harness,
+    none refused (0.6.12's pair passed bit for bit on the H200 on every tile its heuristic runs,
+    results/releases/h200-2026-12-02-mixed-0612)."""
     cache_dir = Path(os.environ.get("TILECONFORM_CACHE_DIR") or default_cache_dir())
     features = release_features(release_sources(version, cache_dir).root)
-    why = {name: missing_piece(features, FAMILIES[name]) for name in sorted(UNCONFIRMED)}
-    expected = UNCONFIRMED_LAYOUT if version == "0.6.12" else None
-    assert why == dict.fromkeys(why, expected), why
+    assert features.mixed_weights in ("stored", "interleaved")
+    why = {name: missing_piece(features, FAMILIES[name]) for name in ("W4A8", "W4A16")}
+    assert why == {"W4A8": None, "W4A16": None}, why
 
 
 @pytest.mark.parametrize("version", list(GENERATIONS), ids=[v or "installed" for v in GENERATIONS])
