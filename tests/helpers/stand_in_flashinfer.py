@@ -49,7 +49,7 @@ def _source(backend, cases):
     return os.environ.get("STAND_IN_SOURCE", "") + "".join(f"{c.id}\\n" for c in cases)
 
 
-def _spec(self, cases):
+def _spec(self, cases, paired=None):
     return BuildSpec(
         source=_source(self, cases),
         command=(sys.executable, str(HERE / "stand_in_nvcc.py"), "{src}", "{out}"),

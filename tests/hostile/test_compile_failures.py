@@ -311,7 +311,7 @@ LIMITED = 'if [ -n "$STAND_IN_ULIMIT" ]; then ulimit -v "$STAND_IN_ULIMIT"; fi; 
 KERNEL = "__global__ void k(float* x) { x[threadIdx.x] *= 2.f; }\\nint main() { return 0; }\\n"
 
 
-def _spec(self, cases):
+def _spec(self, cases, paired=None):
     nvcc = os.environ["REAL_NVCC"]
     return BuildSpec(
         source="".join(f"// {c.id}\\n" for c in cases) + KERNEL,
