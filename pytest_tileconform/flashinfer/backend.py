@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import tempfile
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -360,14 +361,32 @@ class FlashInferBackend:
                 continue
             except UnsupportedConfig as exc:
                 self._builds[case] = self._unsupported(exc)
-        # before any compile, the families the tool cannot build here (cached builds were built)
-        unbuilt = [case for case, spec in specs.items() if self.cache.lookup(spec) is None]
+        # the families the tool cannot build here (:mod:`.probe`); a cached failure is the
+        # kernel's verdict only where its family builds, so its family is probed too
+        found = {case: self.cache.lookup(spec) for case, spec in specs.items()}
+        unbuilt = [case for case, built in found.items() if built is None or not built.ok]
         jobs = self._units.jobs(list(specs.values()))[1]
-        for case, limitation in self._limitations(unbuilt, jobs, deadline).items():
+        with ThreadPoolExecutor(1) as pool:
+            probing = pool.submit(self._limitations, unbuilt, jobs, deadline)
+            # one instantiation to build (a first verdict): the probe, the harness's front end,
+            # runs beside its compile instead of before it; with more, it comes first, so that
+            # nothing of a family the tool cannot build is compiled
+            if len(one_per_build({c: specs[c] for c, built in found.items() if built is None})) > 1:
+                self._limit(probing.result(), specs)
+            if specs:
+                self._build_missing(specs, deadline, limit)
+            self._limit(probing.result(), specs)
+
+    def _limit(self, limitations: dict[MoeCase, NotJudgeable], specs: dict[MoeCase, BuildSpec]) -> None:
+        """Judge the cases of families the tool cannot build as such, whatever was built."""
+        for case, limitation in limitations.items():
             self._builds[case] = limitation
-            del specs[case]
-        if not specs:
-            return
+            specs.pop(case, None)
+
+    def _build_missing(
+        self, specs: dict[MoeCase, BuildSpec], deadline: float | None, limit: float | None
+    ) -> None:
+        """Build every case of ``specs`` without a cache entry: in shared units, then alone."""
         workers = max(1, self.settings.worker_count)
         # one case for each instantiation: the cases of one configuration (its problems, PDL on
         # and off) share one build, and units are planned in instantiations, not cases

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from pytest_tileconform.flashinfer.planner import (
     unit_size,
 )
 from pytest_tileconform.flashinfer.settings import Settings
-from pytest_tileconform.verdict import Stage, UnusableEnvironment
+from pytest_tileconform.verdict import NotJudgeable, Stage, UnusableEnvironment
 
 
 @pytest.mark.parametrize(
@@ -385,3 +386,39 @@ def test_a_unit_built_in_one_mode_serves_the_other(
     assert paired._spec([fp32]) != plain._spec([fp32])
     mixed = make_case("fp8_e4m3", weight="int4", out="bf16")
     assert plain._other_mode(mixed, [mixed]) is None  # no partner at all: one entry serves both
+
+
+def test_a_first_verdicts_compile_runs_beside_the_probe_whose_answer_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_settings: Callable[..., Settings]
+) -> None:
+    """One instantiation to build: the probe (the harness's front end) runs while it compiles,
+    not before. Where the probe says the tool cannot build the family, that is the case's
+    verdict, also in a later run that finds the compile's failure cached."""
+    compiler = tmp_path / "fake_nvcc.py"
+    compiler.write_text(FAKE_COMPILER)
+    backend = FlashInferBackend(backend_settings(), progress=lambda _msg: None)
+    monkeypatch.setattr(backend, "_spec", fake_spec(compiler))
+    bad = replace(make_case(), tile=(128, 256, 64))
+    limitation = NotJudgeable("the tool cannot build this family against FlashInfer 9.9.9")
+    probed: list[tuple[list[MoeCase], bool]] = []
+
+    def probe(
+        cases: Sequence[MoeCase], jobs: int = 1, deadline: float | None = None
+    ) -> dict[MoeCase, NotJudgeable]:
+        end = time.monotonic() + 10
+        while not (started := any(tmp_path.glob("cache/.build-*/*/tu.cu"))) and time.monotonic() < end:
+            time.sleep(0.05)
+        probed.append((list(cases), started))  # the compile started while the probe ran
+        return {case: limitation for case in cases}
+
+    monkeypatch.setattr(backend, "_limitations", probe)
+    backend.prepare([bad])
+    assert probed == [([bad], True)]
+    assert backend._builds[bad] is limitation  # not the compile error the unit cached
+    again = FlashInferBackend(backend_settings(), progress=lambda _msg: None)
+    monkeypatch.setattr(again, "_spec", fake_spec(compiler))
+    monkeypatch.setattr(
+        again, "_limitations", lambda cases, jobs=1, deadline=None: {c: limitation for c in cases}
+    )
+    again.prepare([bad])
+    assert again._builds[bad] is limitation
