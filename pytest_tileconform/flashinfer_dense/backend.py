@@ -54,12 +54,14 @@ class DenseBackend:
         self,
         options: RunOptions,
         sources: Path | None,
-        release: str | None,
+        refusal: str | None,
         progress: Callable[[str], None],
     ) -> None:
+        """``sources``: FlashInfer's data folder (None: the installed package's); ``refusal``: why
+        no case of this backend can be judged in this run (a choice of sources it cannot honour)."""
         self.options = options
         self._sources_dir = sources
-        self._release = release
+        self._refusal = refusal
         self.cache = open_cache(
             options.cache_dir, progress, options.cache_remote, options.build_on, options.jobs
         )
@@ -109,6 +111,8 @@ class DenseBackend:
     def check_environment(self, cases: Sequence[DenseCase]) -> None:
         """FlashInfer's sources, their dense tactic lists and the CUDA toolkit are there, for the
         cases that would be built here (no compile, no device)."""
+        if self._refusal is not None:
+            raise UnusableEnvironment(f"{PREFIX}{self._refusal}")
         for case in cases:
             try:
                 self.device_for(case.arch)
@@ -218,8 +222,6 @@ class DenseBackend:
             "tactic": unit.tactic.index,
             "build": str(built.path),
         }
-        if self._release is not None:
-            extra["flashinfer_release"] = self._release
         if not built.ok:
             verdict = Verdict(
                 Stage.COMPILE,
