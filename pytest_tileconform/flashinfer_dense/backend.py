@@ -54,13 +54,16 @@ class DenseBackend:
         self,
         options: RunOptions,
         sources: Path | None,
-        refusal: str | None,
         progress: Callable[[str], None],
+        release: str | None = None,
+        refusal: str | None = None,
     ) -> None:
-        """``sources``: FlashInfer's data folder (None: the installed package's); ``refusal``: why
-        no case of this backend can be judged in this run (a choice of sources it cannot honour)."""
+        """``sources``: FlashInfer's data folder (None: the installed package's); ``release``: the
+        ``--tile-flashinfer`` release they are (its ident, named by every verdict); ``refusal``: why
+        no case of this backend can be judged in this run (sources asked for that cannot be had)."""
         self.options = options
         self._sources_dir = sources
+        self._release = release
         self._refusal = refusal
         self.cache = open_cache(
             options.cache_dir, progress, options.cache_remote, options.build_on, options.jobs
@@ -222,6 +225,8 @@ class DenseBackend:
             "tactic": unit.tactic.index,
             "build": str(built.path),
         }
+        if self._release is not None:
+            extra["flashinfer_release"] = self._release
         if not built.ok:
             verdict = Verdict(
                 Stage.COMPILE,

@@ -1,7 +1,7 @@
 """pytest plugin registering the FlashInfer CUTLASS dense GEMM backend (its own ``pytest11`` entry
 point): its case kind and its backend, nothing of the core edited. It reads the FlashInfer sources
-the FlashInfer MoE plugin's ``--tile-flashinfer-sources`` names, when that plugin is there; its
-``--tile-flashinfer`` releases carry no dense templates, so a dense case refuses to be judged
+the FlashInfer MoE plugin's ``--tile-flashinfer-sources`` or ``--tile-flashinfer`` names, when that
+plugin is there; a release that cannot be had stops this backend's cases rather than judging them
 against installed sources the user did not ask for."""
 
 from __future__ import annotations
@@ -26,19 +26,23 @@ def pytest_tileconform_case_kinds() -> list[CaseKind]:
 def pytest_tileconform_register_backends(config: pytest.Config, options: RunOptions) -> list[DenseBackend]:
     from .backend import DenseBackend
 
-    sources = config.getoption("tile_flashinfer_sources", None)
+    given = config.getoption("tile_flashinfer_sources", None)
+    sources = Path(given) if given else None
     release = config.getoption("tile_flashinfer", None)
+    ident = refusal = None
+    if release:  # the MoE plugin resolved it already: this finds its cache entry
+        from ..flashinfer.releases import ReleaseError, resolve_release
+        from ..verdict import UnusableEnvironment
+
+        try:
+            resolved = resolve_release(release, options.cache_dir)
+            sources, ident = resolved.data_dir, resolved.ident
+        except (ReleaseError, UnusableEnvironment) as exc:
+            refusal = f"--tile-flashinfer {release}: {exc}"
     reporter = config.pluginmanager.getplugin("terminalreporter")
 
     def progress(message: str) -> None:
         if reporter is not None:
             reporter.write_line(f"tileconform (dense): {message}")
 
-    refusal = None
-    if release:
-        refusal = (
-            f"--tile-flashinfer {release}: a release's wheel is unpacked without FlashInfer's dense GEMM "
-            "templates and generator (flashinfer/releases.py MEMBERS); give that release's sources "
-            "with --tile-flashinfer-sources instead"
-        )
-    return [DenseBackend(options, Path(sources) if sources else None, refusal, progress)]
+    return [DenseBackend(options, sources, progress, ident, refusal)]

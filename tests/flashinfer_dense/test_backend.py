@@ -22,7 +22,7 @@ CASE: Case[DenseAxes] = Case(
 
 
 def backend(settings: Callable[..., Any], device: str, refusal: str | None = None) -> DenseBackend:
-    return DenseBackend(settings(device=device), None, refusal, lambda _message: None)
+    return DenseBackend(settings(device=device), None, lambda _message: None, refusal=refusal)
 
 
 def test_how_far_each_device_judges(backend_settings: Callable[..., Any]) -> None:
