@@ -44,7 +44,7 @@ def test_a_clean_run_is_ok_and_says_what_the_harness_spent_beside_the_kernel(
     (tmp_path / "seq-warm.json.gz").write_bytes(gzip.compress(json.dumps(report).encode()))
     lines = sequence_summary.summarize(sequence_summary.read(tmp_path, "warm"), "warm", 10, 2)
     assert [line[:3] for line in lines[:5]] == ["OK "] * 5
-    assert "100 runs in all" in lines[3] and "0 runs changed D, in 0 cases" in lines[4]
+    assert "100 runs in all" in lines[3] and "0 runs changed D, in 0 cases, 0 of them passed" in lines[4]
     assert any("beside the kernel runs, edges" in line and "median 0.280 s" in line for line in lines)
 
 
@@ -54,6 +54,8 @@ def test_a_changed_d_a_short_run_and_missing_cases_are_bad(sequence_summary: Mod
     report = {"cases": [case("sequence", 50, changed=3), short]}
     lines = sequence_summary.summarize(report, "cold", 10, 3)
     assert [line[:3] for line in lines[:5]] == ["BAD"] * 5
-    assert "3 runs changed D, in 1 cases" in lines[4]
+    assert "3 runs changed D, in 1 cases, 0 of them passed" in lines[4]
+    reducing = {"cases": [case("pass", 50, changed=3)]}  # a reducing epilogue's pass
+    assert sequence_summary.summarize(reducing, "warm", 10, 1)[4].startswith("OK   warm: 3 runs changed D")
     assert any(line.startswith("  not pass: c2: sequence (changed)") for line in lines)
     assert sequence_summary.summarize(None, "gone", 10, 3) == ["BAD  gone: no report"]
