@@ -15,6 +15,9 @@ can be faster on that many cores.
 
     python benchmarks/compile_steps.py matrices/sm90.yaml --match sm90-bf16- --units 1 2 4 8 \\
         --parallel --matrix-cases 360 --cores 16 --json steps.json
+
+``--harness-only`` also compiles each unit without its kernels (the harness, instantiated for
+the unit's cases): what a unit compiles beyond its kernels.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 from pytest_tileconform.compile import nvcc_pipeline
 from pytest_tileconform.flashinfer.axes import KINDS, moe_cases
 from pytest_tileconform.flashinfer.buildscript import compile_command, kernel_config
-from pytest_tileconform.flashinfer.codegen import generate_translation_unit
+from pytest_tileconform.flashinfer.codegen import generate_translation_unit, probe_unit
 from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.features import release_features
 from pytest_tileconform.flashinfer.nvcc_flags import nvcc_command
@@ -57,12 +60,19 @@ def _tool(command: str) -> str:
     return command.split()[0].strip("\"'").rsplit("/", 1)[-1]
 
 
-def compile_unit(configs: list[KernelConfig], work: Path) -> dict[str, Any]:
-    """Compile one unit of ``configs`` in ``work``, step by step; per-step wall, CPU, peak RSS."""
+def compile_unit(configs: list[KernelConfig], work: Path, harness_only: bool = False) -> dict[str, Any]:
+    """Compile one unit of ``configs`` in ``work``, step by step; per-step wall, CPU, peak RSS.
+    ``harness_only``: the unit without its kernels (:func:`.codegen.probe_unit`: the harness
+    instantiated for each case, the launcher named, never instantiated), so that a unit's cost
+    minus this one's is what its kernels cost."""
     sources = find_sources()
     work.mkdir(parents=True, exist_ok=True)
     src = work / "unit.cu"
-    src.write_text(generate_translation_unit(configs, release_features(sources.root), sources.version))
+    features = release_features(sources.root)
+    if harness_only:
+        src.write_text(probe_unit(configs, features))
+    else:
+        src.write_text(generate_translation_unit(configs, features, sources.version))
     argv = [*compile_command(nvcc_command(configs[0], sources, src, work / "harness")), "-odir", str(work)]
     private = Path(tempfile.mkdtemp(prefix="compile-steps-", dir=work)).resolve()
     plan = nvcc_pipeline.plan(argv, private)
@@ -96,7 +106,8 @@ def compile_unit(configs: list[KernelConfig], work: Path) -> dict[str, Any]:
         by_tool[key] = round(by_tool.get(key, 0.0) + row.cpu_s, 2)
     tools = {row.tool for row in steps}
     return {
-        "instantiations": len(configs),
+        "instantiations": 0 if harness_only else len(configs),
+        "harness_only": harness_only,
         "cases": [c.name for c in configs],
         "cpu_s": round(sum(r.cpu_s for r in steps), 1),
         "cpu_s_by_tool": by_tool,
@@ -135,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--work", type=Path, default=None, help="where to compile (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--harness-only",
+        action="store_true",
+        help="also compile each unit without its kernels (the harness alone): the rest is the kernels'",
+    )
     args = parser.parse_args(argv)
     cases = [c for c in moe_cases(load_matrix(args.matrix, KINDS).cases) if args.match in c.id]
     configs = list(dict.fromkeys(kernel_config(c) for c in cases))
@@ -144,9 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     work = args.work or Path(tempfile.mkdtemp(prefix="compile-steps-"))
     started = time.monotonic()
-    with ThreadPoolExecutor(len(args.units) if args.parallel else 1) as pool:
-        units = list(pool.map(lambda n: compile_unit(configs[:n], work / f"unit-{n}"), args.units))
-    lines = fit(units) if len(units) > 1 else {}
+    jobs = [(n, False) for n in args.units] + ([(n, True) for n in args.units] if args.harness_only else [])
+    with ThreadPoolExecutor(len(jobs) if args.parallel else 1) as pool:
+        units = list(
+            pool.map(lambda j: compile_unit(configs[: j[0]], work / f"unit-{j[0]}{'-h' * j[1]}", j[1]), jobs)
+        )
+    kernels = [u for u in units if not u["harness_only"]]
+    lines = fit(kernels) if len(kernels) > 1 else {}
     per_instantiation = sum(line["per_instantiation_s"] for line in lines.values())
     report = {
         "matrix": str(args.matrix),
