@@ -8,8 +8,8 @@ there writes the same lines the runner's own ``--tile-update`` would have writte
 (under the matrix's lock, atomic, refusing an entry edited meanwhile). Several files, such as
 the slices of one matrix judged in separate calls, are applied in one write, in the order given.
 
-A file's verdict counts for a case only where it judged the case's coordinates (kernel and
-problem): the same id meaning another case, or two files that disagree on a case, is refused
+A file's verdict counts for a case only where it judged the case's coordinates (the
+backend's axes): the same id meaning another case, or two files that disagree on a case, is refused
 before anything is written.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,8 @@ from .inputs import read_document
 from .output import EXIT_FLAGGED, EXIT_OK, CommandError, emit, message
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ..matrix.kinds import CaseKind
     from ..matrix.load import LoadedMatrix
     from ..matrix.rewrite import Change
@@ -33,10 +36,13 @@ if TYPE_CHECKING:
 SHOWN = 10
 
 
-def observed(matrix: LoadedMatrix, paths: list[Path]) -> tuple[dict[str, Verdict], int]:
+def observed(
+    matrix: LoadedMatrix, paths: list[Path], typed: Sequence[type[BaseModel]] = ()
+) -> tuple[dict[str, Verdict], int]:
     """Each case of ``matrix`` that a file judged, with its verdict (of the last file that
     judged it: files agree on stage and status, and a later run's reason and shared memory are
-    the ones to keep), and how many judged cases of the files are not in the matrix. Raises
+    the ones to keep), and how many judged cases of the files are not in the matrix; the
+    coordinates are compared as the backends' records (``typed``) read them. Raises
     :class:`.output.CommandError` listing every case judged on other coordinates and every case
     the files disagree on."""
     from ..matrix.expect import describe_observed
@@ -55,7 +61,7 @@ def observed(matrix: LoadedMatrix, paths: list[Path]) -> tuple[dict[str, Verdict
                 others += 1
                 continue
             record = records[entry.id]
-            if entry.case is None or not entry.case.same_case(record):
+            if entry.case is None or not entry.case.same_case(record, typed):
                 there = {} if entry.case is None else entry.case.model_dump()
                 here = record.model_dump()
                 differ = ", ".join(
@@ -97,6 +103,7 @@ def changes_for(matrix: LoadedMatrix, verdicts: dict[str, Verdict]) -> dict[str,
 
 def main(kinds: dict[str, CaseKind], args: argparse.Namespace) -> int:
     """``kinds``: what the plugins declare of their backends' cases (:mod:`..matrix.kinds`)."""
+    from ..matrix.kinds import records_of
     from ..matrix.load import MatrixInvalid, load_matrix
     from ..matrix.update import ChangedMeanwhile, UpdateRefused, update_matrix
 
@@ -107,7 +114,7 @@ def main(kinds: dict[str, CaseKind], args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"{path}: {exc.strerror or exc}") from None
-    verdicts, others = observed(matrix, args.results)
+    verdicts, others = observed(matrix, args.results, records_of(kinds.values()))
     if others:
         message(f"{others} judged case(s) of these files are not in {path}: left out")
     if not verdicts:

@@ -21,6 +21,7 @@ from .plugins import CommandPlugins, command_plugins
 
 # -- report ------------------------------------------------------------------------------------
 def _report_merge(plugins: CommandPlugins, args: argparse.Namespace) -> int:
+    from ..matrix.kinds import records_of
     from ..results.merge import merge, to_markdown
     from ..results.merge_html import to_html
     from ..results.store import ReportError
@@ -28,7 +29,7 @@ def _report_merge(plugins: CommandPlugins, args: argparse.Namespace) -> int:
     note = plugins.hook.pytest_tileconform_merge_note(args=args)
     columns = [column for found in plugins.hook.pytest_tileconform_host_columns() for column in found]
     try:
-        merged = merge(args.results, note, columns)
+        merged = merge(args.results, note, columns, records_of(plugins.kinds().values()))
     except ReportError as exc:
         raise CommandError(str(exc)) from None
     for warning in merged.warnings:

@@ -132,11 +132,9 @@ class MoeAxes:
         return found
 
     def record(self) -> dict[str, Any]:
-        """:meth:`describe` with every launcher choice stated (None: the launcher's default), as
-        results files have recorded them."""
-        found = self.describe()
-        problem = found.pop("problem")
-        return {**MoeRecord.model_validate(found).model_dump(), "problem": problem}
+        """:meth:`describe` with every launcher choice and problem field stated (None: the
+        launcher's default), as results files have recorded them (:class:`MoeRecord`)."""
+        return MoeRecord.model_validate(self.describe()).model_dump()
 
     def properties(self) -> list[tuple[str, str]]:
         return [
@@ -146,36 +144,6 @@ class MoeAxes:
         ]
 
 
-def _make(problems: Problem, **choices: Any) -> MoeAxes:
-    """A case's axes from one value of each axis of :data:`KIND` (``problems`` gives one problem)."""
-    return MoeAxes(problem=problems, **choices)
-
-
-KIND = CaseKind(
-    backend=NAME,
-    axes=MoeMatrixAxes,
-    defaults={
-        "cluster": [(1, 1, 1)],
-        "dynamic_cluster": [None],  # a static cluster
-        "swap_ab": [False],
-        "fusion": ["none"],
-        "epilogue": [None],  # the launcher's default
-        "mainloop": [None],  # the launcher's (uniform inputs)
-        "kernel_arch": [None],  # the arch's own kernels
-        "pdl": [None],  # the backend's default
-        "problems": None,  # the matrix gives them
-    },
-    make=_make,
-    id_pattern="cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP][-sm100kernel][-swapab][-pdl|-nopdl]"
-    "[-problem name]",
-    id_advice="give their problems different names",
-    check=check_routing,
-    same_value={"problems": same_problem},
-)
-#: This backend's kinds, as :func:`..matrix.load.load_matrix` takes them (its commands read its
-#: matrices without the plugin manager)
-KINDS: dict[str, CaseKind] = {NAME: KIND}
-
 _SHAPE = r"^\d+x\d+x\d+$"
 
 
@@ -184,10 +152,25 @@ def _shape(label: str) -> Shape:
     return (m, n, k)
 
 
+class ProblemRecord(Strict):
+    """A case's :class:`.problem.Problem` as a results file records it: rows listed per expert,
+    each field stated (a file written before a field existed reads as its default)."""
+
+    name: str | None = None
+    rows: list[int] = Field(description="rows of each expert")
+    n: int
+    k: int
+    bias: bool = Field(default=False, description="the finalize epilogue adds a bias per expert")
+    seed: int = Field(default=0, description="the seed the routing and the inputs were drawn with")
+    tokens: int | None = Field(default=None, description="tokens routed (a preset), else None")
+    top_k: int | None = Field(default=None, description="experts per token (a preset), else None")
+
+
 class MoeRecord(Strict):
     """:meth:`MoeAxes.describe` as a results file records it (the backend's part of a case record,
     :class:`..results.model.CaseRecord`); shapes as ``MxNxK``."""
 
+    problem: ProblemRecord | None = Field(default=None, description="the grouped problem")
     cluster: str = Field(default="1x1x1", pattern=_SHAPE)
     swap_ab: StrictBool = False
     fusion: str = "none"
@@ -244,3 +227,35 @@ def moe_cases(cases: Iterable[Case]) -> list[MoeCase]:
             raise TypeError(f"{case.id} is a case of backend {case.backend!r}, not {NAME!r}")
         found.append(cast(MoeCase, case))
     return found
+
+
+def _make(problems: Problem, **choices: Any) -> MoeAxes:
+    """A case's axes from one value of each axis of :data:`KIND` (``problems`` gives one problem)."""
+    return MoeAxes(problem=problems, **choices)
+
+
+KIND = CaseKind(
+    backend=NAME,
+    axes=MoeMatrixAxes,
+    defaults={
+        "cluster": [(1, 1, 1)],
+        "dynamic_cluster": [None],  # a static cluster
+        "swap_ab": [False],
+        "fusion": ["none"],
+        "epilogue": [None],  # the launcher's default
+        "mainloop": [None],  # the launcher's (uniform inputs)
+        "kernel_arch": [None],  # the arch's own kernels
+        "pdl": [None],  # the backend's default
+        "problems": None,  # the matrix gives them
+    },
+    make=_make,
+    id_pattern="cCLUSTER[-dynCLUSTER]-fusion[-nosmem][-MAINLOOP][-sm100kernel][-swapab][-pdl|-nopdl]"
+    "[-problem name]",
+    id_advice="give their problems different names",
+    check=check_routing,
+    same_value={"problems": same_problem},
+    record=MoeRecord,
+)
+#: This backend's kinds, as :func:`..matrix.load.load_matrix` takes them (its commands read its
+#: matrices without the plugin manager)
+KINDS: dict[str, CaseKind] = {NAME: KIND}

@@ -1,8 +1,8 @@
 """What a backend declares about its cases, so that the core knows none of its axes.
 
-The core's frame of a case is its arch, dtypes, CTA tile and problem: the coordinates every
-report groups by. Everything past them (a MoE launcher's cluster, fusion, epilogue schedule, ...)
-is the backend's: a :class:`CaseKind` names the backend's matrix keys (a pydantic model the matrix
+The core's frame of a case is its arch, dtypes and CTA tile: the coordinates every report
+groups by. Everything past them (a grouped GEMM's problem and launcher choices, ...) is the
+backend's: a :class:`CaseKind` names the backend's matrix keys (a pydantic model the matrix
 schema joins to its frame, :func:`.schema.matrix_model`), the value of each key no layer sets, and
 how a case's values become its typed coordinates (:class:`CaseAxes`), which give the words of
 the case id, the coordinates a results file records and the case's JUnit properties. As the
@@ -83,6 +83,15 @@ class CaseKind:
     check: Check | None = None
     #: the backend's advice on duplicate ids, by axis (a list of problems without names)
     same_value: Mapping[str, SameValue] = field(default_factory=dict)
+    #: the backend's typed record of its keys in a results file (what :meth:`CaseAxes.record`
+    #: writes), which reads what an older file left out as the backend's default; None: its
+    #: keys are compared as written
+    record: type[BaseModel] | None = None
+
+
+def records_of(kinds: Iterable[CaseKind]) -> list[type[BaseModel]]:
+    """The typed records the backends of ``kinds`` declare (the ``record`` of a :class:`CaseKind`)."""
+    return [kind.record for kind in kinds if kind.record is not None]
 
 
 def kinds_by_backend(found: Iterable[Iterable[CaseKind]]) -> dict[str, CaseKind]:

@@ -2,10 +2,10 @@
 
 Rows are keyed by a device fingerprint (:class:`~pytest_tileconform.results.fingerprint.DeviceKey`):
 GPU name or virtual profile, compute capability, opt-in shared memory, driver and CUDA versions,
-the columns the backends add (:class:`~.fingerprint.HostColumn`: FlashInfer's version) and the
-nvcc version. There is one table per architecture and dtype combination;
-its columns are the CTA tiles (M x N x K, K in elements) and each cell aggregates the cases of
-that tile (clusters, swap_ab, fusion, problems) by :class:`~.category.Category`: the verdict
+the columns the backends add (:class:`~.fingerprint.HostColumn`) and the nvcc version. There is
+one table per architecture and dtype combination; its columns are the CTA tiles (M x N x K, K in
+elements) and each cell aggregates the cases of that tile (whatever the backend's axes) by
+:class:`~.category.Category`: the verdict
 against what the matrix expected, so a known-bad tile reads differently from a regression and a
 strict XPASS (pytest failed the run) is not shown as a pass. Counts, the stage, the CUTLASS
 status and the shared memory asked for against the device's limit go with each category. A pass
@@ -26,6 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..archs import arch_order
 from ..dtypes import dtype_label as _dtype_label
@@ -35,6 +36,9 @@ from .category import MEANING, Category, category_of, partly_judged
 from .fingerprint import DeviceKey, HostColumn, device_key
 from .model import CaseRecord, ResultsDocument
 from .store import read_results
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 #: verdict outcomes in stage order, ``pass`` first
 OUTCOME_ORDER = {name: i for i, name in enumerate(EXPECTATIONS)}
@@ -66,7 +70,7 @@ class Judged:
     dtypes: str
     tile: str
     case_id: str
-    problem: str
+    coordinates: str  # the backend's, as JSON: what tells two cases of one id apart
     outcome: str  # the verdict: pass or the stage it was rejected at
     expected: str  # the matrix's: pass or a stage ("?" when the file does not say)
     expected_status: str | None  # the status the expectation records (None: any)
@@ -99,7 +103,7 @@ class Cell:
     conflicts: list[tuple[Judged, Judged]] = field(default_factory=list)
 
     def add(self, item: Judged) -> None:
-        slot = (item.case_id, item.problem)
+        slot = (item.case_id, item.coordinates)
         known = self.judged.get(slot)
         if known is not None and _agreement(known) != _agreement(item):
             self.conflicts.append((known, item))
@@ -164,10 +168,15 @@ def _tile_key(tile: str) -> tuple[int, ...]:
 
 
 def judged_cases(
-    path: Path, document: ResultsDocument, note: CaseNote | None = None, columns: Sequence[HostColumn] = ()
+    path: Path,
+    document: ResultsDocument,
+    note: CaseNote | None = None,
+    columns: Sequence[HostColumn] = (),
+    records: Sequence[type[BaseModel]] = (),
 ) -> tuple[list[Judged], Counter[str]]:
     """The verdicts of one results file, and the cases that cannot be placed in a table (no
-    verdict, hence no device; or no coordinates), counted by pytest's outcome."""
+    verdict, hence no device; or no coordinates), counted by pytest's outcome. A case is told
+    from another of its id by its backend's coordinates as the backends' ``records`` read them."""
     found: list[Judged] = []
     unplaced: Counter[str] = Counter()
     for entry in document.cases:
@@ -175,7 +184,6 @@ def judged_cases(
         if verdict is None or case is None:
             unplaced["no longer in its matrix" if case is None else entry.outcome or "not recorded"] += 1
             continue
-        problem = case.problem.model_dump() if case.problem is not None else {}
         found.append(
             Judged(
                 key=device_key(verdict, document.host, columns),
@@ -183,7 +191,7 @@ def judged_cases(
                 dtypes=_dtype_label(case.act, case.weight, case.out),
                 tile=case.tile,
                 case_id=entry.id,
-                problem=json.dumps(problem, sort_keys=True),
+                coordinates=json.dumps(case.coordinates(records), sort_keys=True),
                 outcome=verdict.reported,  # a pass whose kernel did not run reads unrun
                 expected=entry.expected or "?",
                 expected_status=entry.expected_status,
@@ -200,17 +208,23 @@ def judged_cases(
     return found, unplaced
 
 
-def merge(paths: Sequence[Path], note: CaseNote | None = None, columns: Sequence[HostColumn] = ()) -> Merged:
+def merge(
+    paths: Sequence[Path],
+    note: CaseNote | None = None,
+    columns: Sequence[HostColumn] = (),
+    records: Sequence[type[BaseModel]] = (),
+) -> Merged:
     """Read every results file (all errors, as ``store.ReportError``, are raised before anything
     is merged); with ``note``, each case carries its text in that column; ``columns`` are the
-    backends' columns of the device rows."""
+    backends' columns of the device rows; ``records`` the backends' records of their coordinates
+    (the ``record`` of a :class:`..matrix.kinds.CaseKind`)."""
     documents = [(path, read_results(path)) for path in paths]
     cells: dict[tuple[str, str], dict[DeviceKey, dict[str, Cell]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(Cell))
     )
     merged = Merged(list(paths), Counter(), cells, Counter(), [], note=note, columns=tuple(columns))
     for path, document in documents:
-        items, unplaced = judged_cases(path, document, note, columns)
+        items, unplaced = judged_cases(path, document, note, columns, records)
         merged.unplaced.update(unplaced)
         for item in items:
             cell = merged.cells[item.arch, item.dtypes][item.key][item.tile]

@@ -11,6 +11,7 @@ Readers key on that, never on the free-text ``source``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final, Literal
 
 from pydantic import (
@@ -18,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    ValidationError,
     model_serializer,
     model_validator,
 )
@@ -106,21 +108,10 @@ class VerdictRecord(_Strict):
         return Verdict.from_json(self.model_dump(mode="json"))
 
 
-class ProblemRecord(_Strict):
-    name: str | None = None
-    rows: list[int] = Field(description="rows of each expert")
-    n: int
-    k: int
-    bias: bool = Field(default=False, description="the finalize epilogue adds a bias per expert")
-    seed: int = Field(default=0, description="the seed the routing and the inputs were drawn with")
-    tokens: int | None = Field(default=None, description="tokens routed (a preset), else None")
-    top_k: int | None = Field(default=None, description="experts per token (a preset), else None")
-
-
 class CaseRecord(BaseModel):
-    """A case's coordinates (``Case.describe()``): the core's frame typed here, the tile as
+    """A case's coordinates (``Case.record()``): the core's frame typed here, the tile as
     ``MxNxK`` with K in elements; every other key is the backend's (:mod:`..matrix.kinds`), kept
-    as written and read by the backend's own record (FlashInfer's: its cluster, fusion, ...), so
+    as written and read by the backend's own record (the ``record`` of a :class:`..matrix.kinds.CaseKind`), so
     the core rejects no backend's coordinates."""
 
     model_config = ConfigDict(extra="allow")
@@ -130,26 +121,27 @@ class CaseRecord(BaseModel):
     weight: str
     out: str
     tile: str = Field(pattern=_SHAPE, description="CTA tile MxNxK, K in elements of the activation type")
-    problem: ProblemRecord | None = Field(default=None, description="FlashInfer's grouped problem")
 
-    @model_serializer(mode="wrap")
-    def _no_problem(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A case of a backend without FlashInfer's problem is written without the key."""
-        data: dict[str, Any] = handler(self)
-        if data.get("problem") is None:
-            data.pop("problem", None)
-        return data
-
-    def coordinates(self) -> dict[str, Any]:
+    def coordinates(self, records: Iterable[type[BaseModel]] = ()) -> dict[str, Any]:
         """The backend's keys and their values, a key recorded as null left out (a file written
-        before the backend had the key has none)."""
-        return {key: value for key, value in (self.model_extra or {}).items() if value is not None}
+        before the backend had the key has none). With ``records`` (the backends' typed records),
+        as the first that reads them states them: what an older file left out filled in."""
+        found = {key: value for key, value in (self.model_extra or {}).items() if value is not None}
+        for record in records:
+            try:
+                typed = record.model_validate(found).model_dump(mode="json")
+            except ValidationError:
+                continue
+            return {key: value for key, value in typed.items() if value is not None}
+        return found
 
-    def same_case(self, other: CaseRecord) -> bool:
-        """The same coordinates, whichever of the two states what the matrix left out."""
-        frame = {"arch", "act", "weight", "out", "tile", "problem"}
+    def same_case(self, other: CaseRecord, records: Iterable[type[BaseModel]] = ()) -> bool:
+        """The same coordinates, whichever of the two states what the matrix left out (read by
+        the backends' ``records``)."""
+        records = tuple(records)
+        frame = {"arch", "act", "weight", "out", "tile"}
         return self.model_dump(include=frame) == other.model_dump(include=frame) and (
-            self.coordinates() == other.coordinates()
+            self.coordinates(records) == other.coordinates(records)
         )
 
 

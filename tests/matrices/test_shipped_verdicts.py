@@ -1,7 +1,7 @@
 """Every case of each shipped whole-space matrix has a recorded verdict, and the matrix agrees with
 it: a case the reports judged failing carries an expectation at that stage, with the source and
 the shared memory of the report, and a case without one passed wherever it was judged. A report
-counts for a case when it judged the same coordinates (kernel and problem), whichever matrix file
+counts for a case when it judged the same coordinates (the backend's axes, read by its record), whichever matrix file
 it was run from. The reports are those results/index.json lists for the matrix; a matrix it
 marks complete must have a verdict for every case."""
 
@@ -12,6 +12,7 @@ from helpers.evidence import complete_matrices, index, matrix_reports
 from helpers.fake_backend import TEST_KINDS
 from helpers.paths import REPO
 
+from pytest_tileconform.matrix.kinds import records_of
 from pytest_tileconform.matrix.load import load_matrix
 from pytest_tileconform.results.model import CaseEntry, CaseRecord
 from pytest_tileconform.results.store import read_results
@@ -47,7 +48,7 @@ def test_every_case_has_a_verdict_the_matrix_agrees_with(matrix: str) -> None:
         record = CaseRecord.model_validate(case.record())
         expected = case.expectation
         for name, entry in seen[case_id]:
-            assert entry.case is not None and entry.case.same_case(record), (
+            assert entry.case is not None and entry.case.same_case(record, records_of(TEST_KINDS.values())), (
                 f"{name} judged other coordinates under the id {case_id}"
             )
             verdict = entry.verdict
