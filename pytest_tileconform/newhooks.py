@@ -76,8 +76,9 @@ def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]
 
 @pytest.hookspec
 def pytest_tileconform_host_columns() -> list[HostColumn]:  # type: ignore[empty-body]
-    """The fields of this plugin's host fingerprint that ``report merge`` shows as columns of its
-    device rows (FlashInfer: its version), between the core's CUDA and nvcc columns."""
+    """The fields of this plugin's host fingerprint (:func:`pytest_tileconform_host_fingerprint`),
+    each a column ``report merge`` shows after the core's CUDA column of its device rows; one
+    marked ``toolkit`` gives rows without a driver their CUDA version."""
 
 
 @pytest.hookspec

@@ -118,11 +118,12 @@ def pytest_tileconform_host_fingerprint(config: pytest.Config) -> dict[str, Any]
 
 
 def pytest_tileconform_host_columns() -> list[HostColumn]:
-    """The FlashInfer version of each merged device row (a verdict of a ``--tile-flashinfer``
-    run names its release, the host fingerprint the installed one)."""
+    """This backend's fingerprint fields (:func:`pytest_tileconform_host_fingerprint`): the
+    FlashInfer version of each merged device row (a verdict of a ``--tile-flashinfer`` run names
+    its release, the host fingerprint the installed one) and the nvcc that compiled the harnesses."""
     from ..results.fingerprint import HostColumn
 
-    return [HostColumn("flashinfer", "FlashInfer")]
+    return [HostColumn("flashinfer", "FlashInfer"), HostColumn("nvcc", "nvcc", toolkit=True)]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

@@ -2,9 +2,9 @@
 
 ``host_fingerprint()`` is written into every ``--tile-report`` (``host.fingerprint``): GPU names,
 compute capabilities and driver and CUDA versions from ``nvidia-smi`` (absent on machines without a
-GPU) and this package's version, merged with what the backends contribute through
-``pytest_tileconform_host_fingerprint`` (the FlashInfer backend: its version and the nvcc that
-compiled the harnesses). Nothing here imports a backend or initializes CUDA.
+GPU) and this package's version, merged with the fields the backends contribute through
+``pytest_tileconform_host_fingerprint`` (their versions, the compiler of their builds) and declare
+through ``pytest_tileconform_host_columns``. Nothing here imports a backend or initializes CUDA.
 
 ``device_key()`` is the per-case fingerprint ``report merge`` keys its rows on. It takes what the
 verdict itself says (its ``device``, ``extra.device``, ``smem_limit``) first and the file's host
@@ -79,12 +79,15 @@ def host_fingerprint(contributions: Iterable[Mapping[str, Any]] = ()) -> Fingerp
 
 @dataclass(frozen=True)
 class HostColumn:
-    """A column a backend adds to each row of a merged table: a key of the host fingerprint its
-    plugin records (``pytest_tileconform_host_fingerprint``), which a verdict's ``extra`` may
-    name more exactly (the FlashInfer release a run judged), and the column's title."""
+    """A field of the host fingerprint a backend declares, shown as a column of each row of a
+    merged table: the key its plugin records (``pytest_tileconform_host_fingerprint``), which a
+    verdict's ``extra`` may name more exactly (the release a run judged), and the column's title.
+    ``toolkit``: the value is a CUDA compiler's ``--version`` line (``... cuda_13.0 ...``), which
+    rows no driver judged (a virtual device, the build) take their CUDA version from."""
 
     key: str
     title: str
+    toolkit: bool = False
 
 
 @dataclass(frozen=True, order=True)
@@ -98,7 +101,6 @@ class DeviceKey:
     driver: str
     cuda: str
     backend: tuple[str, ...]  # the values of the backends' columns (:class:`HostColumn`)
-    nvcc: str
 
     def label(self) -> str:
         if self.kind == "virtual":
@@ -112,8 +114,8 @@ def _text(value: Any) -> str:
     return UNKNOWN if value in (None, "") else str(value)
 
 
-def _cuda_of_nvcc(nvcc: str | None) -> str | None:
-    found = re.search(r"cuda_(\d+\.\d+)", nvcc or "")
+def _cuda_of_toolkit(version: str) -> str | None:
+    found = re.search(r"cuda_(\d+\.\d+)", version)
     return found.group(1) if found else None
 
 
@@ -134,7 +136,8 @@ def device_key(verdict: VerdictRecord, host: Host, columns: Sequence[HostColumn]
     verdict without a ``device`` (its backend did not say) is keyed as a build-stage one."""
     fp = host.fingerprint or Fingerprint()
     backend = tuple(host_value(verdict, host, column.key) for column in columns)
-    nvcc = _text(fp.nvcc)
+    toolkit = next((value for column, value in zip(columns, backend, strict=True) if column.toolkit), UNKNOWN)
+    toolkit_cuda = _text(_cuda_of_toolkit(toolkit))
     device = verdict.device
     if device is not None and device.kind == "hardware":
         return DeviceKey(
@@ -145,7 +148,6 @@ def device_key(verdict: VerdictRecord, host: Host, columns: Sequence[HostColumn]
             driver=_text(fp.driver),
             cuda=_text(fp.cuda_driver),
             backend=backend,
-            nvcc=nvcc,
         )
     if device is not None and device.kind == "virtual":
         return DeviceKey(
@@ -154,18 +156,16 @@ def device_key(verdict: VerdictRecord, host: Host, columns: Sequence[HostColumn]
             cc=_text(device.cc),
             smem_optin=_text(verdict.smem_limit or _reported_optin(verdict)),
             driver=NOT_APPLICABLE,
-            cuda=_text(_cuda_of_nvcc(fp.nvcc)),
+            cuda=toolkit_cuda,
             backend=backend,
-            nvcc=nvcc,
         )
-    # compile-stage verdicts (nvcc errors, configurations codegen cannot express, compile only)
+    # compile-stage verdicts (compile errors, configurations codegen cannot express, compile only)
     return DeviceKey(
         device="build only",
         kind="build",
         cc=NOT_APPLICABLE,
         smem_optin=NOT_APPLICABLE,
         driver=NOT_APPLICABLE,
-        cuda=_text(_cuda_of_nvcc(fp.nvcc)),
+        cuda=toolkit_cuda,
         backend=backend,
-        nvcc=nvcc,
     )

@@ -2,12 +2,12 @@
 
 Rows are keyed by a device fingerprint (:class:`~pytest_tileconform.results.fingerprint.DeviceKey`):
 GPU name or virtual profile, compute capability, opt-in shared memory, driver and CUDA versions,
-the columns the backends add (:class:`~.fingerprint.HostColumn`) and the nvcc version. There is
-one table per architecture and dtype combination; its columns are the CTA tiles (M x N x K, K in
-elements) and each cell aggregates the cases of that tile (whatever the backend's axes) by
-:class:`~.category.Category`: the verdict
-against what the matrix expected, so a known-bad tile reads differently from a regression and a
-strict XPASS (pytest failed the run) is not shown as a pass. Counts, the stage, the CUTLASS
+the columns the backends add (:class:`~.fingerprint.HostColumn`: their versions, their
+compiler). There is one table per architecture and dtype combination; its columns are the CTA
+tiles (M x N x K, K in elements) and each cell aggregates the cases of that tile (whatever the
+backend's axes) by :class:`~.category.Category`: the verdict against what the matrix expected,
+so a known-bad tile reads differently from a regression and a strict XPASS (pytest failed the
+run) is not shown as a pass. Counts, the stage, the CUTLASS
 status and the shared memory asked for against the device's limit go with each category. A pass
 whose kernel did not run (a virtual device judges through ``launch``) is ``unrun``, never a pass;
 a pass or fix judged short of the output check is marked.
@@ -86,8 +86,8 @@ class Judged:
 
 @dataclass(frozen=True)
 class CaseNote:
-    """A column a plugin adds to the notable cases (FlashInfer's tactic ids of each case's
-    kernel, ``report merge --tactics``): its title, a case's text given its coordinates, and
+    """A column a plugin adds to the notable cases (a backend's ids of each case's
+    kernel, e.g. tactic ids): its title, a case's text given its coordinates, and
     the text of a case it has nothing for."""
 
     title: str
@@ -403,14 +403,14 @@ def tiles_of(rows: dict[DeviceKey, dict[str, Cell]]) -> list[str]:
 
 
 def device_columns(key: DeviceKey) -> list[str]:
-    cols = [key.device, key.kind, key.cc, key.smem_optin, key.driver, key.cuda, *key.backend, key.nvcc]
+    cols = [key.device, key.kind, key.cc, key.smem_optin, key.driver, key.cuda, *key.backend]
     cols[3] = f"{int(cols[3]):,}" if cols[3].isdigit() else cols[3]
     return cols
 
 
 def device_header(merged: Merged) -> list[str]:
     titles = [column.title for column in merged.columns]
-    return ["row", "device", "kind", "CC", "opt-in smem (B)", "driver", "CUDA", *titles, "nvcc"]
+    return ["row", "device", "kind", "CC", "opt-in smem (B)", "driver", "CUDA", *titles]
 
 
 NOTABLE_HEADER = ["row", "case", "category", "expected", "verdict", "status", "smem asked (B)", "limit (B)"]

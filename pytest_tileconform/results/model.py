@@ -184,16 +184,15 @@ class GpuRecord(_Strict):
 
 class Fingerprint(BaseModel):
     """The host's part of where verdicts came from. The core fills ``gpus``, ``driver``,
-    ``cuda_driver`` and ``tileconform``; backends add theirs (``nvcc``, the compiler of the core's
-    builds, or keys of their own: FlashInfer's ``flashinfer``) through
-    ``pytest_tileconform_host_fingerprint``."""
+    ``cuda_driver`` and ``tileconform``; every other key is a backend's, contributed through
+    ``pytest_tileconform_host_fingerprint`` and declared through
+    ``pytest_tileconform_host_columns`` (:class:`.fingerprint.HostColumn`), kept as written."""
 
     model_config = ConfigDict(extra="allow")
 
     gpus: list[GpuRecord] = Field(default_factory=list, description="from nvidia-smi; empty without a driver")
     driver: str | None = None
     cuda_driver: str | None = Field(default=None, description="the CUDA version the driver reports")
-    nvcc: str | None = Field(default=None, description="the last line of 'nvcc --version'")
     tileconform: str | None = None
 
 
