@@ -12,10 +12,31 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Field, StrictBool, StrictInt, Tag, model_validator
 
-from ..matrix.bounds import HOST_MAX_ELEMENTS, MAX_DIM, MAX_ELEMENTS, MAX_EXPERTS, MAX_ROUTED_ROWS
 from ..matrix.duplicates import Axis, Column, Loc
 from ..matrix.schema import Name, Strict
 from .presets import MAX_SEED, UnknownPreset, presets_named
+
+#: Rows per expert, ``n`` and ``k``: above 16 M a dimension is a typo, not a test (the element
+#: bound below is what keeps a problem's memory sane; a long thin one may still be wanted).
+MAX_DIM = 1 << 24
+#: Experts of one problem (the largest MoE models have a few hundred).
+MAX_EXPERTS = 1024
+#: Elements of one problem's operands together (A: rows x k, B: experts x n x k, D: rows x n)
+#: that a matrix may ask for: twice the largest preset (DeepSeek-V3's gate/up GEMM at 16k
+#: tokens, 9.0 G elements, B alone 256 x 4096 x 7168), 16 GiB at one byte an element. Loading
+#: spends nothing per element; this bound keeps what a judge could be asked to allocate finite.
+MAX_ELEMENTS = 1 << 34
+#: The most elements whose inputs and reference are made on the CPU (2^31: 8 GiB at fp32, and
+#: the CPU reference's copies several times that). The rule: a larger problem is judged only by
+#: a backend that makes its data on the GPU (hardware with the GPU reference); one that would
+#: make it on the CPU does not judge it and says why (``Problem.host_refusal``). The virtual
+#: device stops at launch and needs the problem's shape, not its data. Deterministic (not the
+#: host's free memory), so a case is judged or refused the same way on every host of a kind.
+HOST_MAX_ELEMENTS = 1 << 31
+#: Token-to-expert picks one file's presets may draw (tokens x top_k of each distinct model,
+#: token count and seed): every preset at seed 0 draws 0.45 M, about a second of pure Python;
+#: this allows four seeds of all of them and stops a file of a thousand seeds before it is drawn.
+MAX_ROUTED_ROWS = 1 << 21
 
 
 class Problem(Strict):
@@ -96,7 +117,7 @@ class Problem(Strict):
 
     def host_refusal(self) -> str | None:
         """Why this problem's inputs and reference cannot be made on the CPU, or None if they
-        can (:data:`..matrix.bounds.HOST_MAX_ELEMENTS` states the rule)."""
+        can (:data:`HOST_MAX_ELEMENTS` states the rule)."""
         if self.elements <= HOST_MAX_ELEMENTS:
             return None
         return (
@@ -155,7 +176,7 @@ class PresetRef(Strict):
     def _known(self) -> PresetRef:
         """The name is checked here; the routing is drawn only when cases are made, after the
         loader has bounded what drawing every preset of the file costs
-        (:data:`..matrix.bounds.MAX_ROUTED_ROWS`)."""
+        (:data:`MAX_ROUTED_ROWS`)."""
         try:
             presets_named(self.preset)
         except UnknownPreset as exc:
@@ -211,7 +232,7 @@ ProblemItem = Annotated[
 
 def check_routing(layers: Sequence[tuple[Any, Loc]]) -> tuple[Loc, str] | None:
     """Where drawing the routings of a matrix's presets would take more than
-    :data:`..matrix.bounds.MAX_ROUTED_ROWS` picks (the preset that crosses it), before any is
+    :data:`MAX_ROUTED_ROWS` picks (the preset that crosses it), before any is
     drawn, and why; None when it would not (the ``check`` of :class:`..matrix.kinds.CaseKind`)."""
     drawn: set[tuple[int, int, int, int]] = set()
     picks = 0

@@ -5,9 +5,9 @@ usage error with its position, never as a hang, a swapped-out host or a tracebac
 resource a file can make the loader spend is bounded *before* it is spent: the bytes read (a
 FIFO, a device or a huge file is refused without reading), the YAML nodes composed (alias
 expansion counted as it would expand, so a "billion laughs" file stops early), the nesting
-depth (ruamel's composer recurses), the cases a file expands to (counted from the axes'
-lengths, not by building them) and the size of each problem (a case allocates its operands;
-where a backend makes them, :data:`HOST_MAX_ELEMENTS` says which it makes on the CPU).
+depth (ruamel's composer recurses) and the cases a file expands to (counted from the axes'
+lengths, not by building them). What one value of a backend's axis may ask for (a grouped GEMM's
+problem size) is the backend's bound, checked by its own schema.
 
 Each limit is far above what a real matrix needs (the shipped ones are under 6 KB, a few
 hundred nodes, depth 9 and a few thousand cases) and is named in the message that enforces it.
@@ -52,31 +52,11 @@ MAX_CASES = 20_000
 #: before any is judged (collecting sm90.yaml's 2,880 took 7 MB more than the smoke matrix's 6,
 #: BENCHMARKS.md) and minutes to collect; more is a typo, not a run this tool can hold.
 MAX_CASES_RAISED = 1_000_000
-#: Rows per expert, ``n`` and ``k``: above 16 M a dimension is a typo, not a test (the element
-#: bound below is what keeps a problem's memory sane; a long thin one may still be wanted).
-MAX_DIM = 1 << 24
-#: Experts of one problem (the largest MoE models have a few hundred).
-MAX_EXPERTS = 1024
-#: Elements of one problem's operands together (A: rows x k, B: experts x n x k, D: rows x n)
-#: that a matrix may ask for: twice the largest preset (DeepSeek-V3's gate/up GEMM at 16k
-#: tokens, 9.0 G elements, B alone 256 x 4096 x 7168), 16 GiB at one byte an element. Loading
-#: spends nothing per element; this bound keeps what a judge could be asked to allocate finite.
-MAX_ELEMENTS = 1 << 34
-#: The most elements whose inputs and reference are made on the CPU (2^31: 8 GiB at fp32, and
-#: the CPU reference's copies several times that). The rule: a larger problem is judged only by
-#: a backend that makes its data on the GPU (hardware with the GPU reference); one that would
-#: make it on the CPU does not judge it and says why (``Problem.host_refusal``). The virtual
-#: device stops at launch and needs the problem's shape, not its data. Deterministic (not the
-#: host's free memory), so a case is judged or refused the same way on every host of a kind.
-HOST_MAX_ELEMENTS = 1 << 31
-#: Token-to-expert picks one file's presets may draw (tokens x top_k of each distinct model,
-#: token count and seed): every preset at seed 0 draws 0.45 M, about a second of pure Python;
-#: this allows four seeds of all of them and stops a file of a thousand seeds before it is drawn.
-MAX_ROUTED_ROWS = 1 << 21
 #: Errors reported for one file; past this the rest are counted, not listed (a list of a
 #: thousand bad rows is one mistake, not a thousand lines).
 MAX_ERRORS = 50
-#: Suite and problem names become part of pytest node ids, which ``::``, ``/`` and spaces break.
+#: Suite names, and the names a backend's axes give, become part of pytest node ids, which
+#: ``::``, ``/`` and spaces break.
 MAX_NAME = 64
 
 NAME_ALPHABET = "letters, digits, '-', '_' and '.'"

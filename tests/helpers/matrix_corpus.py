@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 
 from helpers.fake_backend import BASIC
-from pytest_tileconform.matrix.bounds import MAX_BYTES, MAX_CASES, MAX_DEPTH, MAX_DIM, MAX_ELEMENTS, MAX_NODES
+from pytest_tileconform.flashinfer.problem import MAX_DIM, MAX_ELEMENTS
+from pytest_tileconform.matrix.bounds import MAX_BYTES, MAX_CASES, MAX_DEPTH, MAX_NODES
 
 #: Seconds any entry may take to load or be refused: a guard against an input that blows up
 #: (minutes, or no end), not a speed target; the slowest entries take 5-10 s on two busy cores

@@ -20,7 +20,7 @@ from pytest_tileconform.flashinfer.presets import (
     empty_experts,
     presets_named,
 )
-from pytest_tileconform.matrix.bounds import HOST_MAX_ELEMENTS, MAX_ELEMENTS, MAX_ROUTED_ROWS
+from pytest_tileconform.flashinfer.problem import HOST_MAX_ELEMENTS, MAX_ELEMENTS, MAX_ROUTED_ROWS
 from pytest_tileconform.matrix.load import load_matrix
 
 PROBLEM = "problems: {experts: 2, rows: 64, n: 256, k: 128}"
