@@ -442,8 +442,8 @@ class BuildCache:
                 return self._compile_in(Path(tmp).absolute(), specs, jobs, cores, deadline)
         except ninja.Unexpressible as exc:
             raise CacheUnusable(
-                f"the build cannot run: {exc}; use a build cache (--tile-cache-dir), FlashInfer "
-                "sources and CUDA toolkit whose paths hold no line break"
+                f"the build cannot run: {exc}; use a build cache (--tile-cache-dir), "
+                "library sources and CUDA toolkit whose paths hold no line break"
             ) from None
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):

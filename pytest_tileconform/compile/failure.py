@@ -2,7 +2,7 @@
 
 A failed compile becomes a cached verdict (``compile``) only when the compiler said what is
 wrong with the source it was given: an ``error`` located in a file of the kernel's source (the
-generated unit, and the folders its build names as source: FlashInfer's release, the harness),
+generated unit, and the folders its build names as source: the backend's library, its harness),
 or ptxas refusing one of its kernels. Anything else says nothing about the kernel and a rerun
 with the cause removed may well compile, so it is the run's: a compiler ended by a signal (the
 out-of-memory killer), out of memory (nvcc under ``ulimit -v`` prints ``catastrophic error: out

@@ -1,6 +1,6 @@
 """Compiling units on a Ray cluster (``--tile-build-on ray://HOST:PORT``, the ``ray`` extra): a
 team's build farm, through an engine it already runs. No scheduler or RPC of our own: each unit
-the local planner chose (:mod:`..flashinfer.planner`) is one Ray task, asking for the cores and
+the backend's planner chose is one Ray task, asking for the cores and
 memory the cost model gives it, longest first, and Ray places, retries (a worker that dies
 mid-compile: the task runs again elsewhere) and cancels them.
 
@@ -11,8 +11,8 @@ tier; the driver then fetches and checks it like any remote entry. So results tr
 through the remote tier, and whoever signs is the farm: its nodes hold the signing key
 (``TILECONFORM_CACHE_SIGNING_KEY`` in their environment), the driver only the verify key.
 
-The nodes need this package, the FlashInfer sources and the CUDA toolkit at the paths the driver
-names (one image for the driver and the farm; the unit's command says where they are).
+The nodes need this package, the sources the backend builds from and the CUDA toolkit at the
+paths the driver names (one image for the driver and the farm; the unit's command says where they are).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What a build reads besides its own unit, and how a signing build reads exactly that.
 
-A unit's command names folders by placeholder (``{flashinfer}``, ``{harness}``, ``{cache}``:
+A unit's command names folders by placeholder (the backend's roots, ``{cache}``:
 :func:`.cache.portable`). Each :class:`BuildInput` says which files under such a root the build
-may read and the digest they were checked with (FlashInfer's sources by their fingerprint, the
+may read and the digest they were checked with (a library's sources by their fingerprint, the
 virtual runtime by the sum its signed entry lists). A build that will be signed does not read
 them where they lie, where another writer of a shared cache could swap one between the check and
 the compiler's read: :func:`stage` copies them into the build's private folder, hashing the bytes
@@ -27,7 +27,7 @@ from ..verdict import UnusableEnvironment
 #: input by its name (messages of a signed build name ``.../.build-XXXXXXXX/.inputs/NAME/...``)
 STAGED = ".inputs"
 #: what the digest of an input is taken over
-TREE = "tree"  # each file's relative path, length and bytes, in order (FlashInfer's fingerprint)
+TREE = "tree"  # each file's relative path, length and bytes, in order (a source tree's fingerprint)
 FILE = "file"  # the SHA-256 of its one file's bytes (what build.json lists)
 
 

@@ -1,4 +1,4 @@
-"""A host that cannot judge any case (no CUDA toolkit, no FlashInfer sources, a device that
+"""A host that cannot judge any case (no CUDA toolkit, no library sources, a device that
 cannot load the cases' code, compiles killed for memory) ends the session with one line and
 pytest's usage-error status, once, instead of failing every case with a traceback.
 

@@ -30,7 +30,7 @@ class Case(Generic[AxesT]):
     out: str
     dtype_label: str
     tile: Shape
-    #: the backend's axes (:class:`.kinds.CaseKind`): FlashInfer's launcher choices and problem
+    #: the backend's axes (:class:`.kinds.CaseKind`): a launcher's choices, a problem, ...
     axes: AxesT
     expectation: Expectation | None
     suite: str | None

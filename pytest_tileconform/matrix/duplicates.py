@@ -1,8 +1,8 @@
 """Why two cases of a matrix got the same id, said once per cause, with the fix.
 
-A case id names arch, dtypes, tile and the backend's axes (FlashInfer's: a problem by its *name*), so
-the usual cause is a list of problems without names: every case of every tile entry that uses the
-list then collides. Reporting each colliding case would print the same complaint once per
+A case id names arch, dtypes, tile and the backend's axes, some by a *name* (a problem's), so the
+usual cause is a list of values without names: every case of every tile entry that uses the list
+then collides. Reporting each colliding case would print the same complaint once per
 tile, cluster and fusion; the cause is one place in the file, so it is reported there, once.
 """
 

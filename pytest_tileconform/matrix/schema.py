@@ -1,13 +1,13 @@
 """The matrix file format (version 1), as pydantic models: the core's frame.
 
 A matrix names a backend, optional defaults and a list of suites. Each suite is a cartesian
-product over arch x dtype x the backend's axes (:mod:`.kinds`: FlashInfer's cluster, fusion,
-problem, ... are its own); a tile entry may be a mapping that overrides the suite's other axes for
+product over arch x dtype x the backend's axes (:mod:`.kinds`: a launcher's cluster, fusion,
+problem, ... are the backend's own); a tile entry may be a mapping that overrides the suite's other axes for
 that tile. :func:`matrix_model` joins a backend's axes to this frame. Known-bad cases are listed
 under ``expectations`` by case id.
 
-Tile shapes are CTA M x N x K with K counted in *elements* of the activation type (the
-TensorRT-LLM enum names, e.g. ``CtaShape128x128x64B``, count K in bytes).
+Tile shapes are CTA M x N x K with K counted in *elements* of the activation type (a
+library's enum names may count K in bytes: :func:`..dtypes.tile_k_elements`).
 """
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ def device_of_format_1(source: str) -> dict[str, Any]:
     if match := _VIRTUAL_1.match(source):
         arch = match["arch"]
         return {"kind": "virtual", "name": f"virtual {arch}", "arch": arch, "cc": f"{arch[2:-1]}.{arch[-1]}"}
-    # decided by the build: "codegen (flashinfer V)", "nvcc (flashinfer V)", "compile only"; the
+    # decided by the build: "codegen (LIBRARY V)", "nvcc (LIBRARY V)", "compile only"; the
     # name is the step, as the backend names it in format 2
     return {"kind": "build", "name": source.split(" (", 1)[0], "arch": None, "cc": None}
 
