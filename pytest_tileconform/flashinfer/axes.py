@@ -1,18 +1,20 @@
 """The FlashInfer MoE backend's case axes: the launcher's choices past arch, dtypes, tile and
-problem, as a matrix writes them (:class:`MoeMatrixAxes`) and as a case carries them
-(:class:`MoeAxes`), with TensorRT-LLM's enums and the launcher's defaults written once here.
+problem, each declared once in :class:`MoeAxes` (its type, its default, the type a matrix writes
+one value as, what it means), with TensorRT-LLM's enums written once here. What a matrix may set
+(:data:`MoeMatrixAxes`), the defaults of :data:`KIND` and what a results file records
+(:data:`MoeRecord`) are made from that declaration.
 
 The core knows none of this (:mod:`..matrix.kinds`); :data:`KIND` declares it. Cheap to import:
-the command line reads matrices without torch or FlashInfer.
-"""
+the command line reads matrices without torch or FlashInfer."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeAlias, cast, get_args
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Optional, TypeAlias, cast, get_args
 
-from pydantic import Field, StrictBool, ValidationError
+from pydantic import Field, StrictBool, ValidationError, create_model
 
 from ..archs import arch_number
 from ..dtypes import shape_label
@@ -37,26 +39,10 @@ MIXED_MAINLOOPS: tuple[str, ...] = get_args(Mainloop)
 KernelArch = Literal["sm100"]
 
 
-class MoeMatrixAxes(Strict):
-    """The keys a suite, the defaults and a tile entry of a FlashInfer matrix may set."""
-
-    cluster: Annotated[list[ShapeField], ListOf] | None = None
-    #: SM10x: a dynamic-CGA kernel launched with this runtime cluster (``cluster`` then says 1SM
-    #: or 2SM); not given: a static cluster
-    dynamic_cluster: Annotated[list[ShapeField], ListOf] | None = None
-    swap_ab: Annotated[list[StrictBool], ListOf] | None = None
-    fusion: Annotated[list[Fusion], ListOf] | None = None
-    #: SM10x: the epilogue schedule; not given: the TMA epilogue, the launcher's default
-    epilogue: Annotated[list[Epilogue], ListOf] | None = None
-    #: SM90 mixed input: the mainloop schedule; not given: the launcher's (uniform inputs)
-    mainloop: Annotated[list[Mainloop], ListOf] | None = None
-    #: sm103: ``sm100`` builds the SM100 kernel FlashInfer's sm103 module compiles too; not
-    #: given: the arch's own kernels
-    kernel_arch: Annotated[list[KernelArch], ListOf] | None = None
-    #: Programmatic dependent launch on or off; not given: what the backend does by default
-    pdl: Annotated[list[StrictBool], ListOf] | None = None
-    #: The grouped problems: rows per expert, n and k, or preset names (:mod:`.presets`)
-    problems: Annotated[list[ProblemItem], ListOf] | None = None
+def _axis(matrix: Any, about: str) -> dict[str, Any]:
+    """What a launcher axis of :class:`MoeAxes` is besides its type and default: the type a matrix
+    writes one value as (:data:`MoeMatrixAxes`) and what it means."""
+    return {"matrix": matrix, "about": about}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,20 +50,49 @@ class MoeAxes:
     """A case's launcher choices and its problem."""
 
     problem: Problem
-    cluster: Shape = (1, 1, 1)
-    swap_ab: bool = False
-    fusion: str = "none"
-    #: Programmatic dependent launch on or off; None: what the backend does by default (FlashInfer
-    #: 0.7.4 turns it on from SM90: ``enable_pdl=None`` becomes ``device_support_pdl``, major >= 9)
-    pdl: bool | None = None
-    #: SM10x epilogue schedule ("tma" or "nosmem"); None: the launcher's default (TMA)
-    epilogue: str | None = None
-    #: SM10x dynamic CGA: the runtime cluster; None: the cluster is static
-    dynamic_cluster: Shape | None = None
-    #: SM90 mixed input: the mainloop schedule (:data:`MIXED_MAINLOOPS`); None: the launcher fixes it
-    mainloop: str | None = None
-    #: Another arch's kernel set built for this arch (``sm100`` on sm103); None: the arch's own
-    kernel_arch: str | None = None
+    # the launcher's axes, in the order they multiply
+    cluster: Shape = field(default=(1, 1, 1), metadata=_axis(ShapeField, "the CTA cluster"))
+    dynamic_cluster: Shape | None = field(
+        default=None,
+        metadata=_axis(
+            ShapeField,
+            "SM10x: a dynamic-CGA kernel launched with this runtime cluster (cluster then says 1SM "
+            "or 2SM); None: a static cluster",
+        ),
+    )
+    swap_ab: bool = field(default=False, metadata=_axis(StrictBool, "the launcher swaps A and B"))
+    fusion: str = field(default="none", metadata=_axis(Fusion, "the epilogue fusion"))
+    epilogue: str | None = field(
+        default=None,
+        metadata=_axis(
+            Epilogue, "SM10x: the epilogue schedule; None: the TMA epilogue, the launcher's default"
+        ),
+    )
+    mainloop: str | None = field(
+        default=None,
+        metadata=_axis(
+            Mainloop,
+            f"SM90 mixed input: the mainloop schedule ({', '.join(MIXED_MAINLOOPS)}); None: the "
+            "launcher's (uniform inputs)",
+        ),
+    )
+    kernel_arch: str | None = field(
+        default=None,
+        metadata=_axis(
+            KernelArch,
+            "another arch's kernel set built for this arch (sm103: sm100 builds the SM100 kernel "
+            "FlashInfer's sm103 module compiles too); None: the arch's own kernels",
+        ),
+    )
+    pdl: bool | None = field(
+        default=None,
+        metadata=_axis(
+            StrictBool,
+            "programmatic dependent launch on or off; None: what the backend does by default "
+            "(FlashInfer 0.7.4 turns it on from SM90: enable_pdl=None becomes device_support_pdl, "
+            "major >= 9)",
+        ),
+    )
 
     @property
     def kernel_sm(self) -> int:
@@ -166,46 +181,65 @@ class ProblemRecord(Strict):
     top_k: int | None = Field(default=None, description="experts per token (a preset), else None")
 
 
-class MoeRecord(Strict):
-    """:meth:`MoeAxes.describe` as a results file records it (the backend's part of a case record,
-    :class:`..results.model.CaseRecord`); shapes as ``MxNxK``."""
+#: The launcher's axes of :class:`MoeAxes` (every field but its problem), in the order they multiply.
+LAUNCHER_AXES: tuple[dataclasses.Field[Any], ...] = tuple(
+    axis for axis in dataclasses.fields(MoeAxes) if axis.name != "problem"
+)
 
-    problem: ProblemRecord | None = Field(default=None, description="the grouped problem")
-    cluster: str = Field(default="1x1x1", pattern=_SHAPE)
-    swap_ab: StrictBool = False
-    fusion: str = "none"
-    epilogue: str | None = Field(default=None, description="SM10x epilogue schedule (None: the default, TMA)")
-    dynamic_cluster: str | None = Field(
-        default=None, pattern=_SHAPE, description="SM10x dynamic CGA: the runtime cluster (None: static)"
-    )
-    mainloop: str | None = Field(
-        default=None, description="SM90 mixed input: the mainloop schedule (None: the launcher's)"
-    )
-    kernel_arch: str | None = Field(
-        default=None, description="another arch's kernel set built for this arch (None: its own)"
-    )
-    pdl: StrictBool | None = Field(
-        default=None,
-        description="programmatic dependent launch as the matrix set it (None: FlashInfer's default)",
-    )
 
-    def cluster_shape(self) -> Shape:
-        return _shape(self.cluster)
+def _is_shape(name: str) -> bool:
+    return any(axis.name == name and axis.metadata["matrix"] is ShapeField for axis in LAUNCHER_AXES)
 
-    def dynamic_shape(self) -> Shape | None:
-        return None if self.dynamic_cluster is None else _shape(self.dynamic_cluster)
+
+def _listed(axis: dataclasses.Field[Any]) -> tuple[Any, Any]:
+    """The key a matrix sets ``axis`` with: a list of its values (one value alone is a list of one)."""
+    one = axis.metadata["matrix"]
+    values = Optional[Annotated[list[one], ListOf]]  # type: ignore[valid-type]  # noqa: UP045
+    return values, Field(default=None, description=axis.metadata["about"])
+
+
+def _recorded(axis: dataclasses.Field[Any]) -> tuple[Any, Any]:
+    """The key a results file records ``axis`` as: a shape as ``MxNxK``, a name as text."""
+    matrix, default = axis.metadata["matrix"], cast(Any, axis.default)
+    value: Any = StrictBool if matrix is StrictBool else str
+    if matrix is ShapeField:
+        value = Annotated[str, Field(pattern=_SHAPE)]
+        default = None if default is None else shape_label(default)
+    if default is None:
+        value = Optional[value]  # noqa: UP045
+    return value, Field(default=default, description=axis.metadata["about"])
+
+
+_MATRIX_KEYS: dict[str, Any] = {
+    **{axis.name: _listed(axis) for axis in LAUNCHER_AXES},
+    "problems": (
+        Optional[Annotated[list[ProblemItem], ListOf]],  # noqa: UP045
+        Field(default=None, description="the grouped problems: rows per expert, n and k, or preset names"),
+    ),
+}
+#: The keys a suite, the defaults and a tile entry of a FlashInfer matrix may set.
+MoeMatrixAxes: type[Strict] = create_model("MoeMatrixAxes", __base__=Strict, **_MATRIX_KEYS)
+
+_RECORD_KEYS: dict[str, Any] = {
+    "problem": (Optional[ProblemRecord], Field(default=None, description="the grouped problem")),  # noqa: UP045
+    **{axis.name: _recorded(axis) for axis in LAUNCHER_AXES},
+}
+#: :meth:`MoeAxes.describe` as a results file records it (the backend's part of a case record,
+#: :class:`..results.model.CaseRecord`), every axis stated.
+MoeRecord: type[Strict] = create_model("MoeRecord", __base__=Strict, **_RECORD_KEYS)
 
 
 class RecordError(ValueError):
     """A results file's case record that is not this backend's: the message names the key."""
 
 
-def recorded_axes(coordinates: Mapping[str, Any]) -> MoeRecord:
+def recorded_axes(coordinates: Mapping[str, Any]) -> dict[str, Any]:
     """The launcher choices a results file recorded for a case (its backend's keys,
-    :meth:`..results.model.CaseRecord.coordinates`); :class:`RecordError` for a key this backend
-    does not have or a value it does not read."""
+    :meth:`..results.model.CaseRecord.coordinates`), by axis as :class:`MoeAxes` holds them
+    (shapes as tuples); :class:`RecordError` for a key this backend does not have or a value it
+    does not read."""
     try:
-        return MoeRecord.model_validate(coordinates)
+        record = MoeRecord.model_validate(coordinates)
     except ValidationError as exc:
         problems = []
         for err in exc.errors(include_url=False):
@@ -213,6 +247,8 @@ def recorded_axes(coordinates: Mapping[str, Any]) -> MoeRecord:
             what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
             problems.append(f"{where}: {what}")
         raise RecordError("; ".join(problems)) from None
+    found = {axis.name: getattr(record, axis.name) for axis in LAUNCHER_AXES}
+    return {name: _shape(v) if _is_shape(name) and v is not None else v for name, v in found.items()}
 
 
 #: A case of this backend: the core's frame with :class:`MoeAxes`.
@@ -238,14 +274,7 @@ KIND = CaseKind(
     backend=NAME,
     axes=MoeMatrixAxes,
     defaults={
-        "cluster": [(1, 1, 1)],
-        "dynamic_cluster": [None],  # a static cluster
-        "swap_ab": [False],
-        "fusion": ["none"],
-        "epilogue": [None],  # the launcher's default
-        "mainloop": [None],  # the launcher's (uniform inputs)
-        "kernel_arch": [None],  # the arch's own kernels
-        "pdl": [None],  # the backend's default
+        **{axis.name: [axis.default] for axis in LAUNCHER_AXES},
         "problems": None,  # the matrix gives them
     },
     make=_make,

@@ -98,13 +98,13 @@ def record_key(case: CaseRecord, arch: str) -> ConfigKey:
         arch,
         dtypes,
         (m, n, k),
-        axes.cluster_shape(),
-        axes.swap_ab,
-        axes.fusion,
-        axes.epilogue,
-        axes.dynamic_shape(),
-        axes.mainloop,
-        axes.kernel_arch,
+        axes["cluster"],
+        axes["swap_ab"],
+        axes["fusion"],
+        axes["epilogue"],
+        axes["dynamic_cluster"],
+        axes["mainloop"],
+        axes["kernel_arch"],
     )
 
 
