@@ -1,9 +1,9 @@
 """Every case of each shipped whole-space matrix has a recorded verdict, and the matrix agrees with
 it: a case the reports judged failing carries an expectation at that stage, with the source and
 the shared memory of the report, and a case without one passed wherever it was judged. A report
-counts for a case when it judged the same coordinates (the backend's axes, read by its record), whichever matrix file
-it was run from. The reports are those results/index.json lists for the matrix; a matrix it
-marks complete must have a verdict for every case."""
+counts for a case when it judged the same coordinates (the backend's axes, read by its record),
+whichever matrix file it was run from. The reports are those results/index.json lists for the
+matrix; a matrix it marks complete must have a verdict for every case."""
 
 from __future__ import annotations
 
