@@ -133,7 +133,7 @@ class DenseBackend:
             if self._gpu is False:
                 self._gpu = current_gpu()
             gpu = self._gpu
-            if isinstance(gpu, Gpu) and f"sm{gpu.sm}" == arch:
+            if isinstance(gpu, Gpu) and gpu.arch == arch:
                 raise NotJudgeable(
                     f"{arch} is this host's GPU, and the dense backend has no hardware harness yet "
                     "(numerics against a torch reference): --tile-device virtual judges it through launch"
