@@ -43,6 +43,7 @@ from .unit import SOURCE_ROOTS, NotOffered, Unit, build_command, harnessed_archs
 DenseCase = Case[DenseAxes]
 PREFIX = "tileconform (flashinfer-cutlass-dense): "
 #: one SM120 unit (one output type, one CTA shape, both swap_ab): about 90 s and 6.6 GB on a CPU host
+#: (an fp4 unit instantiates both schedulers too)
 UNIT_SECONDS = 90.0
 UNIT_RAM = 7 << 30
 
@@ -250,7 +251,9 @@ class DenseBackend:
         m, n, k = case.axes.mnk
         with tempfile.TemporaryDirectory(prefix="tileconform-dense-") as tmp:
             run_dir = Path(tmp)
-            args = [str(run_dir), str(int(case.axes.swap_ab)), str(m), str(n), str(k)]
+            # a stream-K tactic's scheduler as a sixth argument: only the families with one read it
+            stream_k = ["1"] if case.axes.stream_k else []
+            args = [str(run_dir), str(int(case.axes.swap_ab)), str(m), str(n), str(k), *stream_k]
             with built.running() as executable:
                 run = run_virtual(executable, args, run_dir, profile, self.options.timeout)
             smem = run.smem_attribute

@@ -3,8 +3,9 @@ type and CTA shape (both swap_ab instantiations, as its JIT renders it), followe
 harness, compiled with the flags FlashInfer's generator gives the family and linked with the
 virtual runtime.
 
-A unit holds one output type and CTA shape, as each file FlashInfer's JIT renders does, so the two
-tactics that differ only in swap_ab share one build. The build command names the install roots as
+A unit holds one output type and CTA shape, as each file FlashInfer's JIT renders does, so the
+tactics that differ only in swap_ab (and, where the template instantiates both schedulers, in
+stream-K) share one build. The build command names the install roots as
 placeholders (:func:`..compile.cache.portable`): the cache key says what is compiled and how, not
 where the toolkit and the sources lie.
 """
@@ -64,14 +65,15 @@ def family_of(offered: Offered, case: Case[DenseAxes]) -> Family:
 
 
 def tactic_of(family: Family, case: Case[DenseAxes]) -> Tactic:
-    """The autotuner tactic whose configuration ``case`` is (its CTA shape and swap_ab)."""
+    """The autotuner tactic whose configuration ``case`` is (its CTA shape, swap_ab, stream-K)."""
+    wanted = (case.tile, case.axes.swap_ab, case.axes.stream_k)
     for tactic in family.tactics:
-        if tactic.cta == case.tile and tactic.swap_ab == case.axes.swap_ab and not tactic.stream_k:
+        if (tactic.cta, tactic.swap_ab, tactic.stream_k) == wanted:
             return tactic
-    offered = sorted({(shape_label(t.cta), t.swap_ab) for t in family.tactics})
+    offered = sorted({(shape_label(t.cta), t.swap_ab, t.stream_k) for t in family.tactics})
     raise NotOffered(
         f"{family.module} offers no tactic of CTA {shape_label(case.tile)} with swap_ab "
-        f"{case.axes.swap_ab}; it offers {offered}"
+        f"{case.axes.swap_ab} and stream_k {case.axes.stream_k}; it offers (CTA, swap_ab, stream_k) {offered}"
     )
 
 

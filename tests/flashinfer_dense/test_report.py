@@ -23,6 +23,18 @@ def test_every_step_read_is_a_message_the_launcher_throws() -> None:
     assert found == ["prepare", "can_implement", "initialize", "run"]
 
 
+def test_every_step_read_is_a_message_the_fp4_launcher_throws() -> None:
+    """SM120 NVFP4: both schedulers' launchers share runFp4GemmImpl and its four throws."""
+    header = find_sources().root / "include" / "flashinfer" / "gemm" / "fp4_gemm_template_sm120.h"
+    text = header.read_text()
+    body = text[text.index("inline size_t runFp4GemmImpl") : text.index("#ifdef PLACEHOLDER_KERNELS")]
+    throws = re.findall(r"throw std::runtime_error\((.*?)\);", body, re.S)
+    messages = ["".join(re.findall(r'"([^"]*)"', thrown)) for thrown in throws]
+    assert len(messages) == 4
+    found = [next(name for words, name, _ in LAUNCHER_STEPS if words.search(m)) for m in messages]
+    assert found == ["prepare", "can_implement", "initialize", "run"]
+
+
 @pytest.mark.parametrize(
     ("written", "name", "stage", "status"),
     [

@@ -30,7 +30,9 @@ def installed() -> FlashInferSources:
     return find_sources()
 
 
-def case(act: str, out: str, tile: tuple[int, int, int], swap: bool, arch: str = "sm120") -> Case[DenseAxes]:
+def case(
+    act: str, out: str, tile: tuple[int, int, int], swap: bool, arch: str = "sm120", stream_k: bool = False
+) -> Case[DenseAxes]:
     label = f"{act}-{out}"
     return Case(
         Path("m.yaml"),
@@ -41,20 +43,28 @@ def case(act: str, out: str, tile: tuple[int, int, int], swap: bool, arch: str =
         out,
         label,
         tile,
-        DenseAxes(swap, (256, 256, 512)),
+        DenseAxes(swap, (256, 256, 512), stream_k),
         None,
         None,
     )
 
 
-def test_every_sm120_mxfp8_tactic_renders_flashinfers_template(installed: FlashInferSources) -> None:
+@pytest.mark.parametrize(
+    ("module", "act", "tactics"),
+    [("mxfp8_gemm_cutlass_sm120", "mxfp8", 6), ("fp4_gemm_cutlass_sm120", "nvfp4", 32)],
+)
+def test_every_sm120_tactic_renders_flashinfers_template(
+    installed: FlashInferSources, module: str, act: str, tactics: int
+) -> None:
     offered = read_offered(installed)
-    family = offered.family("mxfp8_gemm_cutlass_sm120")
-    template = (installed.csrc / "mxfp8_gemm_cutlass_sm120.jinja").read_text()
-    assert len(family.tactics) == 6
+    family = offered.family(module)
+    template = (installed.csrc / f"{module}.jinja").read_text()
+    assert len(family.tactics) == tactics
     for tactic in family.tactics:
         for out in ("bf16", "fp16"):
-            unit = make_unit(installed, offered, case("mxfp8", out, tactic.cta, tactic.swap_ab))
+            unit = make_unit(
+                installed, offered, case(act, out, tactic.cta, tactic.swap_ab, stream_k=tactic.stream_k)
+            )
             assert unit.tactic == tactic
             m, n, k = tactic.cta
             cuda_type = DTYPES[out].cuda_type
@@ -64,7 +74,26 @@ def test_every_sm120_mxfp8_tactic_renders_flashinfers_template(installed: FlashI
             rendered = rendered.replace("{{ cta_k }}", str(k))
             assert unit.source.split("\n", 1)[1].startswith(rendered)
             assert f"#define TILECONFORM_TILE_NAME {tactic.tile}\n" in unit.source
-            assert unit.source.rstrip().endswith('#include "mxfp8_gemm_cutlass_sm120.h"')
+            assert unit.source.rstrip().endswith(f'#include "{module}.h"')
+
+
+def test_the_fp4_tactics_of_one_tile_share_one_unit(installed: FlashInferSources) -> None:
+    """swap_ab and the scheduler are chosen at run time: the four tactics of a tile are one build."""
+    offered = read_offered(installed)
+    family = offered.family("fp4_gemm_cutlass_sm120")
+    tile = family.tactics[0].cta
+    units = [
+        make_unit(installed, offered, case("nvfp4", "bf16", t.cta, t.swap_ab, stream_k=t.stream_k))
+        for t in family.tactics
+        if t.cta == tile
+    ]
+    assert {(u.tactic.swap_ab, u.tactic.stream_k) for u in units} == {(s, k) for s in (0, 1) for k in (0, 1)}
+    assert len({u.source for u in units}) == 1
+    assert read_recipe(installed, "gen_gemm_sm120_module_cutlass_fp4").extra_flags == (
+        "-DENABLE_BF16",
+        "-DENABLE_FP4",
+        "-DCUTLASS_ENABLE_GDC_FOR_SM100=1",
+    )
 
 
 def test_the_flags_are_the_generators(installed: FlashInferSources) -> None:
@@ -85,7 +114,9 @@ def test_the_flags_are_the_generators(installed: FlashInferSources) -> None:
 
 def test_what_flashinfer_does_not_offer_is_refused(installed: FlashInferSources) -> None:
     offered = read_offered(installed)
-    with pytest.raises(NotOffered, match=r"offers no tactic of CTA 256x128x128 .*\('128x128x128', True\)"):
+    with pytest.raises(
+        NotOffered, match=r"offers no tactic of CTA 256x128x128 .*\('128x128x128', True, False\)"
+    ):
         make_unit(installed, offered, case("mxfp8", "bf16", (256, 128, 128), False))
     with pytest.raises(NotOffered, match="renders outputs"):
         make_unit(installed, offered, case("mxfp8", "fp32", (128, 128, 128), False))
@@ -96,9 +127,9 @@ def test_what_flashinfer_does_not_offer_is_refused(installed: FlashInferSources)
 def test_a_family_without_a_harness_is_not_judged(installed: FlashInferSources) -> None:
     offered = read_offered(installed)
     assert harnessed_archs() == ("sm120",)
-    tactic = offered.family("fp4_gemm_cutlass_sm120").tactics[0]
-    with pytest.raises(NotJudgeable, match="fp4_gemm_cutlass_sm120 has no harness"):
-        make_unit(installed, offered, case("nvfp4", "bf16", tactic.cta, tactic.swap_ab))
+    tactic = offered.family("fp4_gemm_cutlass").tactics[0]
+    with pytest.raises(NotJudgeable, match="fp4_gemm_cutlass has no harness"):
+        make_unit(installed, offered, case("nvfp4", "bf16", tactic.cta, tactic.swap_ab, "sm100"))
 
 
 def test_a_template_beyond_plain_substitution_is_refused(tmp_path: Path) -> None:
