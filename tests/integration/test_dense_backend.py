@@ -1,8 +1,9 @@
 """The dense backend through pytest as users run it: its own entry point and axes, no edit of the
-core. The shipped SM120 matrix names every tactic FlashInfer's runner offers for ``mm_mxfp8``, per
-output type; one case is compiled as FlashInfer's JIT compiles it (about 90 s and 6.6 GB here,
-cached in the suite's build cache) and judged on the virtual SM120 through launch, its tactic id,
-shared memory and the device's limit recorded in the results file."""
+core. The shipped SM120 matrices name every tactic FlashInfer's runner offers for ``mm_mxfp8``, per
+output type, and for ``mm_fp4`` (NVFP4, bf16 out); one case is compiled as FlashInfer's JIT
+compiles it (about 90 s and 6.6 GB here, cached in the suite's build cache) and judged on the
+virtual SM120 through launch, its tactic id, shared memory and the device's limit recorded in the
+results file."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pytest_tileconform.flashinfer.sources import find_sources
 from pytest_tileconform.flashinfer_dense.offered import read_offered
 
 MATRIX = "gemm-sm120.yaml"
+FP4_MATRIX = "gemm-sm120-fp4.yaml"
 #: tactic 4 of mxfp8_gemm_cutlass_sm120 (CTA 128x128x128, no swap_ab), bf16 output
 CASE = "sm120-mxfp8-bf16-128x128x128-m256n256k512"
 
@@ -38,6 +40,21 @@ def test_the_shipped_matrix_names_every_tactic_flashinfer_offers(
         named = {(i.split("-")[3], "-swapab-" in i) for i in ids if i.startswith(f"sm120-mxfp8-{out}-")}
         assert named == {(shape_label(t.cta), t.swap_ab) for t in family.tactics}
     assert len(ids) == 2 * len(family.tactics)
+
+
+def test_the_shipped_fp4_matrix_names_every_fp4_tactic_flashinfer_offers(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of the runner's 32 SM120 NVFP4 tactics (8 tiles x swap_ab x stream-K) once, bf16 out."""
+    monkeypatch.delenv("CI", raising=False)
+    shutil.copy(REPO / "matrices" / FP4_MATRIX, pytester.path / FP4_MATRIX)
+    collected = pytester.runpytest_subprocess("--tile-matrix", FP4_MATRIX, "--collect-only", "-q")
+    ids = [line.split("::")[1] for line in collected.outlines if "::" in line]
+    family = read_offered(find_sources()).family("fp4_gemm_cutlass_sm120")
+    assert all(i.startswith("sm120-nvfp4-bf16-") for i in ids)
+    named = [(i.split("-")[3], "-swapab-" in i, "-streamk-" in i) for i in ids]
+    assert sorted(named) == sorted((shape_label(t.cta), t.swap_ab, t.stream_k) for t in family.tactics)
+    assert len(family.tactics) == 32 and {t.stream_k for t in family.tactics} == {False, True}
 
 
 @pytest.mark.slow
