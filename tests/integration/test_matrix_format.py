@@ -400,7 +400,7 @@ INVALID = {
     ),
     "unknown-backend": (
         BASIC.replace("backend: fake", "backend: cutlass"),
-        ["2:1: unknown backend 'cutlass' (known: fake, flashinfer-cutlass-moe)"],
+        ["2:1: unknown backend 'cutlass' (known: fake, flashinfer-cutlass-dense, flashinfer-cutlass-moe)"],
     ),
     "expectation-for-unknown-case": (
         BASIC + "expectations:\n  sm90-bf16-128x64x64-c1x1x1-none: {stage: run}\n"
@@ -468,7 +468,7 @@ INVALID = {
         .replace("arch: sm90", "arch: sm9")
         .replace("128x128x64,", "128x128x,"),
         [
-            "2:1: unknown backend 'nope' (known: fake, flashinfer-cutlass-moe)",
+            "2:1: unknown backend 'nope' (known: fake, flashinfer-cutlass-dense, flashinfer-cutlass-moe)",
             "4:5: suites.0.arch.0: arch 'sm9' is not of the form sm<major><minor> (e.g. sm90, sm120)",
             "6:23: suites.0.tile.1.shape: shape '128x128x' is not MxNxK with three positive integers",
         ],
