@@ -7,7 +7,7 @@ compiler). There is one table per architecture and dtype combination; its column
 tiles (M x N x K, K in elements) and each cell aggregates the cases of that tile (whatever the
 backend's axes) by :class:`~.category.Category`: the verdict against what the matrix expected,
 so a known-bad tile reads differently from a regression and a strict XPASS (pytest failed the
-run) is not shown as a pass. Counts, the stage, the CUTLASS
+run) is not shown as a pass. Counts, the stage, the launcher's
 status and the shared memory asked for against the device's limit go with each category. A pass
 whose kernel did not run (a virtual device judges through ``launch``) is ``unrun``, never a pass;
 a pass or fix judged short of the output check is marked.
