@@ -25,6 +25,7 @@ from pytest_tileconform.flashinfer.planner import (
     unit_seconds,
 )
 from pytest_tileconform.matrix.load import load_matrix
+from pytest_tileconform.matrix.shard import Shard
 
 
 def makespan(units: list[tuple[float, float, int]], nodes: int, cores: int, memory: int) -> float:
@@ -60,8 +61,11 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=16, help="cores per node")
     parser.add_argument("--memory-gb", type=float, default=128.0, help="memory per node")
     parser.add_argument("--group", type=int, default=DEFAULT_GROUP)
+    parser.add_argument("--shard", type=Shard.parse, help="I/N: only the cases --tile-shard I/N runs")
     args = parser.parse_args()
     cases = moe_cases(load_matrix(args.matrix, KINDS).cases)
+    if args.shard is not None:
+        cases = [case for case in cases if args.shard.owns(case.id)]
     first = {kernel_config(case): case for case in reversed(cases)}  # one case per instantiation
     kernels = list(reversed(first.values()))
     memory = int(args.memory_gb * 1e9)
@@ -73,8 +77,9 @@ def main() -> None:
             costed.append((path, cpu, compile_ram(unit[0].sm, len(unit))))
         wall = makespan(costed, nodes, args.cores, memory)
         sizes = sorted({len(u) for u in units})
+        shard = f" shard {args.shard}" if args.shard else ""
         print(
-            f"{args.matrix.name}: {len(kernels)} kernels, {nodes} node(s) x {args.cores} cores, "
+            f"{args.matrix.name}{shard}: {len(kernels)} kernels, {nodes} node(s) x {args.cores} cores, "
             f"{args.memory_gb:g} GB each: {len(units)} units of {sizes[0]}-{sizes[-1]}, "
             f"{sum(c for _, c, _ in costed) / 60:.0f} CPU-min, modeled wall {wall / 60:.1f} min"
         )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A CPU build farm simulated on one host: a Ray cluster of two nodes (`ray start --head` and a
-# worker node, CORES_PER_NODE each, their own local build caches) compiles a slice of a matrix into
+# A CPU build farm simulated on one host: a Ray cluster of NODES nodes (default 2: `ray start
+# --head` and worker nodes, CORES_PER_NODE cores and MEMORY_PER_NODE bytes each, since every node
+# would otherwise claim most of the host's memory; their own local build caches) compiles a slice of a matrix into
 # a file:// remote tier (--tile-build-on), then a second pytest with an empty local cache judges
 # the same slice from the remote tier. Prints each step's wall time; the cluster's processes (found
 # by a mark in their environment) are killed at the end, by process id.
@@ -11,7 +12,7 @@
 #
 # WORK (default /tmp/tc-fleet) holds the caches, the remote tier and Ray's session (short: its
 # sockets' paths are limited); PYTHON (default .venv/bin/python) has the plugin with the remote and
-# ray extras.
+# ray extras; RAY (default: the `ray` beside PYTHON) is Ray's command line.
 set -euo pipefail
 matrix=$1
 select=$2
@@ -19,7 +20,9 @@ shift 2
 work=${WORK:-/tmp/tc-fleet}
 python=${PYTHON:-.venv/bin/python}
 cores=${CORES_PER_NODE:-1}
-ray_cli="$(dirname "$python")/ray"
+nodes=${NODES:-2}
+memory=${MEMORY_PER_NODE:-}
+ray_cli=${RAY:-"$(dirname "$python")/ray"}
 mark="tc-fleet-$$"
 rm -rf "$work"
 mkdir -p "$work"
@@ -37,23 +40,29 @@ stop() {
 trap stop EXIT
 
 export RAY_USAGE_STATS_ENABLED=0
-start=$(date +%s.%N)
+start=$(date +%s%N)
+since() { echo "$((($(date +%s%N) - $1) / 1000000)) ms"; }
 TC_FLEET_MARK=$mark TILECONFORM_CACHE_DIR="$work/node0" "$ray_cli" start --head --port "$gcs" \
   --ray-client-server-port "$client" --include-dashboard=false --temp-dir "$work/ray" --num-cpus "$cores" \
-  --node-ip-address 127.0.0.1 --object-store-memory 80000000 > "$work/head.log" 2>&1
-TC_FLEET_MARK=$mark TILECONFORM_CACHE_DIR="$work/node1" "$ray_cli" start --address "127.0.0.1:$gcs" \
-  --num-cpus "$cores" --node-ip-address 127.0.0.1 --object-store-memory 80000000 > "$work/worker.log" 2>&1
-echo "cluster of 2 nodes x $cores core(s) started in $(echo "$(date +%s.%N) - $start" | bc) s"
+  ${memory:+--memory "$memory"} --node-ip-address 127.0.0.1 --object-store-memory 80000000 > "$work/head.log" 2>&1
+for ((node = 1; node < nodes; node++)); do
+  TC_FLEET_MARK=$mark TILECONFORM_CACHE_DIR="$work/node$node" "$ray_cli" start --address "127.0.0.1:$gcs" \
+    --num-cpus "$cores" ${memory:+--memory "$memory"} --node-ip-address 127.0.0.1 \
+    --object-store-memory 80000000 > "$work/worker$node.log" 2>&1
+done
+echo "cluster of $nodes nodes x $cores core(s) started in $(since "$start")"
 
 remote="file://$work/remote"
 run() {
   local name=$1
   shift
   local t0
-  t0=$(date +%s.%N)
-  "$python" -m pytest --tile-matrix "$matrix" -k "$select" -p no:cacheprovider -rs \
-    --tile-cache-remote "$remote" --tile-report "$work/$name.json" "$@" > "$work/$name.log" 2>&1 || true
-  echo "$name: $(echo "$(date +%s.%N) - $t0" | bc) s; $(tail -n 1 "$work/$name.log")"
+  t0=$(date +%s%N)
+  # each line of the log starts with the second it was printed at (when each unit came back)
+  { "$python" -m pytest --tile-matrix "$matrix" -k "$select" -p no:cacheprovider -rs \
+    --tile-cache-remote "$remote" --tile-report "$work/$name.json" "$@" 2>&1 || true; } |
+    while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$line"; done > "$work/$name.log"
+  echo "$name: $(since "$t0"); $(tail -n 1 "$work/$name.log")"
 }
 run farm --tile-cache-dir "$work/driver" --tile-build-on "ray://127.0.0.1:$client" "$@"
 grep -E "build farm|compiled on the farm" "$work/farm.log" || true
