@@ -89,7 +89,8 @@ def pytest_tileconform_add_commands(subparsers: argparse._SubParsersAction[argpa
     Called by the ``tileconform`` command line, not by pytest: it registers the ``pytest11``
     plugins of the distributions that require pytest-tileconform (:mod:`.commands.plugins`), so
     a backend's commands come with its pytest plugin. Import what a command needs when it runs:
-    every ``tileconform --help`` calls this.
+    every ``tileconform --help`` calls this. Adding a command another plugin added already hands
+    that parser back to join (:class:`.commands.plugins.Commands`).
     """
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from . import cache
 from .inputs import read_document
 from .output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message, quiet_stdout
-from .plugins import CommandPlugins, command_plugins
+from .plugins import CommandPlugins, Commands, command_plugins
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def build_parser(plugins: Iterable[object] = ()) -> argparse.ArgumentParser:
         "3 a needed tool or FlashInfer is missing or failed.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, action=Commands)
     found = command_plugins(plugins)
     _add_report(subparsers, found)
     cache.add_parser(subparsers)

@@ -8,10 +8,11 @@ The command line is not a pytest run, so it finds those plugins itself, as pytes
 
 from __future__ import annotations
 
+import argparse
 import inspect
 from collections.abc import Iterable, Iterator
 from importlib.metadata import entry_points
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 from packaging.requirements import InvalidRequirement, Requirement
@@ -44,6 +45,26 @@ class CommandPlugins(pluggy.PluginManager):
     def kinds(self) -> dict[str, CaseKind]:
         """What the plugins declare of their backends' cases, by backend (:mod:`..matrix.kinds`)."""
         return kinds_by_backend(self.hook.pytest_tileconform_case_kinds())
+
+
+if TYPE_CHECKING:
+    _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:  # not subscriptable at run time
+    _Subparsers = argparse._SubParsersAction
+
+
+class Commands(_Subparsers):
+    """The subparsers plugins add their commands to: a command another plugin added already is
+    handed back rather than refused, so that a second backend can answer it too (its own options
+    in a group, its handler routing what they claim and passing the rest to the handler it found,
+    ``parser.get_default("handler")``). Its plugin orders itself after the first
+    (``@pytest.hookimpl(trylast=True)``)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        found = self.choices.get(name)
+        if isinstance(found, argparse.ArgumentParser):
+            return found
+        return super().add_parser(name, **kwargs)
 
 
 def _tileconform_distribution(requires: Iterable[str] | None, name: str) -> bool:

@@ -38,6 +38,19 @@ class Greeter:
         return CaseNote("tile, loud", lambda case: case.tile.upper(), "?") if args.shout else None
 
 
+class Waver:
+    """A fourth plugin that answers ``hello`` too: it joins the command Greeter added."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_tileconform_add_commands(
+        self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
+    ) -> None:
+        hello = subparsers.add_parser("hello", help="wave")
+        previous = hello.get_default("handler")
+        hello.add_argument("--wave", action="store_true")
+        hello.set_defaults(handler=lambda args: (print("~") or 8) if args.wave else previous(args))
+
+
 def _commands(parser: argparse.ArgumentParser) -> set[str]:
     found = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return set(found.choices)
@@ -48,6 +61,13 @@ def test_a_plugin_adds_a_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == "hello tiles\n"
     with pytest.raises(SystemExit):
         main(["hello"])  # not a command without the plugin
+
+
+def test_a_second_plugin_joins_a_command_the_first_added(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse refuses a second parser of one name; the hook hands the first back to join."""
+    assert main(["hello", "--wave"], plugins=[Greeter(), Waver()]) == 8
+    assert main(["hello", "--name", "both"], plugins=[Greeter(), Waver()]) == 7
+    assert capsys.readouterr().out == "~\nhello both\n"
 
 
 def test_the_flashinfer_commands_come_from_its_installed_plugin() -> None:
