@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    import argparse
+
     from ..core.runoptions import RunOptions
     from ..matrix.kinds import CaseKind
     from .backend import DenseBackend
@@ -46,3 +48,12 @@ def pytest_tileconform_register_backends(config: pytest.Config, options: RunOpti
             reporter.write_line(f"tileconform (dense): {message}")
 
     return [DenseBackend(options, sources, progress, ident, refusal)]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_tileconform_add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``tactics``, ``drift`` and ``export-blocklist --dense`` (:mod:`.commands.cli`): after the MoE
+    plugin's, whose commands these join."""
+    from .commands.cli import add_commands
+
+    add_commands(subparsers)

@@ -1,0 +1,1 @@
+"""The dense backend's part of the ``tileconform`` commands (``--dense``): :mod:`.cli`."""
