@@ -75,21 +75,24 @@ def family_for(offered: Offered, arch: str, kind: str) -> Family | None:
     return min(candidates, key=lambda f: arch_number(f.arch), default=None)
 
 
-def runners(offered: Offered, arch: str, package: Path) -> list[Runner]:
-    """Every dense CUTLASS runner ``arch`` tunes, in the generator's order of kinds."""
+def chosen_families(offered: Offered, arch: str) -> list[Family]:
+    """The module of each kind that ``arch`` loads, in the generator's order of kinds."""
+    kinds = dict.fromkeys(f.kind for f in offered.families)
+    return [f for f in (family_for(offered, arch, kind) for kind in kinds) if f is not None]
+
+
+def runners(offered: Offered, arch: str, package: Path) -> tuple[list[Runner], list[Family]]:
+    """The dense CUTLASS runners ``arch`` tunes, and the modules it loads that no ``TunableRunner``
+    of ``gemm_base.py`` tunes (the autotuner gives them no ids)."""
     names = autotuner_names(package)
-    found = []
-    for kind in dict.fromkeys(f.kind for f in offered.families):
-        family = family_for(offered, arch, kind)
-        if family is None:
-            continue
-        if kind not in names:
-            raise DenseSourcesError(
-                f"{package / GEMM_BASE}: no TunableRunner returns range(module.{kind}_gemm_tactic_num())"
-            )
-        runner_class, ops = names[kind]
-        found.append(Runner(arch, family, runner_class, ops))
-    return found
+    tuned, untuned = [], []
+    for family in chosen_families(offered, arch):
+        if family.kind in names:
+            runner_class, ops = names[family.kind]
+            tuned.append(Runner(arch, family, runner_class, ops))
+        else:
+            untuned.append(family)
+    return tuned, untuned
 
 
 def autotuner_names(package: Path) -> dict[str, tuple[str, tuple[str, ...]]]:

@@ -127,9 +127,13 @@ def _runners(args: argparse.Namespace, sources: FlashInferSources, dtype: str | 
     from ..runners import runners
 
     try:
-        found = runners(read_offered(sources), args.arch, sources.root.parent)
+        found, untuned = runners(read_offered(sources), args.arch, sources.root.parent)
     except DenseSourcesError as exc:
         raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+    for family in untuned:
+        message(
+            f"note: {family.module} is loaded on {args.arch} but tuned by no TunableRunner: no autotuner ids"
+        )
     if dtype is None:
         return found
     labels = [label for r in found for label in r.labels()]
