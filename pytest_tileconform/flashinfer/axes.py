@@ -230,7 +230,13 @@ MoeRecord: type[Strict] = create_model("MoeRecord", __base__=Strict, **_RECORD_K
 
 
 class RecordError(ValueError):
-    """A results file's case record that is not this backend's: the message names the key."""
+    """A results file's case record that is not this backend's: the message names the key;
+    ``foreign`` when every problem is a key this backend does not have (another backend's case,
+    in a results file of a run of several)."""
+
+    def __init__(self, message: str, foreign: bool = False) -> None:
+        super().__init__(message)
+        self.foreign = foreign
 
 
 def recorded_axes(coordinates: Mapping[str, Any]) -> dict[str, Any]:
@@ -242,11 +248,13 @@ def recorded_axes(coordinates: Mapping[str, Any]) -> dict[str, Any]:
         record = MoeRecord.model_validate(coordinates)
     except ValidationError as exc:
         problems = []
-        for err in exc.errors(include_url=False):
+        errors = exc.errors(include_url=False)
+        for err in errors:
             where = ".".join(str(p) for p in err["loc"])
             what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
             problems.append(f"{where}: {what}")
-        raise RecordError("; ".join(problems)) from None
+        foreign = all(err["type"] == "extra_forbidden" for err in errors)
+        raise RecordError("; ".join(problems), foreign) from None
     found = {axis.name: getattr(record, axis.name) for axis in LAUNCHER_AXES}
     return {name: _shape(v) if _is_shape(name) and v is not None else v for name, v in found.items()}
 

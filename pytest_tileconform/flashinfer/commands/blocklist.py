@@ -113,7 +113,8 @@ def gather(results: Sequence[ResultsDocument], arch: str, *, accept_virtual: boo
     evidence = Evidence()
     for document in results:
         for entry, verdict in document.judged():
-            if entry.case is None or entry.case.arch != arch:
+            key = None if entry.case is None or entry.case.arch != arch else record_key(entry.case, arch)
+            if key is None:
                 continue
             device = verdict.device
             if device is not None and device.kind == "hardware":
@@ -128,7 +129,6 @@ def gather(results: Sequence[ResultsDocument], arch: str, *, accept_virtual: boo
             flashinfer = host_value(verdict, document.host, "flashinfer")
             if flashinfer != UNKNOWN:
                 evidence.versions.add(flashinfer)
-            key = record_key(entry.case, arch)
             if verdict.outcome != "pass":
                 evidence.failing.setdefault(key, []).append((entry.id, verdict.outcome))
             elif verdict.unrun:

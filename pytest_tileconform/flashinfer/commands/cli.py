@@ -45,7 +45,12 @@ def tactic_ids_of(path: Path) -> Callable[[CaseRecord], str]:
     for t in tactics:
         if t.tma_ws:
             offered.setdefault((arch_name(t.sm), tactic_key(t)), []).append((t.gemm, t.tactic))
-    return lambda case: format_ids(offered.get((case.arch, record_key(case, case.arch)), []))
+
+    def ids(case: CaseRecord) -> str:
+        key = record_key(case, case.arch)
+        return "" if key is None else format_ids(offered.get((case.arch, key), []))
+
+    return ids
 
 
 # -- gen-matrix --------------------------------------------------------------------------------

@@ -83,15 +83,17 @@ class Drift:
         return [r for r in self.rows if r.flags]
 
 
-def record_key(case: CaseRecord, arch: str) -> ConfigKey:
+def record_key(case: CaseRecord, arch: str) -> ConfigKey | None:
     """The configuration a results file's case stands for (shared with ``tactics`` and
-    ``export-blocklist``)."""
+    ``export-blocklist``); None for another backend's case (keys this backend does not have)."""
     from ...matrix.schema import DTypes
 
     dtypes = DTypes(act=case.act, weight=case.weight, out=case.out).label
     try:
         axes = recorded_axes(case.coordinates())
     except RecordError as exc:
+        if exc.foreign:
+            return None
         raise CommandError(f"a case record of {arch} that is not FlashInfer's: {exc}") from None
     m, n, k = (int(v) for v in case.tile.split("x"))
     return case_key(
@@ -146,9 +148,9 @@ def compare(
             row(key).generated = True
     for document in results:
         for entry, verdict in document.judged():
-            if entry.case is None or entry.case.arch != arch:
-                continue
-            row(record_key(entry.case, arch)).verdicts[verdict.reported] += 1
+            judged = None if entry.case is None or entry.case.arch != arch else record_key(entry.case, arch)
+            if judged is not None:
+                row(judged).verdicts[verdict.reported] += 1
     return Drift(arch, sorted(rows.values(), key=lambda r: _order(r.key)), non_tma)
 
 

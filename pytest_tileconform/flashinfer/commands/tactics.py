@@ -154,9 +154,9 @@ def observed_verdicts(results: Sequence[ResultsDocument], arch: str) -> Verdicts
     for document in results:
         for entry, verdict in document.judged():
             case = entry.case
-            if case is None or case.arch != arch:
+            key = None if case is None or case.arch != arch else record_key(case, arch)
+            if key is None:
                 continue
-            key = record_key(case, arch)
             found.setdefault(key, Counter())[f"{_word(verdict)} [{_device(verdict)}]"] += 1
     return found
 

@@ -11,6 +11,7 @@ which the dispatch accepts but the generator does not instantiate.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -296,3 +297,36 @@ def test_sm103_tactics_are_its_two_kernel_sets(flashinfer_074) -> None:  # type:
     judged = compare("sm103", tactics, generated, [read_results(p) for p in reports])
     assert not any(FLAG_NEVER_JUDGED in r.flags for r in judged.rows)
     assert {frozenset(r.flags) for r in judged.flagged} == {frozenset({FLAG_REJECTED, FLAG_NOT_INSTANTIATED})}
+
+
+def _body(path: Path) -> list[str]:
+    """The output less what names the results files or the time it was written."""
+    return [
+        line for line in path.read_text().splitlines() if ".json" not in line and "generated_at" not in line
+    ]
+
+
+def test_another_backends_cases_in_a_results_file_are_left_to_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run of both FlashInfer backends writes one results file: drift, tactics and
+    export-blocklist read its MoE cases and leave the dense backend's (swap_ab, stream_k, mnk)
+    out, as if the file held the MoE ones only; a record with a bad value is still an error."""
+    dense = matrix_reports("gemm-sm120.yaml")[0]
+    replay = ["--tactics", str(RECORDED), "--arch", "sm120"]
+    commands = [
+        ["drift", *replay],
+        ["tactics", *replay, "--dtype", "nvfp4-bf16"],
+        ["export-blocklist", *replay, "--accept-virtual", "--gpu", "NVIDIA GeForce RTX 5090"],
+    ]
+    for argv in commands:
+        alone, both = tmp_path / "alone.out", tmp_path / "both.out"
+        assert main([*argv, str(SM120_RESULTS), "-o", str(alone)]) == 0, argv
+        assert main([*argv, str(SM120_RESULTS), str(dense), "-o", str(both)]) == 0, capsys.readouterr().err
+        assert _body(both) == _body(alone), argv
+    bad = report_document(SM120_RESULTS)
+    bad["cases"][0]["case"]["cluster"] = "one by one"
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(bad))
+    assert main(["drift", *replay, str(broken)]) == 2
+    assert "that is not FlashInfer's: cluster" in capsys.readouterr().err
