@@ -9,10 +9,19 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ...commands.output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message
+from ...commands.output import (
+    EXIT_ENVIRONMENT,
+    EXIT_FLAGGED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    emit,
+    message,
+)
 from ...dtypes import DTYPES_GRAMMAR
 
 if TYPE_CHECKING:
@@ -178,13 +187,13 @@ def _rows(args: argparse.Namespace, runners: list[Runner], observed: bool) -> li
 def _tactics(args: argparse.Namespace) -> int:
     from .tables import to_markdown
 
-    if getattr(args, "explain", None) is not None:
-        raise CommandError("--explain reads MoERunner lines; with --dense, list a runner's ids with --dtype")
     sources = _sources(args)
     runners = _runners(args, sources, args.dtype)
     if not runners:
         message(_none_here(args.arch, sources))
     rows = _rows(args, runners, observed=False)
+    if getattr(args, "explain", None) is not None:
+        rows = _explained(args.explain, runners, rows, sources)
     if args.json:
         emit(json.dumps([r.as_dict() for r in rows], indent=1), args.output)
         return EXIT_OK
@@ -201,6 +210,31 @@ def _tactics(args: argparse.Namespace) -> int:
     emit(to_markdown(rows, header, with_observed=bool(args.results)), args.output)
     message(f"{len(rows)} dense tactic(s) x output type for {args.arch}")
     return EXIT_OK
+
+
+def _explained(text: str, runners: list[Runner], rows: list[Row], sources: FlashInferSources) -> list[Row]:
+    """The rows whose ids the pasted autotuner lines name (:mod:`.explain`)."""
+    from ...flashinfer.tactics.autotuner_lines import MAX_TEXT
+    from .explain import ExplainError, default_id, mentions, resolve
+
+    if text == "-":
+        text = sys.stdin.read(MAX_TEXT + 1)
+    try:
+        said = mentions(text, {r.runner_class for r in runners})
+    except ExplainError as exc:
+        raise CommandError(f"--explain: {exc}") from None
+    wanted: set[tuple[str, int]] = set()
+    for mention in said:
+        mine = [r for r in runners if mention.runner_class in (None, r.runner_class)]
+        for runner in mine:
+            ids, problems = resolve(mention, runner, default_id(sources.csrc, runner))
+            wanted.update((runner.family.module, i) for i in ids)
+            for problem in problems:
+                message(f"line {mention.line}: {problem}")
+    chosen = [r for r in rows if (r.runner.family.module, r.tactic.index) in wanted]
+    if not chosen:
+        raise CommandError("none of the pasted ids is a tactic of the chosen runners", EXIT_USAGE)
+    return chosen
 
 
 def _drift(args: argparse.Namespace) -> int:

@@ -205,3 +205,27 @@ def test_without_dense_the_commands_stay_the_moe_backends(capsys: pytest.Capture
     assert "--dense" in help_text and "--clamped-relu2" in help_text  # one parser, both backends' options
     assert main(["export-blocklist", "--arch", "sm120"]) == 2  # the MoE export still needs results
     assert "needs at least one results file" in capsys.readouterr().err
+
+
+def test_explain_reads_dense_autotuner_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    """A config-cache value, a blocklist entry with an id out of range and -1: SM120 fp4's binding
+    builds CtaShape128x128x128B, 1x1x1, no swap_ab, data-parallel in -1's place (0.7.4's
+    fp4_gemm_cutlass_sm120.cu), which is the tactic of that configuration."""
+    pasted = '["CutlassFp4GemmRunner", 5]\n"fp4_gemm::CutlassFp4GemmRunner": [3, 40, -1]'
+    rows = _json(capsys, "--arch", "sm120", "--dtype", "nvfp4-bf16", "--explain", pasted)
+    assert [r["tactic"] for r in rows][:2] == [3, 5]
+    default = rows[2]
+    assert (default["tile_config"], default["cluster"], default["swap_ab"], default["stream_k"]) == (
+        "CtaShape128x128x128B",
+        "1x1x1",
+        False,
+        False,
+    )
+    assert main(["tactics", "--dense", "--arch", "sm120", "--dtype", "nvfp4-bf16", "--explain", pasted]) == 0
+    assert "line 2: 40 is not an id of CutlassFp4GemmRunner here (fp4_gemm_cutlass_sm120: 0-31)" in (
+        capsys.readouterr().err
+    )
+    # other runners' lines name nothing of this one; MoERunner's are the MoE command's
+    argv = ["tactics", "--dense", "--arch", "sm120", "--dtype", "mxfp8-bf16", "--explain", '["MoERunner", 3]']
+    assert main(argv) == 2
+    assert "no line names a tactic of CutlassMxfp8GemmRunner" in capsys.readouterr().err
