@@ -16,7 +16,7 @@ from pathlib import Path
 from ...commands.output import message
 from ...dtypes import dtype_label
 from ...results.model import CaseRecord, ResultsDocument, VerdictRecord
-from ..axes import DenseAxes
+from ..axes import DenseAxes, DenseMatrixAxes
 from ..offered import Shape, Tactic
 
 #: the cluster a dense case's kernel is launched with
@@ -42,7 +42,7 @@ def record_key(case: CaseRecord) -> Key | None:
     """The tactic a results file's case judged; None for another backend's case (its record has
     keys a dense case does not record)."""
     coordinates = case.coordinates()
-    if "mnk" not in coordinates or not set(coordinates) <= {"swap_ab", "stream_k", "mnk"}:
+    if "mnk" not in coordinates or not set(coordinates) <= set(DenseMatrixAxes.model_fields):
         return None
     m, n, k = (int(v) for v in case.tile.split("x"))
     return Key(
