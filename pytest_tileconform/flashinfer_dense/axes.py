@@ -1,6 +1,6 @@
-"""The dense backend's case axes: past arch, dtypes and CTA tile, the tactic's ``swap_ab`` and
-``use_stream_k`` (its scheduler) and the GEMM's M x N x K. Cheap to import: the command line reads
-matrices without FlashInfer."""
+"""The dense backend's case axes: past arch, dtypes and CTA tile, the tactic's ``swap_ab``,
+``use_stream_k`` (its scheduler) and cluster shape, and the GEMM's M x N x K. Cheap to import:
+the command line reads matrices without FlashInfer."""
 
 from __future__ import annotations
 
@@ -21,9 +21,15 @@ class DenseMatrixAxes(Strict):
     swap_ab: Annotated[list[StrictBool], ListOf] | None = None
     #: the tactic's scheduler: stream-K (true) or data-parallel (false)
     stream_k: Annotated[list[StrictBool], ListOf] | None = None
+    #: the tactic's cluster shape (SM10x runners offer several per tile; SM12x only 1x1x1)
+    cluster: Annotated[list[ShapeField], ListOf] | None = None
     #: the GEMM's M x N x K (D is M x N); not ``problem``, which results records type as the
     #: MoE backend's grouped problem
     mnk: Annotated[list[ShapeField], ListOf] | None = None
+
+
+#: the cluster of a tactic that names none (every SM12x tactic)
+CLUSTER_1X1X1: Shape = (1, 1, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,18 +38,22 @@ class DenseAxes:
     mnk: Shape
     #: the tactic's scheduler; only FlashInfer's fp4 runners offer stream-K tactics
     stream_k: bool = False
+    cluster: Shape = CLUSTER_1X1X1
 
     def id_words(self) -> list[str]:
         m, n, k = self.mnk
         flags = [w for w, on in (("swapab", self.swap_ab), ("streamk", self.stream_k)) if on]
-        return [*flags, f"m{m}n{n}k{k}"]
+        cluster = [] if self.cluster == CLUSTER_1X1X1 else [f"c{shape_label(self.cluster)}"]
+        return [*cluster, *flags, f"m{m}n{n}k{k}"]
 
     def describe(self) -> dict[str, Any]:
-        # stream_k only where set: a data-parallel tactic records as one of a runner without
-        # stream-K tactics (mxfp8's) does, so both families' reports name their cases alike
+        # stream_k and cluster only where not the default: a data-parallel 1x1x1 tactic records
+        # as one of a runner without stream-K or cluster choices (SM120 mxfp8's) does, so every
+        # family's reports name their cases alike
         return {
             "swap_ab": self.swap_ab,
             **({"stream_k": True} if self.stream_k else {}),
+            **({} if self.cluster == CLUSTER_1X1X1 else {"cluster": shape_label(self.cluster)}),
             "mnk": shape_label(self.mnk),
         }
 
@@ -57,8 +67,13 @@ class DenseAxes:
 KIND = CaseKind(
     backend=NAME,
     axes=DenseMatrixAxes,
-    defaults={"swap_ab": [False, True], "stream_k": [False], "mnk": [(256, 256, 512)]},
+    defaults={
+        "swap_ab": [False, True],
+        "stream_k": [False],
+        "cluster": [CLUSTER_1X1X1],
+        "mnk": [(256, 256, 512)],
+    },
     make=DenseAxes,
-    id_pattern="[swapab-][streamk-]mMnNkK",
+    id_pattern="[cCMxCNxCK-][swapab-][streamk-]mMnNkK",
     id_advice="give each problem its own M, N or K",
 )

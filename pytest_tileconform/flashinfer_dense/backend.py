@@ -35,7 +35,7 @@ from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME
-from .axes import DenseAxes
+from .axes import CLUSTER_1X1X1, DenseAxes
 from .offered import DenseSourcesError, Offered, read_offered
 from .report import DenseReport
 from .unit import SOURCE_ROOTS, NotOffered, Unit, build_command, harnessed_archs, make_unit
@@ -251,12 +251,20 @@ class DenseBackend:
         m, n, k = case.axes.mnk
         with tempfile.TemporaryDirectory(prefix="tileconform-dense-") as tmp:
             run_dir = Path(tmp)
-            # a stream-K tactic's scheduler as a sixth argument: only the families with one read it
-            stream_k = ["1"] if case.axes.stream_k else []
-            args = [str(run_dir), str(int(case.axes.swap_ab)), str(m), str(n), str(k), *stream_k]
+            args = [str(run_dir), str(int(case.axes.swap_ab)), str(m), str(n), str(k), *_tactic_tail(case)]
             with built.running() as executable:
                 run = run_virtual(executable, args, run_dir, profile, self.options.timeout)
             smem = run.smem_attribute
             report = DenseReport.read(run_dir, smem.get("value") if smem else None)
             # a run that decided nothing about the case (a harness fault) raises: no verdict
             return verdict_of(run, report, f"virtual ({profile.arch} profile)", profile.device)
+
+
+def _tactic_tail(case: DenseCase) -> list[str]:
+    """The harness arguments past the problem: the scheduler (``1``: stream-K), then the cluster
+    shape, each only where not data-parallel 1x1x1, so the families without those choices (SM12x)
+    are never given them."""
+    tail = [str(int(case.axes.stream_k)), *(str(c) for c in case.axes.cluster)]
+    if case.axes.cluster == CLUSTER_1X1X1:
+        tail = tail[:1] if case.axes.stream_k else []
+    return tail

@@ -17,7 +17,13 @@ from pathlib import Path
 
 from ..compile.cache import Roots, portable
 from ..dtypes import DTYPES, shape_label
-from ..flashinfer.nvcc_flags import _BUILD_CUDA_FLAGS, _JIT_SPEC_CUDA_FLAGS, COMMON_NVCC_FLAGS, sm120_gencode
+from ..flashinfer.nvcc_flags import (
+    _BUILD_CUDA_FLAGS,
+    _JIT_SPEC_CUDA_FLAGS,
+    COMMON_NVCC_FLAGS,
+    sm100_gencode,
+    sm120_gencode,
+)
 from ..flashinfer.sources import FlashInferSources, cuda_version, find_cublas_include
 from ..matrix.cases import Case
 from ..verdict import NotJudgeable
@@ -44,8 +50,15 @@ class NotOffered(ValueError):
 
 
 def harnessed_archs() -> tuple[str, ...]:
-    """The archs of the families this backend has a harness for (``harness/<module>.h``)."""
+    """The archs of the families this backend has a harness for (``harness/<module>_<arch>.h``)."""
     return tuple(sorted({p.stem.rpartition("_")[2] for p in HARNESS_DIR.glob("*_sm*.h")}))
+
+
+def harness_name(family: Family) -> str:
+    """The harness header of ``family``: its module name, with the arch its generator builds for
+    where the module does not name one (SM100's ``fp4_gemm_cutlass`` -> ``fp4_gemm_cutlass_sm100``)."""
+    suffix = f"_{family.arch}"
+    return f"{family.module}{'' if family.module.endswith(suffix) else suffix}.h"
 
 
 def family_of(offered: Offered, case: Case[DenseAxes]) -> Family:
@@ -56,7 +69,7 @@ def family_of(offered: Offered, case: Case[DenseAxes]) -> Family:
     candidates = [f for f in offered.families if f.kind == kind and case.act == case.weight]
     for family in sorted(candidates, key=lambda f: f.arch != case.arch):
         if family.arch == case.arch or case.sm // 10 in family.majors:
-            if not (HARNESS_DIR / f"{family.module}.h").is_file():
+            if not (HARNESS_DIR / harness_name(family)).is_file():
                 raise NotJudgeable(f"{family.module} has no harness in this backend yet")
             return family
     raise NotOffered(
@@ -65,15 +78,19 @@ def family_of(offered: Offered, case: Case[DenseAxes]) -> Family:
 
 
 def tactic_of(family: Family, case: Case[DenseAxes]) -> Tactic:
-    """The autotuner tactic whose configuration ``case`` is (its CTA shape, swap_ab, stream-K)."""
-    wanted = (case.tile, case.axes.swap_ab, case.axes.stream_k)
+    """The autotuner tactic whose configuration ``case`` is (its CTA shape, swap_ab, stream-K,
+    cluster)."""
+    wanted = (case.tile, case.axes.swap_ab, case.axes.stream_k, case.axes.cluster)
     for tactic in family.tactics:
-        if (tactic.cta, tactic.swap_ab, tactic.stream_k) == wanted:
+        if (tactic.cta, tactic.swap_ab, tactic.stream_k, tactic.cluster) == wanted:
             return tactic
-    offered = sorted({(shape_label(t.cta), t.swap_ab, t.stream_k) for t in family.tactics})
+    offered = sorted(
+        {(shape_label(t.cta), t.swap_ab, t.stream_k, shape_label(t.cluster)) for t in family.tactics}
+    )
     raise NotOffered(
         f"{family.module} offers no tactic of CTA {shape_label(case.tile)} with swap_ab "
-        f"{case.axes.swap_ab} and stream_k {case.axes.stream_k}; it offers (CTA, swap_ab, stream_k) {offered}"
+        f"{case.axes.swap_ab}, stream_k {case.axes.stream_k} and cluster {shape_label(case.axes.cluster)}; "
+        f"it offers (CTA, swap_ab, stream_k, cluster) {offered}"
     )
 
 
@@ -104,7 +121,7 @@ def make_unit(sources: FlashInferSources, offered: Offered, case: Case[DenseAxes
             f"#define TILECONFORM_CTA_N {n}",
             f"#define TILECONFORM_CTA_K {k}",
             f"#define TILECONFORM_TILE_NAME {tactic.tile}",
-            f'#include "{family.module}.h"',
+            f'#include "{harness_name(family)}"',
             "",
         ]
     )
@@ -126,7 +143,7 @@ def nvcc_flags(sources: FlashInferSources, family: Family, arch: int, cuda_home:
         *_BUILD_CUDA_FLAGS,
         *(["-static-global-template-stub=false"] if cuda >= (12, 8) else []),
         *COMMON_NVCC_FLAGS,
-        sm120_gencode(arch, cuda),
+        sm100_gencode(cuda, arch) if arch // 10 == 10 else sm120_gencode(arch, cuda),
         *COMMON_NVCC_FLAGS,
         *recipe.extra_flags,
     ]

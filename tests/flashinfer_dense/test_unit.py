@@ -31,7 +31,13 @@ def installed() -> FlashInferSources:
 
 
 def case(
-    act: str, out: str, tile: tuple[int, int, int], swap: bool, arch: str = "sm120", stream_k: bool = False
+    act: str,
+    out: str,
+    tile: tuple[int, int, int],
+    swap: bool,
+    arch: str = "sm120",
+    stream_k: bool = False,
+    cluster: tuple[int, int, int] = (1, 1, 1),
 ) -> Case[DenseAxes]:
     label = f"{act}-{out}"
     return Case(
@@ -43,7 +49,7 @@ def case(
         out,
         label,
         tile,
-        DenseAxes(swap, (256, 256, 512), stream_k),
+        DenseAxes(swap, (256, 256, 512), stream_k, cluster),
         None,
         None,
     )
@@ -75,6 +81,51 @@ def test_every_sm120_tactic_renders_flashinfers_template(
             assert unit.source.split("\n", 1)[1].startswith(rendered)
             assert f"#define TILECONFORM_TILE_NAME {tactic.tile}\n" in unit.source
             assert unit.source.rstrip().endswith(f'#include "{module}.h"')
+
+
+@pytest.mark.parametrize(("module", "act"), [("mxfp8_gemm_cutlass", "mxfp8"), ("fp4_gemm_cutlass", "nvfp4")])
+def test_every_sm100_tactic_renders_flashinfers_template(
+    installed: FlashInferSources, module: str, act: str
+) -> None:
+    """Each SM100 tactic (a tile and a cluster shape) is FlashInfer's template rendered for its CTA
+    shape, built with the generator's flags for compute_100a, driven by the SM100 harness; the
+    eight cluster shapes of a tile share one unit (the dispatch picks the launcher at run time)."""
+    offered = read_offered(installed)
+    family = offered.family(module)
+    assert family.arch == "sm100" and len(family.tactics) == 32
+    template = (installed.csrc / f"{module}.jinja").read_text()
+    sources: dict[tuple[str, tuple[int, int, int]], set[str]] = {}
+    for tactic in family.tactics:
+        for out in ("bf16", "fp16"):
+            unit = make_unit(
+                installed, offered, case(act, out, tactic.cta, False, "sm100", cluster=tactic.cluster)
+            )
+            assert unit.tactic == tactic and unit.family == family
+            m, n, k = tactic.cta
+            rendered = template.replace("{{ type }}", DTYPES[out].cuda_type)
+            rendered = rendered.replace("{{ cta_m }}", str(m)).replace("{{ cta_n }}", str(n))
+            rendered = rendered.replace("{{ cta_k }}", str(k))
+            assert unit.source.split("\n", 1)[1].startswith(rendered)
+            assert f"#define TILECONFORM_TILE_NAME {tactic.tile}\n" in unit.source
+            assert unit.source.rstrip().endswith(f'#include "{module}_sm100.h"')
+            sources.setdefault((out, tactic.cta), set()).add(unit.source)
+    assert len(sources) == 2 * len(family.instantiated) and all(len(s) == 1 for s in sources.values())
+    flags = nvcc_flags(installed, family, 100, find_cuda_home())
+    assert "-gencode=arch=compute_100a,code=sm_100a" in flags
+    recipe = read_recipe(installed, f"gen_gemm_sm100_module_cutlass_{family.kind}")
+    assert flags[-len(recipe.extra_flags) :] == list(recipe.extra_flags)
+    assert "-DCUTLASS_ENABLE_GDC_FOR_SM100=1" in recipe.extra_flags
+
+
+def test_sm100_offers_no_swap_ab_and_names_the_clusters_it_does(installed: FlashInferSources) -> None:
+    offered = read_offered(installed)
+    tactic = offered.family("fp4_gemm_cutlass").tactics[0]
+    with pytest.raises(NotOffered, match=r"swap_ab True, stream_k False and cluster 2x4x1"):
+        make_unit(
+            installed, offered, case("nvfp4", "bf16", tactic.cta, True, "sm100", cluster=tactic.cluster)
+        )
+    with pytest.raises(NotOffered, match=r"cluster 4x1x1; it offers"):  # instantiated, never offered
+        make_unit(installed, offered, case("nvfp4", "bf16", tactic.cta, False, "sm100", cluster=(4, 1, 1)))
 
 
 def test_the_fp4_tactics_of_one_tile_share_one_unit(installed: FlashInferSources) -> None:
@@ -115,7 +166,7 @@ def test_the_flags_are_the_generators(installed: FlashInferSources) -> None:
 def test_what_flashinfer_does_not_offer_is_refused(installed: FlashInferSources) -> None:
     offered = read_offered(installed)
     with pytest.raises(
-        NotOffered, match=r"offers no tactic of CTA 256x128x128 .*\('128x128x128', True, False\)"
+        NotOffered, match=r"offers no tactic of CTA 256x128x128 .*\('128x128x128', True, False, '1x1x1'\)"
     ):
         make_unit(installed, offered, case("mxfp8", "bf16", (256, 128, 128), False))
     with pytest.raises(NotOffered, match="renders outputs"):
@@ -126,10 +177,10 @@ def test_what_flashinfer_does_not_offer_is_refused(installed: FlashInferSources)
 
 def test_a_family_without_a_harness_is_not_judged(installed: FlashInferSources) -> None:
     offered = read_offered(installed)
-    assert harnessed_archs() == ("sm120",)
-    tactic = offered.family("fp4_gemm_cutlass").tactics[0]
-    with pytest.raises(NotJudgeable, match="fp4_gemm_cutlass has no harness"):
-        make_unit(installed, offered, case("nvfp4", "bf16", tactic.cta, tactic.swap_ab, "sm100"))
+    assert harnessed_archs() == ("sm100", "sm120")
+    tactic = offered.family("fp4_gemm_cutlass_sm103").tactics[0]
+    with pytest.raises(NotJudgeable, match="fp4_gemm_cutlass_sm103 has no harness"):
+        make_unit(installed, offered, case("nvfp4", "bf16", tactic.cta, tactic.swap_ab, "sm103"))
 
 
 def test_a_template_beyond_plain_substitution_is_refused(tmp_path: Path) -> None:

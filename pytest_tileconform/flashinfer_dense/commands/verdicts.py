@@ -1,13 +1,13 @@
 """What is known of a dense tactic: what the matrices expect of it and what results files observed.
 
 A case and a tactic meet on a :class:`Key`: the dtypes label (an output type of the runner), the
-CTA shape, the cluster, swap_ab and the scheduler. Dense cases have no cluster axis: the harness
-launches a tactic's kernel with a 1x1x1 cluster, so a case stands for the tactic of cluster
-1x1x1 only (SM12x offers no other; an SM10x tactic with a larger cluster is judged by none).
+CTA shape, the cluster, swap_ab and the scheduler. A record without a cluster is of a 1x1x1 tactic
+(the axis records only where it is not).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,9 +19,8 @@ from ...results.model import CaseRecord, ResultsDocument, VerdictRecord
 from ..axes import DenseAxes, DenseMatrixAxes
 from ..offered import Shape, Tactic
 
-#: the cluster a dense case's kernel is launched with
-CASE_CLUSTER: Shape = (1, 1, 1)
 UNJUDGED = "unjudged"
+_SHAPE = re.compile(r"\d+x\d+x\d+")
 Verdicts = dict["Key", Counter[str]]
 
 
@@ -45,13 +44,21 @@ def record_key(case: CaseRecord) -> Key | None:
     if "mnk" not in coordinates or not set(coordinates) <= set(DenseMatrixAxes.model_fields):
         return None
     m, n, k = (int(v) for v in case.tile.split("x"))
+    cluster = coordinates.get("cluster", "1x1x1")
+    if not isinstance(cluster, str) or not _SHAPE.fullmatch(cluster):
+        return None
     return Key(
         dtype_label(case.act, case.weight, case.out),
         (m, n, k),
-        CASE_CLUSTER,
+        _shape(cluster),
         bool(coordinates.get("swap_ab", False)),
         bool(coordinates.get("stream_k", False)),
     )
+
+
+def _shape(label: str) -> Shape:
+    m, n, k = (int(v) for v in label.split("x"))
+    return m, n, k
 
 
 def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdicts:
@@ -72,7 +79,7 @@ def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdict
         for case in loaded.cases:
             if case.backend != NAME or case.arch != arch or not isinstance(case.axes, DenseAxes):
                 continue
-            key = Key(case.dtype_label, case.tile, CASE_CLUSTER, case.axes.swap_ab, case.axes.stream_k)
+            key = Key(case.dtype_label, case.tile, case.axes.cluster, case.axes.swap_ab, case.axes.stream_k)
             where = name
             if case.expectation is not None and case.expectation.source:
                 where += f", {case.expectation.source}"

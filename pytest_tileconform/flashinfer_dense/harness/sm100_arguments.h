@@ -1,0 +1,47 @@
+// The arguments an SM100 dense harness takes: RUN_DIR SWAP_AB M N K, then the tactic's scheduler
+// and cluster shape where not data-parallel 1x1x1 (the backend passes them only then). SM100's
+// runners offer neither swap_ab nor stream-K: a case asking for either is refused, not judged as
+// another tactic.
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tileconform_dense {
+
+inline bool sm100_arguments(int argc, char** argv, flashinfer::gemm::ClusterShape& cluster) {
+  using flashinfer::gemm::ClusterShape;
+  if (argc != 6 && argc != 7 && argc != 10) {
+    std::fprintf(stderr, "usage: %s RUN_DIR SWAP_AB M N K [STREAM_K CLUSTER_M CLUSTER_N CLUSTER_K]\n",
+                 argv[0]);
+    return false;
+  }
+  if (std::atoi(argv[2]) != 0 || (argc > 6 && std::atoi(argv[6]) != 0)) {
+    std::fprintf(stderr, "harness: SM100's runner has no swap_ab or stream-K tactic\n");
+    return false;
+  }
+  int cm = argc == 10 ? std::atoi(argv[7]) : 1, cn = argc == 10 ? std::atoi(argv[8]) : 1;
+  int ck = argc == 10 ? std::atoi(argv[9]) : 1;
+  struct Named {
+    int m, n, k;
+    ClusterShape shape;
+  };
+  // the cluster shapes of cutlass_gemm_configs.h the SM100 dispatch switches on
+  static const Named shapes[] = {
+      {1, 1, 1, ClusterShape::ClusterShape_1x1x1}, {2, 1, 1, ClusterShape::ClusterShape_2x1x1},
+      {1, 2, 1, ClusterShape::ClusterShape_1x2x1}, {2, 2, 1, ClusterShape::ClusterShape_2x2x1},
+      {1, 4, 1, ClusterShape::ClusterShape_1x4x1}, {4, 1, 1, ClusterShape::ClusterShape_4x1x1},
+      {4, 2, 1, ClusterShape::ClusterShape_4x2x1}, {2, 4, 1, ClusterShape::ClusterShape_2x4x1},
+      {4, 4, 1, ClusterShape::ClusterShape_4x4x1},
+  };
+  for (Named const& s : shapes) {
+    if (s.m == cm && s.n == cn && s.k == ck) {
+      cluster = s.shape;
+      return true;
+    }
+  }
+  std::fprintf(stderr, "harness: cluster %dx%dx%d is no ClusterShape\n", cm, cn, ck);
+  return false;
+}
+
+}  // namespace tileconform_dense
