@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..archs import KNOWN, arch_number
 from ..compile.cache import Roots, portable
 from ..dtypes import DTYPES, shape_label
 from ..flashinfer.nvcc_flags import (
@@ -50,8 +51,12 @@ class NotOffered(ValueError):
 
 
 def harnessed_archs() -> tuple[str, ...]:
-    """The archs of the families this backend has a harness for (``harness/<module>_<arch>.h``)."""
-    return tuple(sorted({p.stem.rpartition("_")[2] for p in HARNESS_DIR.glob("*_sm*.h")}))
+    """The known archs of the majors whose families this backend has a harness for
+    (``harness/<module>_<arch>.h``): FlashInfer's JIT builds a module for every device of the majors its
+    generator names (``supported_major_versions=[12]``: SM121 runs the sm120 module), and
+    :func:`family_of` holds each case to the release's own majors."""
+    majors = {arch_number(p.stem.rpartition("_")[2]) // 10 for p in HARNESS_DIR.glob("*_sm*.h")}
+    return tuple(a for a in KNOWN if arch_number(a) // 10 in majors)
 
 
 def harness_name(family: Family) -> str:

@@ -177,10 +177,21 @@ def test_what_flashinfer_does_not_offer_is_refused(installed: FlashInferSources)
 
 def test_a_family_without_a_harness_is_not_judged(installed: FlashInferSources) -> None:
     offered = read_offered(installed)
-    assert harnessed_archs() == ("sm100", "sm120")
+    assert harnessed_archs() == ("sm100", "sm103", "sm120", "sm121")
     tactic = offered.family("fp4_gemm_cutlass_sm103").tactics[0]
     with pytest.raises(NotJudgeable, match="fp4_gemm_cutlass_sm103 has no harness"):
         make_unit(installed, offered, case("nvfp4", "bf16", tactic.cta, tactic.swap_ab, "sm103"))
+
+
+def test_sm121_is_judged_by_the_sm120_module_built_for_its_own_device(installed: FlashInferSources) -> None:
+    # FlashInfer's generator names majors, not archs (supported_major_versions=[12]): a GB10 runs
+    # the sm120 module, compiled for compute_121a as its JIT does for that device
+    offered = read_offered(installed)
+    unit = make_unit(installed, offered, case("mxfp8", "bf16", (128, 128, 128), True, "sm121"))
+    assert unit.family.module == "mxfp8_gemm_cutlass_sm120"
+    flags = nvcc_flags(installed, unit.family, 121, find_cuda_home())
+    assert "-gencode=arch=compute_121a,code=sm_121a" in flags
+    assert not any("compute_120" in flag for flag in flags)
 
 
 def test_a_template_beyond_plain_substitution_is_refused(tmp_path: Path) -> None:
