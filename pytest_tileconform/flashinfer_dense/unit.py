@@ -7,16 +7,19 @@ A unit holds one output type and CTA shape, as each file FlashInfer's JIT render
 tactics that differ only in swap_ab (and, where the template instantiates both schedulers, in
 stream-K) share one build. The build command names the install roots as
 placeholders (:func:`..compile.cache.portable`): the cache key says what is compiled and how, not
-where the toolkit and the sources lie.
+where the toolkit and the sources lie. The unit names the digest of the harness headers it
+includes, so a build of an older harness is never served from the cache.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from ..archs import KNOWN, arch_number
 from ..compile.cache import Roots, portable
+from ..compile.inputs import TREE, digest, read_tree
 from ..dtypes import DTYPES, shape_label
 from ..flashinfer.nvcc_flags import (
     _BUILD_CUDA_FLAGS,
@@ -99,6 +102,14 @@ def tactic_of(family: Family, case: Case[DenseAxes]) -> Tactic:
     )
 
 
+@cache
+def harness_fingerprint(folder: Path = HARNESS_DIR) -> str:
+    """The digest of the harness headers in ``folder``. A unit's text only includes its family's
+    header, so this is written into it: an edited harness changes every unit's cache key."""
+    files = sorted(p.name for p in folder.glob("*.h"))
+    return digest(TREE, read_tree(folder, files))
+
+
 @dataclass(frozen=True)
 class Unit:
     """What one case is built from."""
@@ -121,6 +132,7 @@ def make_unit(sources: FlashInferSources, offered: Offered, case: Case[DenseAxes
         [
             f"// {family.module}: {recipe.template.name} rendered as FlashInfer {sources.version}'s JIT does",
             rendered,
+            f"// harness sources {harness_fingerprint()}",
             f"#define TILECONFORM_T {cuda_type}",
             f"#define TILECONFORM_CTA_M {m}",
             f"#define TILECONFORM_CTA_N {n}",

@@ -15,8 +15,10 @@ from pytest_tileconform.flashinfer_dense.axes import DenseAxes
 from pytest_tileconform.flashinfer_dense.generator import UnitRecipe, read_recipe
 from pytest_tileconform.flashinfer_dense.offered import DenseSourcesError, read_offered
 from pytest_tileconform.flashinfer_dense.unit import (
+    HARNESS_DIR,
     NotOffered,
     build_command,
+    harness_fingerprint,
     harnessed_archs,
     make_unit,
     nvcc_flags,
@@ -161,6 +163,21 @@ def test_the_flags_are_the_generators(installed: FlashInferSources) -> None:
     # the key's command names no install root, only placeholders
     assert not any(str(installed.root) in part for part in command)
     assert "{flashinfer}/cutlass/include" in command and dict(roots)["flashinfer"] == str(installed.root)
+
+
+def test_an_edited_harness_changes_every_units_text(installed: FlashInferSources, tmp_path: Path) -> None:
+    """The unit only includes its family's header: the headers' digest in its text is what keeps a
+    cached build of an older harness from being served."""
+    offered = read_offered(installed)
+    source = make_unit(installed, offered, case("mxfp8", "bf16", (128, 128, 128), False)).source
+    assert f"// harness sources {harness_fingerprint()}\n" in source
+    copy, edited = tmp_path / "copy", tmp_path / "edited"
+    for folder in (copy, edited):
+        folder.mkdir()
+        for header in HARNESS_DIR.glob("*.h"):
+            (folder / header.name).write_bytes(header.read_bytes())
+    (edited / "dense_verdict.h").write_text("// edited\n")
+    assert harness_fingerprint(copy) == harness_fingerprint() != harness_fingerprint(edited)
 
 
 def test_what_flashinfer_does_not_offer_is_refused(installed: FlashInferSources) -> None:
