@@ -1,9 +1,14 @@
-// What a dense GEMM harness writes into its run directory: verdict.json, read by
-// pytest_tileconform/flashinfer_dense/report.py. The harness does not name the stage: it reports
-// whether FlashInfer's launcher returned or threw, and what it threw; the backend reads the stage
-// from the launcher's own message.
+// What every dense GEMM harness shares: how it drives a family's launcher (drive) and what it
+// writes into its run directory, verdict.json, read by pytest_tileconform/flashinfer_dense/report.py.
+// The harness does not name the stage: it reports whether FlashInfer's launcher returned or threw,
+// and what it threw; the backend reads the stage from the launcher's own message. A family's
+// harness says only what is its own: its operands' sizes and its launcher call.
 #pragma once
+#include <cuda_runtime_api.h>
+
+#include <array>
 #include <cstdio>
+#include <exception>
 #include <string>
 
 namespace tileconform_dense {
@@ -35,6 +40,44 @@ inline int write_verdict(const char* run_dir, const char* outcome, const std::st
                json_string(message).c_str(), workspace);
   std::fclose(f);
   return 0;
+}
+
+inline size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+// Drives one tactic's launcher as FlashInfer's runners do: getWorkspaceSize's query (every operand
+// null, no workspace), then gemm's call with the operands and that workspace, which runs the
+// launcher's get_workspace_size, can_implement, initialize and run. operand_bytes: one device
+// buffer per operand, allocated in this order; launch(operands, workspace, workspace_bytes) calls
+// the family's launcher with them and returns what it returns (the workspace size).
+template <size_t N, typename Launch>
+int drive(const char* run_dir, std::array<size_t, N> const& operand_bytes, Launch&& launch) {
+  std::array<void*, N> operands{};
+  size_t workspace = 0;
+  try {
+    workspace = launch(operands, static_cast<char*>(nullptr), size_t{0});
+  } catch (std::exception const& e) {
+    return write_verdict(run_dir, "threw", e.what(), 0);
+  }
+  char* space = nullptr;
+  for (size_t i = 0; i < N; ++i) {
+    if (cudaMalloc(&operands[i], operand_bytes[i]) != cudaSuccess) {
+      std::fprintf(stderr, "harness: cudaMalloc of the operands failed\n");
+      return 2;
+    }
+  }
+  if (workspace && cudaMalloc(reinterpret_cast<void**>(&space), workspace) != cudaSuccess) {
+    std::fprintf(stderr, "harness: cudaMalloc of the operands failed\n");
+    return 2;
+  }
+  try {
+    launch(operands, space, workspace);
+  } catch (std::exception const& e) {
+    return write_verdict(run_dir, "threw", e.what(), workspace);
+  }
+  if (cudaStreamSynchronize(nullptr) != cudaSuccess) {
+    return write_verdict(run_dir, "threw", cudaGetErrorString(cudaGetLastError()), workspace);
+  }
+  return write_verdict(run_dir, "returned", "", workspace);
 }
 
 }  // namespace tileconform_dense

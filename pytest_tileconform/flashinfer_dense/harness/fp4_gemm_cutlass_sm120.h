@@ -4,10 +4,9 @@
 // TILECONFORM_TILE_NAME (the tactic's tile enum) defined by the unit. It drives the launcher the
 // runner's dispatch picks for one tactic (use_stream_k: genericFp4GemmKernelLauncherStreamK, else
 // genericFp4GemmKernelLauncher) as getWorkspaceSize and gemm do: a workspace query (null pointers),
-// then the call that runs get_workspace_size, can_implement, initialize and run.
-// Usage: harness RUN_DIR SWAP_AB M N K [STREAM_K]
+// then the call that runs get_workspace_size, can_implement, initialize and run (dense_verdict.h's
+// drive). Usage: harness RUN_DIR SWAP_AB M N K [STREAM_K]
 #include <cstdlib>
-#include <exception>
 
 #include "dense_verdict.h"
 
@@ -17,8 +16,6 @@ using CtaM = cute::Int<TILECONFORM_CTA_M>;
 using CtaN = cute::Int<TILECONFORM_CTA_N>;
 using CtaK = cute::Int<TILECONFORM_CTA_K>;
 using One = cute::Int<1>;
-
-inline size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 template <bool Swap, bool StreamK>
 size_t launch(void* d, void const* a, void const* b, void const* sfa, void const* sfb,
@@ -39,38 +36,17 @@ int judge(const char* run_dir, int m, int n, int k) {
   CutlassGemmConfig config(CutlassTileConfigSM120::TILECONFORM_TILE_NAME, MainloopScheduleType::AUTO,
                            EpilogueScheduleType::AUTO, ClusterShape::ClusterShape_1x1x1, Swap,
                            StreamK);
-  size_t workspace = 0;
-  try {
-    workspace = launch<Swap, StreamK>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, m, n, k,
-                                      config, nullptr, 0);
-  } catch (std::exception const& e) {
-    return write_verdict(run_dir, "threw", e.what(), 0);
-  }
-  // the operands' bytes: e2m1 A and B (two per byte), one ue4m3 scale per 16 along K in 128 x 4
+  // the operands' bytes: e2m1 A and B (two per byte), D, one ue4m3 scale per 16 along K in 128 x 4
   // swizzled blocks, the fp32 global scale (alpha)
-  void *a, *b, *d, *sfa, *sfb, *alpha;
-  char* space = nullptr;
   size_t sf_k = round_up(static_cast<size_t>(k) / 16, 4);
-  if (cudaMalloc(&a, static_cast<size_t>(m) * k / 2) != cudaSuccess ||
-      cudaMalloc(&b, static_cast<size_t>(n) * k / 2) != cudaSuccess ||
-      cudaMalloc(&d, static_cast<size_t>(m) * n * sizeof(TILECONFORM_T)) != cudaSuccess ||
-      cudaMalloc(&sfa, round_up(m, 128) * sf_k) != cudaSuccess ||
-      cudaMalloc(&sfb, round_up(n, 128) * sf_k) != cudaSuccess ||
-      cudaMalloc(&alpha, sizeof(float)) != cudaSuccess ||
-      (workspace && cudaMalloc(reinterpret_cast<void**>(&space), workspace) != cudaSuccess)) {
-    std::fprintf(stderr, "harness: cudaMalloc of the operands failed\n");
-    return 2;
-  }
-  try {
-    launch<Swap, StreamK>(d, a, b, sfa, sfb, static_cast<float const*>(alpha), m, n, k, config,
-                          space, workspace);
-  } catch (std::exception const& e) {
-    return write_verdict(run_dir, "threw", e.what(), workspace);
-  }
-  if (cudaStreamSynchronize(nullptr) != cudaSuccess) {
-    return write_verdict(run_dir, "threw", cudaGetErrorString(cudaGetLastError()), workspace);
-  }
-  return write_verdict(run_dir, "returned", "", workspace);
+  std::array<size_t, 6> bytes = {static_cast<size_t>(m) * k / 2, static_cast<size_t>(n) * k / 2,
+                                 static_cast<size_t>(m) * n * sizeof(TILECONFORM_T),
+                                 round_up(m, 128) * sf_k, round_up(n, 128) * sf_k, sizeof(float)};
+  return drive(run_dir, bytes, [&](std::array<void*, 6> const& operand, char* space, size_t size) {
+    auto [a, b, d, sfa, sfb, alpha] = operand;
+    return launch<Swap, StreamK>(d, a, b, sfa, sfb, static_cast<float const*>(alpha), m, n, k, config,
+                                 space, size);
+  });
 }
 
 }  // namespace tileconform_dense

@@ -1,11 +1,9 @@
 // The harness of mxfp8_gemm_cutlass_sm120: included after the unit FlashInfer's JIT renders from
 // mxfp8_gemm_cutlass_sm120.jinja (both swap_ab instantiations of one output type and CTA shape),
 // with TILECONFORM_T, TILECONFORM_CTA_M/N/K and TILECONFORM_TILE_NAME (the tactic's tile enum) defined
-// by the unit. It drives the launcher as the runner's getWorkspaceSize and gemm do for one tactic:
-// a workspace query (null pointers), then the call that runs get_workspace_size, can_implement,
-// initialize and run. Usage: harness RUN_DIR SWAP_AB M N K
+// by the unit. It drives the launcher for one tactic through dense_verdict.h's drive (the runner's
+// getWorkspaceSize, then its gemm). Usage: harness RUN_DIR SWAP_AB M N K
 #include <cstdlib>
-#include <exception>
 
 #include "dense_verdict.h"
 
@@ -15,42 +13,20 @@ using Cta = cute::Int<TILECONFORM_CTA_M>;
 using CtaN = cute::Int<TILECONFORM_CTA_N>;
 using CtaK = cute::Int<TILECONFORM_CTA_K>;
 
-inline size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
-
 template <bool Swap>
 int judge(const char* run_dir, int m, int n, int k) {
   CutlassGemmConfig config(CutlassTileConfigSM120::TILECONFORM_TILE_NAME, MainloopScheduleType::AUTO, EpilogueScheduleType::AUTO,
                            ClusterShape::ClusterShape_1x1x1, Swap);
-  size_t workspace = 0;
-  try {
-    workspace = genericMxfp8GemmKernelLauncherSm120<TILECONFORM_T, Cta, CtaN, CtaK, Swap>(
-        nullptr, nullptr, nullptr, nullptr, nullptr, m, n, k, 1, config, nullptr, 0, nullptr, nullptr);
-  } catch (std::exception const& e) {
-    return write_verdict(run_dir, "threw", e.what(), 0);
-  }
-  // the operands' bytes: fp8 A and B, one ue8m0 scale per 32 along K in 128 x 4 swizzled blocks
-  void *a, *b, *d, *sfa, *sfb;
-  char* space = nullptr;
+  // the operands' bytes: fp8 A and B, D, one ue8m0 scale per 32 along K in 128 x 4 swizzled blocks
   size_t sf_k = round_up(static_cast<size_t>(k) / 32, 4);
-  if (cudaMalloc(&a, static_cast<size_t>(m) * k) != cudaSuccess ||
-      cudaMalloc(&b, static_cast<size_t>(n) * k) != cudaSuccess ||
-      cudaMalloc(&d, static_cast<size_t>(m) * n * sizeof(TILECONFORM_T)) != cudaSuccess ||
-      cudaMalloc(&sfa, round_up(m, 128) * sf_k) != cudaSuccess ||
-      cudaMalloc(&sfb, round_up(n, 128) * sf_k) != cudaSuccess ||
-      (workspace && cudaMalloc(reinterpret_cast<void**>(&space), workspace) != cudaSuccess)) {
-    std::fprintf(stderr, "harness: cudaMalloc of the operands failed\n");
-    return 2;
-  }
-  try {
-    genericMxfp8GemmKernelLauncherSm120<TILECONFORM_T, Cta, CtaN, CtaK, Swap>(
-        d, a, b, sfa, sfb, m, n, k, 1, config, space, workspace, nullptr, nullptr);
-  } catch (std::exception const& e) {
-    return write_verdict(run_dir, "threw", e.what(), workspace);
-  }
-  if (cudaStreamSynchronize(nullptr) != cudaSuccess) {
-    return write_verdict(run_dir, "threw", cudaGetErrorString(cudaGetLastError()), workspace);
-  }
-  return write_verdict(run_dir, "returned", "", workspace);
+  std::array<size_t, 5> bytes = {static_cast<size_t>(m) * k, static_cast<size_t>(n) * k,
+                                 static_cast<size_t>(m) * n * sizeof(TILECONFORM_T),
+                                 round_up(m, 128) * sf_k, round_up(n, 128) * sf_k};
+  return drive(run_dir, bytes, [&](std::array<void*, 5> const& operand, char* space, size_t size) {
+    auto [a, b, d, sfa, sfb] = operand;
+    return genericMxfp8GemmKernelLauncherSm120<TILECONFORM_T, Cta, CtaN, CtaK, Swap>(
+        d, a, b, sfa, sfb, m, n, k, 1, config, space, size, nullptr, nullptr);
+  });
 }
 
 }  // namespace tileconform_dense
