@@ -36,7 +36,7 @@ from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
 from .axes import MoeCase
-from .buildscript import SOURCE_ROOTS, VIRTUAL_SUFFIX, build_inputs, kernel_config, portable_build
+from .buildscript import VIRTUAL_SUFFIX, build_inputs, kernel_config, portable_build
 from .codegen import generate_translation_unit
 from .compat import harness_error, incompatibility
 from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig, instantiated_dtypes, sequence_partner
@@ -59,7 +59,7 @@ from .runner import HarnessRunner, build_runner
 from .sanitizer import SanitizerRun, find_sanitizer, sanitize
 from .settings import Settings
 from .settling import CaseSettling
-from .sources import FlashInferSources, FlashInferSourcesError, build_salt
+from .sources import SOURCE_ROOTS, FlashInferSources, FlashInferSourcesError, build_salt
 from .unitbuild import UnitBuilder
 
 if TYPE_CHECKING:

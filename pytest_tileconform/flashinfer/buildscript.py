@@ -20,7 +20,7 @@ from .axes import MoeCase
 from .codegen import HARNESS_DIR
 from .configs import KernelConfig
 from .nvcc_flags import nvcc_command
-from .sources import FlashInferSources, find_cublas_include
+from .sources import FlashInferSources, build_roots
 
 #: The virtual harness is linked next to the hardware one, under its name plus this.
 VIRTUAL_SUFFIX = "-virtual"
@@ -102,26 +102,15 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
     )
 
 
-#: The roots of :func:`portable_build` whose files are the kernel's source (FlashInfer's release,
-#: the harness the unit includes): an error located in one of them, or in the unit, is the
-#: kernel's compile verdict; any other failed compile is the host's (:mod:`..compile.failure`).
-SOURCE_ROOTS = ("flashinfer", "harness")
-
-
 def portable_build(
     config: KernelConfig, sources: FlashInferSources, cuda_home: Path, runtime: Path, cache_dir: Path
 ) -> tuple[tuple[str, ...], Roots]:
     """The build script for ``config``'s arch (the same for every unit of an arch), with the
-    install roots as placeholders: the key must not depend on where things are installed; their
-    contents are in the salt (nvcc, FlashInfer's sources fingerprint) or in the unit itself
-    (harness fingerprint)."""
+    install roots as placeholders (:func:`.sources.build_roots`, and this tool's interpreter and
+    pipeline script)."""
     command = nvcc_command(config, sources, Path("{src}"), Path("{out}"), cuda_home)
     roots = {
-        "flashinfer": sources.root,
-        "harness": HARNESS_DIR,
-        "cuda": cuda_home,
-        "cublas": find_cublas_include(cuda_home),
-        "cache": cache_dir,
+        **build_roots(sources, HARNESS_DIR, cuda_home, cache_dir),
         "python": Path(PYTHON),
         "tileconform": PIPELINE_SCRIPT.parent,
     }

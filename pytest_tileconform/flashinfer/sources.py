@@ -308,3 +308,25 @@ def find_cublas_include(cuda_home: Path | None = None) -> Path:
         "cuBLAS headers (cublas_v2.h) not found; TensorRT-LLM's cudaUtils.h needs them. Install "
         f"the nvidia-cublas wheel or a CUDA toolkit with cuBLAS. Searched: {searched}"
     )
+
+
+#: The roots of :func:`build_roots` whose files are the kernel's source (FlashInfer's release, the
+#: harness the unit includes): an error located in one of them, or in the unit, is the kernel's
+#: compile verdict; any other failed compile is the host's (:mod:`..compile.failure`).
+SOURCE_ROOTS = ("flashinfer", "harness")
+
+
+def build_roots(
+    sources: FlashInferSources, harness: Path, cuda_home: Path, cache_dir: Path
+) -> dict[str, Path]:
+    """The install roots a unit built from FlashInfer's sources names as placeholders
+    (:func:`..compile.cache.portable`), whichever of its kernel families the unit is: the build
+    cache's key must not depend on where these are installed (their contents are in the salt,
+    :func:`build_salt`, or in the unit's text: its harness's digest)."""
+    return {
+        "flashinfer": sources.root,
+        "harness": harness,
+        "cuda": cuda_home,
+        "cublas": find_cublas_include(cuda_home),
+        "cache": cache_dir,
+    }

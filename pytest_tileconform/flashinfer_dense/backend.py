@@ -23,6 +23,7 @@ from ..core.devices import Gpu, current_gpu
 from ..core.runoptions import RunOptions
 from ..dtypes import shape_label
 from ..flashinfer.sources import (
+    SOURCE_ROOTS,
     FlashInferSources,
     FlashInferSourcesError,
     build_salt,
@@ -38,7 +39,7 @@ from . import NAME
 from .axes import CLUSTER_1X1X1, DenseAxes
 from .offered import DenseSourcesError, Offered, read_offered
 from .report import DenseReport
-from .unit import SOURCE_ROOTS, NotOffered, Unit, build_command, harnessed_archs, make_unit
+from .unit import NotOffered, Unit, build_command, harnessed_archs, make_unit
 
 DenseCase = Case[DenseAxes]
 PREFIX = "tileconform (flashinfer-cutlass-dense): "

@@ -28,7 +28,7 @@ from ..flashinfer.nvcc_flags import (
     sm100_gencode,
     sm120_gencode,
 )
-from ..flashinfer.sources import FlashInferSources, cuda_version, find_cublas_include
+from ..flashinfer.sources import FlashInferSources, build_roots, cuda_version, find_cublas_include
 from ..matrix.cases import Case
 from ..verdict import NotJudgeable
 from .axes import DenseAxes
@@ -45,8 +45,6 @@ SCRIPT = (
     'set -e; out=$1; nvcc=$2; runtime=$3; shift 3; "$@" -o "$out.o"; '
     '"$nvcc" --cudart=none "$out.o" "$runtime" -o "$out"; rm -f "$out.o"'
 )
-#: the roots whose files are the kernel's source: a compile error located there is a verdict
-SOURCE_ROOTS = ("flashinfer", "harness")
 
 
 class NotOffered(ValueError):
@@ -174,11 +172,4 @@ def build_command(
     nvcc = str(cuda_home / "bin" / "nvcc")
     compile_ = [nvcc, *nvcc_flags(sources, family, arch, cuda_home), "--no-compress", "-c", "{src}"]
     command = ("sh", "-c", SCRIPT, "sh", "{out}", nvcc, str(runtime), *compile_)
-    roots = {
-        "flashinfer": sources.root,
-        "harness": HARNESS_DIR,
-        "cuda": cuda_home,
-        "cublas": find_cublas_include(cuda_home),
-        "cache": cache_dir,
-    }
-    return portable(command, roots)
+    return portable(command, build_roots(sources, HARNESS_DIR, cuda_home, cache_dir))

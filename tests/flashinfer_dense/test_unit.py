@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tileconform.dtypes import DTYPES
-from pytest_tileconform.flashinfer.sources import FlashInferSources, find_cuda_home, find_sources
+from pytest_tileconform.flashinfer.sources import FlashInferSources, build_roots, find_cuda_home, find_sources
 from pytest_tileconform.flashinfer_dense.axes import DenseAxes
 from pytest_tileconform.flashinfer_dense.generator import UnitRecipe, read_recipe
 from pytest_tileconform.flashinfer_dense.offered import DenseSourcesError, read_offered
@@ -163,6 +163,9 @@ def test_the_flags_are_the_generators(installed: FlashInferSources) -> None:
     # the key's command names no install root, only placeholders
     assert not any(str(installed.root) in part for part in command)
     assert "{flashinfer}/cutlass/include" in command and dict(roots)["flashinfer"] == str(installed.root)
+    # the roots every unit of FlashInfer's sources names, the MoE backend's too
+    shared = build_roots(installed, HARNESS_DIR, find_cuda_home(), Path("/x-cache"))
+    assert dict(roots) == {name: str(path) for name, path in shared.items()}
 
 
 def test_an_edited_harness_changes_every_units_text(installed: FlashInferSources, tmp_path: Path) -> None:
