@@ -1,13 +1,14 @@
 """The dense backend's case axes: past arch, dtypes and CTA tile, the tactic's ``swap_ab``,
-``use_stream_k`` (its scheduler) and cluster shape, and the GEMM's M x N x K. Cheap to import:
-the command line reads matrices without FlashInfer."""
+``use_stream_k`` (its scheduler) and cluster shape, and the GEMM's M x N x K; what a matrix may set
+(:class:`DenseMatrixAxes`) and what a results file records (:class:`DenseRecord`). Cheap to
+import: the command line reads matrices without FlashInfer."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import StrictBool
+from pydantic import Field, StrictBool
 
 from ..dtypes import shape_label
 from ..matrix.kinds import CaseKind
@@ -30,6 +31,22 @@ class DenseMatrixAxes(Strict):
 
 #: the cluster of a tactic that names none (every SM12x tactic)
 CLUSTER_1X1X1: Shape = (1, 1, 1)
+_SHAPE = r"^\d+x\d+x\d+$"
+
+
+class DenseRecord(Strict):
+    """:meth:`DenseAxes.record` as a results file records it (the backend's part of a case record,
+    :class:`..results.model.CaseRecord`), every axis stated: a file written before the stream-K or
+    the cluster axis, or one that left them out, reads as the data-parallel 1x1x1 tactic it judged."""
+
+    swap_ab: StrictBool
+    stream_k: StrictBool = Field(
+        default=False, description="the tactic's scheduler: stream-K (true) or data-parallel (false)"
+    )
+    cluster: Annotated[str, Field(pattern=_SHAPE, description="the tactic's cluster shape")] = shape_label(
+        CLUSTER_1X1X1
+    )
+    mnk: Annotated[str, Field(pattern=_SHAPE, description="the GEMM's M x N x K")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +64,9 @@ class DenseAxes:
         return [*cluster, *flags, f"m{m}n{n}k{k}"]
 
     def describe(self) -> dict[str, Any]:
-        # stream_k and cluster only where not the default: a data-parallel 1x1x1 tactic records
-        # as one of a runner without stream-K or cluster choices (SM120 mxfp8's) does, so every
-        # family's reports name their cases alike
+        # stream_k and cluster only where not the default: a data-parallel 1x1x1 tactic reads as
+        # one of a runner without stream-K or cluster choices (SM120 mxfp8's); the record states
+        # them (DenseRecord)
         return {
             "swap_ab": self.swap_ab,
             **({"stream_k": True} if self.stream_k else {}),
@@ -58,7 +75,7 @@ class DenseAxes:
         }
 
     def record(self) -> dict[str, Any]:
-        return self.describe()
+        return DenseRecord.model_validate(self.describe()).model_dump()
 
     def properties(self) -> list[tuple[str, str]]:
         return [(key, str(value).lower()) for key, value in self.describe().items()]
@@ -76,4 +93,5 @@ KIND = CaseKind(
     make=DenseAxes,
     id_pattern="[cCMxCNxCK-][swapab-][streamk-]mMnNkK",
     id_advice="give each problem its own M, N or K",
+    record=DenseRecord,
 )
