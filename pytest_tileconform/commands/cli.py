@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from ..verdict import UnusableEnvironment
 from . import cache
 from .inputs import read_document
 from .output import EXIT_ENVIRONMENT, EXIT_FLAGGED, EXIT_OK, CommandError, emit, message, quiet_stdout
@@ -205,6 +206,9 @@ def main(argv: Sequence[str] | None = None, plugins: Iterable[object] = ()) -> i
     except CommandError as exc:
         message(str(exc))
         return exc.status
+    except UnusableEnvironment as exc:  # the host's doing (a build cache, a tool): its one line
+        message(str(exc))
+        return EXIT_ENVIRONMENT
     except KeyboardInterrupt:
         message("interrupted")
         return 130

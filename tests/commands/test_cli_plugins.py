@@ -14,8 +14,21 @@ from helpers.evidence import report
 from pytest_tileconform.commands.cli import build_parser, main
 from pytest_tileconform.results.fingerprint import HostColumn
 from pytest_tileconform.results.merge import CaseNote
+from pytest_tileconform.verdict import UnusableEnvironment
 
 RESULTS = report("sm120-virtual")
+
+
+class Refuser:
+    """A command whose host cannot do it: the environment's one line, as the build cache says it."""
+
+    def pytest_tileconform_add_commands(
+        self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
+    ) -> None:
+        def refuse(args: argparse.Namespace) -> int:
+            raise UnusableEnvironment("the cache at /x is read-only: point --cache-dir elsewhere")
+
+        subparsers.add_parser("refuse").set_defaults(handler=refuse)
 
 
 class Greeter:
@@ -49,6 +62,13 @@ class Waver:
         previous = hello.get_default("handler")
         hello.add_argument("--wave", action="store_true")
         hello.set_defaults(handler=lambda args: (print("~") or 8) if args.wave else previous(args))
+
+
+def test_a_command_the_host_cannot_do_exits_3_with_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["refuse"], plugins=[Refuser()]) == 3
+    captured = capsys.readouterr()
+    assert captured.err == "tileconform: the cache at /x is read-only: point --cache-dir elsewhere\n"
+    assert captured.out == ""
 
 
 def _commands(parser: argparse.ArgumentParser) -> set[str]:
