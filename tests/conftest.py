@@ -31,9 +31,13 @@ def pytest_configure(config: pytest.Config) -> None:
     whose entries a user's runs trust): ``TILECONFORM_CACHE_DIR`` is what the plugin, the commands
     and every pytester run (in process or not) read. It persists between runs, so the compile-heavy
     tests are warm the second time: ``.tileconform-test-cache/`` in the checkout, or
-    ``TILECONFORM_TEST_CACHE_DIR``. Tests that name a cache of their own still set theirs."""
+    ``TILECONFORM_TEST_CACHE_DIR``. Tests that name a cache of their own still set theirs. The
+    checkout, not pytest's rootdir: a ``--tile-matrix`` value outside the checkout moves the
+    rootdir to the matrix's folder (pytest reads it as a path before the plugin's options are
+    known), and this conftest is loaded from the checkout either way, so runs of one matrix from
+    two places built into two caches and the later found nothing of the earlier."""
     given = os.environ.get("TILECONFORM_TEST_CACHE_DIR")
-    base = Path(given) if given else config.rootpath / ".tileconform-test-cache"
+    base = Path(given) if given else REPO / ".tileconform-test-cache"
     os.environ["TILECONFORM_CACHE_DIR"] = str(base / "builds")
 
 
