@@ -1,6 +1,6 @@
 """The dense backend through pytest as users run it: its own entry point and axes, no edit of the
 core. The shipped SM120 matrices name every tactic FlashInfer's runner offers for ``mm_mxfp8``, per
-output type, and for ``mm_fp4`` (NVFP4, bf16 out); one case is compiled as FlashInfer's JIT
+output type, and for ``mm_fp4`` (NVFP4), per output type; one case is compiled as FlashInfer's JIT
 compiles it (about 90 s and 6.6 GB here, cached in the suite's build cache) and judged on the
 virtual SM120 through launch, its tactic id, shared memory and the device's limit recorded in the
 results file."""
@@ -45,15 +45,20 @@ def test_the_shipped_matrix_names_every_tactic_flashinfer_offers(
 def test_the_shipped_fp4_matrix_names_every_fp4_tactic_flashinfer_offers(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each of the runner's 32 SM120 NVFP4 tactics (8 tiles x swap_ab x stream-K) once, bf16 out."""
+    """Each of the runner's 32 SM120 NVFP4 tactics (8 tiles x swap_ab x stream-K) once per output type."""
     monkeypatch.delenv("CI", raising=False)
     shutil.copy(REPO / "matrices" / FP4_MATRIX, pytester.path / FP4_MATRIX)
     collected = pytester.runpytest_subprocess("--tile-matrix", FP4_MATRIX, "--collect-only", "-q")
     ids = [line.split("::")[1] for line in collected.outlines if "::" in line]
     family = read_offered(find_sources()).family("fp4_gemm_cutlass_sm120")
-    assert all(i.startswith("sm120-nvfp4-bf16-") for i in ids)
-    named = [(i.split("-")[3], "-swapab-" in i, "-streamk-" in i) for i in ids]
-    assert sorted(named) == sorted((shape_label(t.cta), t.swap_ab, t.stream_k) for t in family.tactics)
+    for out in ("bf16", "fp16"):
+        named = [
+            (i.split("-")[3], "-swapab-" in i, "-streamk-" in i)
+            for i in ids
+            if i.startswith(f"sm120-nvfp4-{out}-")
+        ]
+        assert sorted(named) == sorted((shape_label(t.cta), t.swap_ab, t.stream_k) for t in family.tactics)
+    assert len(ids) == 2 * len(family.tactics)
     assert len(family.tactics) == 32 and {t.stream_k for t in family.tactics} == {False, True}
 
 
