@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from helpers.fake_backend import TileRun
+from helpers.matrix_memo import remember_loads
 from helpers.paths import REPO
 from helpers.stand_in_flashinfer import MATRIX, STAND_IN_CONFTEST, STAND_IN_NVCC, make_sources
 
@@ -54,6 +55,12 @@ def benchmark_script() -> Callable[[str], ModuleType]:
         return module
 
     return load
+
+
+@pytest.fixture
+def remembered_matrices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands under test load each shipped matrix once a session (:mod:`helpers.matrix_memo`)."""
+    remember_loads(monkeypatch)
 
 
 @pytest.fixture

@@ -36,6 +36,8 @@ SM90_SM100 = DATA / "tactics-sm90-sm100-flashinfer-0.7.4.jsonl"
 SM120 = DATA / "tactics-sm120-flashinfer-0.7.4.jsonl"
 KEY = DATA / "tactics-flashinfer-0.7.4.key.json"
 RECORDED = {"sm90": SM90_SM100, "sm100": SM90_SM100, "sm120": SM120}
+#: the command loads every shipped matrix on each run: parsed once a session here
+pytestmark = pytest.mark.usefixtures("remembered_matrices")
 SM120_RESULTS = report("sm120-virtual")
 
 
