@@ -21,6 +21,19 @@ if TYPE_CHECKING:
     from .backend import FlashInferBackend
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hooks
+
+    pluginmanager.add_hookspecs(hooks)
+
+
+def pytest_tileconform_flashinfer_release_members() -> list[str]:
+    """What this backend reads of a ``--tile-flashinfer`` wheel (:data:`.releases.MEMBERS`)."""
+    from .releases import MEMBERS
+
+    return list(MEMBERS)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     from ..core.inikeys import add_options
     from .commands.options import PLUGIN_OPTIONS
@@ -64,10 +77,11 @@ def pytest_tileconform_register_backends(
                 "--tile-flashinfer and --tile-flashinfer-sources both name FlashInfer sources; give one"
             )
         from ..verdict import UnusableEnvironment
-        from .releases import ReleaseError, resolve_release
+        from .releases import ReleaseError, release_members, resolve_release
 
         try:
-            release = resolve_release(release_option, options.cache_dir)
+            members = release_members(config.hook)
+            release = resolve_release(release_option, options.cache_dir, members=members)
         except (ReleaseError, UnusableEnvironment) as exc:  # a release, or a key, it cannot use
             raise pytest.UsageError(f"--tile-flashinfer {release_option}: {exc}") from None
         from .compat import incompatibility

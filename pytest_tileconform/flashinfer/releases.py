@@ -5,9 +5,11 @@ or an unpacked folder. A version is fetched with the user's own pip configuratio
 (``pip download --no-deps --only-binary=:all: flashinfer-python==V``: whatever index, proxy and
 certificates pip is set up for); nothing is installed or imported.
 
-Of a wheel only the files a harness build reads are unpacked (:data:`MEMBERS`: TensorRT-LLM's
-``csrc/nv_internal``, the CUTLASS, CCCL, FlashInfer and spdlog headers, and the few Python files
-that say how FlashInfer builds its MoE module and which tiles it generates), into the cache::
+Of a wheel only the files the installed backends read are unpacked: each backend declares its
+own (``pytest_tileconform_flashinfer_release_members``, :mod:`.hooks`; this backend's are
+:data:`MEMBERS`: TensorRT-LLM's ``csrc/nv_internal``, the CUTLASS, CCCL, FlashInfer and spdlog
+headers, and the few Python files that say how FlashInfer builds its MoE module and which tiles it
+generates), and a release is unpacked for all of them at once, into the cache::
 
     CACHE/flashinfer-releases/ab/<wheel sha256>/release.json
                                                 /flashinfer/data/...   (like the installed package)
@@ -16,9 +18,13 @@ that say how FlashInfer builds its MoE module and which tiles it generates), int
 
 An entry is unpacked into a temporary directory next to it and published with one rename, under
 a file lock, so concurrent processes (xdist workers) unpack a wheel once and readers never see
-half an entry. Entries are named by the wheel's SHA-256: a verdict names the exact file it was
-judged against. A version seen before is not fetched again (the version index maps it to the
-wheel's hash; package indexes do not replace a published file).
+half an entry. ``release.json`` records the members it was unpacked for: an entry lacking some
+that are asked for now (a backend installed since, or an entry from before the record) is never
+used as complete; it is unpacked again, for what it had and what is asked, and replaces the old
+one (moved aside first, so the name never holds a partial entry); a cache the user cannot write
+stops there, saying which members are missing. Entries are named by the wheel's SHA-256: a
+verdict names the exact file it was judged against. A version seen before is not fetched again
+(the version index maps it to the wheel's hash; package indexes do not replace a published file).
 
 An entry is code every harness is compiled from, so it is checked as a build cache entry is
 (:mod:`..compile.trust`) each time it is used: ``release.json`` lists the SHA-256 of every
@@ -30,6 +36,7 @@ that failed, and unpacked again from the wheel; a cache the user cannot write st
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -66,18 +73,19 @@ from .sources import DISTRIBUTION, LAUNCHER_INL, FlashInferSources
 
 RELEASES_DIR = "flashinfer-releases"
 ENTRY_FILE = "release.json"
-#: /2: ``release.json`` lists every file's SHA-256 (``sums``). An entry of /1 has none: it is
-#: used when no key is configured and every file passes the trust policy (whoever could write
-#: it is trusted), else unpacked again, so a cache filled before the sums needs no download.
-ENTRY_SCHEMA = "tileconform.flashinfer.release/2"
-UNSUMMED_SCHEMA = "tileconform.flashinfer.release/1"
+#: /3: ``release.json`` lists every file's SHA-256 (``sums``, from /2 on) and the members the
+#: entry was unpacked for (``members``). An entry of an older schema records no members, so it
+#: cannot be known to hold what a backend reads: it is unpacked again.
+ENTRY_SCHEMA = "tileconform.flashinfer.release/3"
 #: what an entry holds besides its unpacked files
 _ENTRY_FILES = frozenset({ENTRY_FILE, ENTRY_FILE + ".sig"})
 WHEEL_SHA = re.compile(r"^[0-9a-f]{64}$")
 Say = Callable[[str], None]
 
-#: Prefixes (inside the wheel) of what is unpacked. ``data/cccl`` exists from 0.6.10 on; older
-#: releases built against the CUDA toolkit's CCCL, and so does the harness for them.
+#: What the MoE backend reads of a wheel: prefixes inside it (a name ending in ``/`` is a folder,
+#: another one file; a name with ``*`` an ``fnmatch`` pattern, see :func:`wanted`). ``data/cccl``
+#: exists from 0.6.10 on; older releases built against the CUDA toolkit's CCCL, and so does the
+#: harness for them.
 MEMBERS: tuple[str, ...] = (
     "flashinfer/data/csrc/nv_internal/",
     "flashinfer/data/cutlass/include/",
@@ -192,9 +200,18 @@ MAX_PART_BYTES = 255
 MAX_NAME_BYTES = 1024
 
 
-def _safe_member(name: str) -> PurePosixPath | None:
-    """The member's path if it is under one of :data:`MEMBERS` and stays inside the target."""
-    if not any(name == m or (m.endswith("/") and name.startswith(m)) for m in MEMBERS):
+def wanted(name: str, members: Sequence[str]) -> bool:
+    """Whether the wheel's member ``name`` is one of ``members``: the name itself, under a folder
+    (``.../``), or matched by a pattern with ``*`` (which also matches ``/``)."""
+    return any(
+        name == m or (m.endswith("/") and name.startswith(m)) or ("*" in m and fnmatch.fnmatchcase(name, m))
+        for m in members
+    )
+
+
+def _safe_member(name: str, members: Sequence[str]) -> PurePosixPath | None:
+    """The member's path if it is one of ``members`` and stays inside the target."""
+    if not wanted(name, members):
         return None
     path = PurePosixPath(name)
     if path.is_absolute() or ".." in path.parts or name.endswith("/"):
@@ -206,14 +223,16 @@ def _is_symlink(info: zipfile.ZipInfo) -> bool:
     return info.create_system == 3 and (info.external_attr >> 16) & 0o170000 == 0o120000
 
 
-def check_members(zf: zipfile.ZipFile, wheel: Path) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
+def check_members(
+    zf: zipfile.ZipFile, wheel: Path, members: Sequence[str] = MEMBERS
+) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
     """The members to unpack, after checking the whole listing, before anything is written.
 
     Refused (:class:`ReleaseError`, naming the member): a symlink member anywhere in the wheel;
     among the members to unpack, two names that are one file on a case-insensitive file system
     or the same name twice, a name that is a file and a folder at once, a member larger than
     :data:`MAX_MEMBER_BYTES`, or more than :data:`MAX_UNPACKED_BYTES` in all. A member with an
-    absolute or ``..`` path is never unpacked (:func:`_safe_member`)."""
+    absolute or ``..`` path is never unpacked (:func:`_safe_member`). ``members``: what to unpack."""
     infos = zf.infolist()
     if len(infos) > MAX_MEMBERS:
         raise ReleaseError(f"{wheel}: {len(infos):,} members, more than a wheel of FlashInfer has")
@@ -224,10 +243,10 @@ def check_members(zf: zipfile.ZipFile, wheel: Path) -> list[tuple[zipfile.ZipInf
     for info in infos:
         if _is_symlink(info):
             raise ReleaseError(f"{wheel}: member {info.filename!r} is a symlink; a wheel has none, refused")
-        if info.filename.endswith("/") and _safe_member(info.filename.rstrip("/")) is not None:
+        if info.filename.endswith("/") and _safe_member(info.filename.rstrip("/"), members) is not None:
             folders.setdefault(str(PurePosixPath(info.filename)).lower(), info.filename)
             continue
-        member = _safe_member(info.filename)
+        member = _safe_member(info.filename, members)
         if member is None:
             continue
         key = str(member).lower()
@@ -277,28 +296,41 @@ def _say(message: str) -> None:
     sys.stderr.write(f"tileconform: {message}\n")
 
 
-def _read_entry(path: Path, trust: TrustPolicy, say: Say) -> dict[str, Any] | None:
+def _read_entry(
+    path: Path, trust: TrustPolicy, say: Say, members: Sequence[str] = MEMBERS
+) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
     """``release.json`` of the entry at ``path`` once the entry passes every check (module
-    docstring); None when there is none (or one from before the checks, or torn by a crash:
-    no ``release.json`` of this schema). A refused entry is told to ``say``, naming what
-    failed, and is None too: it is unpacked again, never compiled from."""
+    docstring) and holds every one of ``members``, and the members it was unpacked for. None
+    (and no members) when there is none; None when it is refused (torn by a crash, from an older
+    schema, a check failed) or lacks some of ``members``: told to ``say``, naming what failed or
+    what is missing, and unpacked again, never compiled from."""
     if not path.exists() and not path.is_symlink():
-        return None
+        return None, ()
     try:
         check_root(path.parent.parent.parent, trust)  # the cache the user named, and above it
         check_folder(path.parent.parent, trust)
         check_folder(path.parent, trust)
         data = read_meta(path, path.name, trust, ENTRY_FILE)
-        if data.get("schema") == UNSUMMED_SCHEMA and trust.verifier is None:
-            tree_digests(path, trust, _ENTRY_FILES)  # each file's writers, as for the others
-            return data
         if data.get("schema") != ENTRY_SCHEMA:
-            return None
+            raise Untrusted(
+                f"{path} was unpacked by an older tileconform ({data.get('schema')}), which records "
+                "no list of the members it holds"
+            )
         check_tree(path, data.get("sums"), trust, _ENTRY_FILES)
     except Untrusted as exc:
         say(f"FlashInfer release in the build cache refused: {exc}")
-        return None
-    return data
+        return None, ()
+    had = data.get("members")
+    if not isinstance(had, list) or not all(isinstance(m, str) for m in had):
+        say(f"FlashInfer release in the build cache refused: {path / ENTRY_FILE} has no list of members")
+        return None, ()
+    if missing := sorted(set(members) - set(had)):
+        say(
+            f"FlashInfer release in the build cache {path} is incomplete: it was unpacked without "
+            f"{', '.join(missing)} (a backend installed since reads them)"
+        )
+        return None, tuple(had)
+    return data, tuple(had)
 
 
 def _refused_read_only(final: Path, refusals: list[str]) -> None:
@@ -320,9 +352,12 @@ def unpack_wheel(
     origin: str | None = None,
     trust: TrustPolicy | None = None,
     say: Say = _say,
+    members: Sequence[str] = MEMBERS,
 ) -> Release:
     """Unpack the kernel sources of ``wheel`` into the cache (once) and return the release.
-    ``trust`` (default :meth:`TrustPolicy.from_env`) checks an entry found and signs one made."""
+    ``trust`` (default :meth:`TrustPolicy.from_env`) checks an entry found and signs one made;
+    ``members`` is what the caller's backends read (:func:`release_members`): an entry without
+    some of them is unpacked again, for them and the members it had."""
     trust = trust or TrustPolicy.from_env()
     try:
         wheel = wheel.expanduser().resolve()
@@ -337,7 +372,7 @@ def unpack_wheel(
     final = entry_dir(cache_dir, sha)
     origin = origin or f"wheel {wheel}"
     refusals: list[str] = []
-    entry = _read_entry(final, trust, refusals.append)
+    entry, _had = _read_entry(final, trust, refusals.append, members)
     if entry is not None:
         return Release(entry["version"], final / "flashinfer" / "data", sha, origin)
     _refused_read_only(final, refusals)
@@ -345,7 +380,7 @@ def unpack_wheel(
         say(f"{refusal}: unpacking it again from {wheel.name}")
     final.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(final) + ".lock", mode=lock_mode(cache_dir)):
-        entry = _read_entry(final, trust, lambda _message: None)
+        entry, had = _read_entry(final, trust, lambda _message: None, members)
         if entry is not None:  # another process unpacked it while we waited
             return Release(entry["version"], final / "flashinfer" / "data", sha, origin)
         try:
@@ -354,7 +389,8 @@ def unpack_wheel(
             raise ReleaseError(f"{wheel}: not a readable wheel (zip): {exc}") from None
         with zf:
             version = _wheel_version(zf, wheel)
-            chosen = check_members(zf, wheel)
+            unpacked = tuple(sorted({*members, *had}))
+            chosen = check_members(zf, wheel, unpacked)
             names = set(zf.namelist())
             missing = [r for r in REQUIRED if f"flashinfer/data/{r}" not in names]
             if missing:
@@ -395,14 +431,11 @@ def unpack_wheel(
                     "wheel": wheel.name,
                     "files": count,
                     "bytes": size,
+                    "members": list(unpacked),
                     "sums": tree_digests(tmp, trust),
                 }
                 write_meta(tmp, meta, trust, ENTRY_FILE)
-                if final.is_symlink() or final.is_file():
-                    final.unlink()
-                elif final.exists():  # torn by a crash, from before the checks, or refused
-                    shutil.rmtree(final)
-                os.rename(tmp, final)
+                _publish(tmp, final)
             except OSError as exc:  # a full disk or quota: nothing of the partial unpack is kept
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise ReleaseError(
@@ -413,6 +446,21 @@ def unpack_wheel(
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
     return Release(version, final / "flashinfer" / "data", sha, origin)
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Put the unpacked ``tmp`` at ``final``. An entry there (torn, refused, or complete for fewer
+    members, which other processes may be compiling from) is first renamed aside, then removed:
+    ``final`` holds a whole entry or none, never a partial one."""
+    if final.is_symlink() or final.is_file():
+        final.unlink()
+    elif final.exists():
+        aside = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".replaced-{final.name[:12]}-"))
+        os.rename(final, aside / final.name)
+        os.rename(tmp, final)
+        shutil.rmtree(aside, ignore_errors=True)
+        return
+    os.rename(tmp, final)
 
 
 PipRunner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -460,8 +508,10 @@ def fetch_release(
     pip: PipRunner = _run_pip,
     trust: TrustPolicy | None = None,
     say: Say = _say,
+    members: Sequence[str] = MEMBERS,
 ) -> Release:
-    """The release ``version`` of flashinfer-python: from the cache, else from the package index."""
+    """The release ``version`` of flashinfer-python: from the cache if its entry holds
+    ``members``, else from the package index."""
     if not VERSION_RE.fullmatch(version):
         raise ReleaseError(f"{version!r} is not a release version like 0.6.0 or 0.6.7.post3")
     trust = trust or TrustPolicy.from_env()
@@ -469,13 +519,13 @@ def fetch_release(
     index.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(index) + ".lock", mode=lock_mode(cache_dir)):
         if (known := _known(index, version, trust)) is not None:
-            entry = _read_entry(entry_dir(cache_dir, known["sha256"]), trust, say)
+            entry, _had = _read_entry(entry_dir(cache_dir, known["sha256"]), trust, say, members)
             if entry is not None and _normalize(str(entry.get("version"))) == _normalize(version):
                 path = entry_dir(cache_dir, known["sha256"]) / "flashinfer" / "data"
                 return Release(entry["version"], path, known["sha256"], f"package index ({known['wheel']})")
         with tempfile.TemporaryDirectory(dir=index.parent, prefix=".download-") as tmp:
             wheel = download_wheel(version, Path(tmp), pip)
-            release = unpack_wheel(wheel, cache_dir, f"package index ({wheel.name})", trust, say)
+            release = unpack_wheel(wheel, cache_dir, f"package index ({wheel.name})", trust, say, members)
             if _normalize(release.version) != _normalize(version):
                 raise ReleaseError(
                     f"pip download {DISTRIBUTION}=={version} gave {wheel.name} ({release.version})"
@@ -525,19 +575,44 @@ def release_from_folder(folder: Path) -> Release:
 
 
 def resolve_release(
-    spec: str, cache_dir: Path, pip: PipRunner = _run_pip, trust: TrustPolicy | None = None, say: Say = _say
+    spec: str,
+    cache_dir: Path,
+    pip: PipRunner = _run_pip,
+    trust: TrustPolicy | None = None,
+    say: Say = _say,
+    members: Sequence[str] | None = None,
 ) -> Release:
     """``--tile-flashinfer`` VALUE: a local wheel, an unpacked folder, or a version to fetch;
-    a release in the cache is checked with ``trust`` (refusals told to ``say``)."""
+    a release in the cache is checked with ``trust`` (refusals told to ``say``) and holds
+    ``members`` (default: what every installed backend reads, :func:`installed_members`)."""
     path = Path(spec).expanduser()
+    members = installed_members() if members is None else members
     if path.suffix == ".whl" or path.exists():
         if path.is_dir():
             return release_from_folder(path)
         if path.is_file() and path.suffix == ".whl":
-            return unpack_wheel(path, cache_dir, None, trust, say)
+            return unpack_wheel(path, cache_dir, None, trust, say, members)
         if not path.exists():
             raise ReleaseError(f"wheel {path} does not exist")
         raise ReleaseError(f"{path} is neither a .whl file nor a folder with FlashInfer's sources")
     if VERSION_RE.fullmatch(spec):
-        return fetch_release(spec, cache_dir, pip, trust, say)
+        return fetch_release(spec, cache_dir, pip, trust, say, members)
     raise ReleaseError(f"{spec!r} is neither a release version (like 0.6.0) nor an existing wheel or folder")
+
+
+def release_members(hook: Any) -> tuple[str, ...]:
+    """Every member the backends of ``hook`` (a plugin manager's ``hook``) read of a wheel: the
+    union of their ``pytest_tileconform_flashinfer_release_members`` (:mod:`.hooks`)."""
+    declared = hook.pytest_tileconform_flashinfer_release_members()
+    return tuple(sorted({member for members in declared for member in members}))
+
+
+def installed_members() -> tuple[str, ...]:
+    """:func:`release_members` of the installed backends, found as the ``tileconform`` command
+    line finds them (a pytest run asks its own plugins: they may differ by ``-p``)."""
+    from ..commands.plugins import command_plugins
+    from . import hooks
+
+    manager = command_plugins()
+    manager.add_hookspecs(hooks)
+    return release_members(manager.hook)

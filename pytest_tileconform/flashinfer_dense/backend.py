@@ -209,6 +209,10 @@ class DenseBackend:
     def judge(self, case: DenseCase) -> Verdict:
         mode = self.device_for(case.arch)
         version = self.sources.version
+        # every verdict names the sources it was judged against, a release's by its wheel
+        named: dict[str, Any] = {"flashinfer": version}
+        if self._release is not None:
+            named["flashinfer_release"] = self._release
         try:
             unit, spec = self._unit(case)
         except NotOffered as exc:
@@ -219,16 +223,15 @@ class DenseBackend:
                 status="not offered",
                 detail=str(exc),
                 device=Device("build", "codegen"),
+                extra=named,
             )
         built = self._build(spec)
         extra: dict[str, Any] = {
-            "flashinfer": version,
+            **named,
             "module": unit.family.module,
             "tactic": unit.tactic.index,
             "build": str(built.path),
         }
-        if self._release is not None:
-            extra["flashinfer_release"] = self._release
         if not built.ok:
             verdict = Verdict(
                 Stage.COMPILE,

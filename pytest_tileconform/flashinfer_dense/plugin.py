@@ -25,6 +25,28 @@ def pytest_tileconform_case_kinds() -> list[CaseKind]:
     return [KIND]
 
 
+def pytest_tileconform_flashinfer_release_members() -> list[str]:
+    """What this backend reads of a ``--tile-flashinfer`` wheel (declared through the MoE plugin's
+    hook, which unpacks releases): the generator (:data:`.offered.GENERATOR`) and the bindings and
+    templates it names, the autotuner's runners (:data:`.runners.GEMM_BASE`), and the headers a
+    unit compiles against (:func:`.unit.nvcc_flags`: FlashInfer's, CUTLASS's, CCCL's, spdlog's)."""
+    from .offered import GENERATOR
+    from .runners import GEMM_BASE
+
+    return [
+        f"flashinfer/{GENERATOR.as_posix()}",
+        f"flashinfer/{GEMM_BASE.as_posix()}",
+        "flashinfer/data/csrc/*_gemm_cutlass*",  # <family>_gemm_cutlass*.cu and .jinja
+        "flashinfer/data/include/",
+        "flashinfer/data/cutlass/include/",
+        "flashinfer/data/cutlass/tools/util/include/",
+        "flashinfer/data/cccl/cub/",
+        "flashinfer/data/cccl/libcudacxx/include/",
+        "flashinfer/data/cccl/thrust/",
+        "flashinfer/data/spdlog/include/",
+    ]
+
+
 def pytest_tileconform_register_backends(config: pytest.Config, options: RunOptions) -> list[DenseBackend]:
     from .backend import DenseBackend
 
@@ -33,11 +55,11 @@ def pytest_tileconform_register_backends(config: pytest.Config, options: RunOpti
     release = config.getoption("tile_flashinfer", None)
     ident = refusal = None
     if release:  # the MoE plugin resolved it already: this finds its cache entry
-        from ..flashinfer.releases import ReleaseError, resolve_release
+        from ..flashinfer.releases import ReleaseError, release_members, resolve_release
         from ..verdict import UnusableEnvironment
 
         try:
-            resolved = resolve_release(release, options.cache_dir)
+            resolved = resolve_release(release, options.cache_dir, members=release_members(config.hook))
             sources, ident = resolved.data_dir, resolved.ident
         except (ReleaseError, UnusableEnvironment) as exc:
             refusal = f"--tile-flashinfer {release}: {exc}"

@@ -33,7 +33,7 @@ from ..matrix.cases import Case
 from ..verdict import NotJudgeable
 from .axes import DenseAxes
 from .generator import read_recipe
-from .offered import Family, Offered, Tactic
+from .offered import GENERATOR, Family, Offered, Tactic
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 #: The activation type of a case -> the ``KIND`` of FlashInfer's ``gen_gemm_smNNN_module_cutlass_KIND``
@@ -67,10 +67,12 @@ def harness_name(family: Family) -> str:
     return f"{family.module}{'' if family.module.endswith(suffix) else suffix}.h"
 
 
-def family_of(offered: Offered, case: Case[DenseAxes]) -> Family:
+def family_of(offered: Offered, case: Case[DenseAxes], release: str = "these sources") -> Family:
     """The JIT module that instantiates ``case``'s kernels (its arch's, else the one whose
     supported majors take it: sm121 runs the sm120 module). NotJudgeable for a family this
-    backend has no harness for: the tool's limit, not FlashInfer's."""
+    backend has no harness for: the tool's limit, not FlashInfer's; and for one it has a harness
+    for that ``release`` does not generate (an older release, before the family): no verdict on
+    a kernel the release does not have."""
     kind = FAMILY_KINDS.get(case.act)
     candidates = [f for f in offered.families if f.kind == kind and case.act == case.weight]
     for family in sorted(candidates, key=lambda f: f.arch != case.arch):
@@ -78,6 +80,14 @@ def family_of(offered: Offered, case: Case[DenseAxes]) -> Family:
             if not (HARNESS_DIR / harness_name(family)).is_file():
                 raise NotJudgeable(f"{family.module} has no harness in this backend yet")
             return family
+    for harness in sorted(HARNESS_DIR.glob(f"{kind}_gemm_cutlass_sm*.h")):
+        arch = harness.stem.rpartition("_")[2]
+        if case.act == case.weight and arch_number(arch) // 10 == case.sm // 10:
+            raise NotJudgeable(
+                f"not in this release: {release} does not ship {harness.stem} (its "
+                f"{GENERATOR.as_posix()} has no gen_gemm_{arch}_module_cutlass_{kind}), so no "
+                f"{case.act} tactic on {case.arch} is judged"
+            )
     raise NotOffered(
         f"FlashInfer instantiates no dense CUTLASS GEMM for {case.act} x {case.weight} on {case.arch}"
     )
@@ -118,7 +128,7 @@ class Unit:
 
 
 def make_unit(sources: FlashInferSources, offered: Offered, case: Case[DenseAxes]) -> Unit:
-    family = family_of(offered, case)
+    family = family_of(offered, case, f"FlashInfer {sources.version}")
     tactic = tactic_of(family, case)
     cuda_type = DTYPES[case.out].cuda_type
     if cuda_type not in family.out_dtypes:

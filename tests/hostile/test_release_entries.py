@@ -27,7 +27,13 @@ import pytest
 from helpers.run_as import account_name, as_account
 
 from pytest_tileconform.compile.trust import TrustPolicy, tree_digests
-from pytest_tileconform.flashinfer.releases import ENTRY_FILE, ReleaseError, entry_dir, unpack_wheel
+from pytest_tileconform.flashinfer.releases import (
+    ENTRY_FILE,
+    ENTRY_SCHEMA,
+    ReleaseError,
+    entry_dir,
+    unpack_wheel,
+)
 from pytest_tileconform.flashinfer.sources import LAUNCHER_INL
 
 crypto = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
@@ -134,18 +140,21 @@ def test_an_entry_planted_before_the_signer_unpacks_is_not_signed_over(tmp_path:
     assert (entry / (ENTRY_FILE + ".sig")).exists()
 
 
-def test_an_entry_from_before_the_sums_is_used_without_a_key(tmp_path: Path) -> None:
-    """A cache filled before entries had sums needs no download (air-gapped runners) unless a
-    key asks for signatures."""
-    wheel, (_, public) = make_wheel(tmp_path), keypair(tmp_path)
+@pytest.mark.parametrize("schema", ["tileconform.flashinfer.release/1", "tileconform.flashinfer.release/2"])
+def test_an_entry_of_an_older_schema_is_unpacked_again(tmp_path: Path, schema: str) -> None:
+    """An older entry records no members: it cannot be known to hold what the backends read, so
+    it is never compiled from as it is, whatever its sums (a /1 entry has none)."""
+    wheel = make_wheel(tmp_path)
     resolve(wheel, tmp_path / "cache", TrustPolicy())
     entry = entry_dir(tmp_path / "cache", _sha(wheel))
     meta = json.loads((entry / ENTRY_FILE).read_text())
-    meta["schema"] = "tileconform.flashinfer.release/1"
-    del meta["sums"], meta["key"]
+    meta["schema"] = schema
+    del meta["members"]
     (entry / ENTRY_FILE).write_text(json.dumps(meta))
-    assert resolve(wheel, tmp_path / "cache", TrustPolicy()) == (GENUINE, [])
-    assert "is not signed" in resolve(wheel, tmp_path / "cache", TrustPolicy(verify_key=public))[1][0]
+    header, said = resolve(wheel, tmp_path / "cache", TrustPolicy())
+    assert header == GENUINE
+    assert f"unpacked by an older tileconform ({schema})" in said[0] and "unpacking it again" in said[0]
+    assert json.loads((entry / ENTRY_FILE).read_text())["schema"] == ENTRY_SCHEMA
 
 
 # -- the attack with real accounts ----------------------------------------------------------
