@@ -120,6 +120,20 @@ def test_the_shipped_sm120_matrices_expect_their_tactics(capsys: pytest.CaptureF
     assert all(r["expected"].startswith("pass [gemm-sm120") for r in rows), {r["expected"] for r in rows}
 
 
+@pytest.mark.parametrize(("act", "matrix"), [("nvfp4", "gemm-sm100-fp4")])
+def test_the_shipped_sm100_matrices_name_every_tactic_once(
+    capsys: pytest.CaptureFixture[str], act: str, matrix: str
+) -> None:
+    """Every id FlashInfer's SM100 runner enumerates (tile x cluster shape), for each output type
+    the generator renders, is one case of its matrix: no id unjudged, none named twice."""
+    rows = _json(capsys, "--arch", "sm100", "--dtype", act)
+    assert {r["dtypes"] for r in rows} == {f"{act}-bf16", f"{act}-fp16"}
+    assert sorted(r["tactic"] for r in rows) == sorted(2 * list(range(32)))
+    assert all(r["expected"].startswith(f"pass [{matrix}") for r in rows), {r["expected"] for r in rows}
+    assert all(" x" not in r["expected"] for r in rows)  # one case a tactic, not several
+    assert {r["cluster"] for r in rows} > {"1x1x1"}
+
+
 def test_drift_on_the_shipped_matrices_names_every_unjudged_tactic(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
