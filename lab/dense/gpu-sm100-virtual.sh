@@ -23,6 +23,10 @@
 # makes all three from /work/main/.carry/common and the installed FlashInfer.
 #
 #   [FAMILIES="fp4 mxfp8"] [JOBS=16] [BUDGET_S=420] lab/dense/gpu-sm100-virtual.sh [--carry]
+#
+# Through the device tool, from a checkout where --carry has run (kind nvidia-h200; the GPU idles):
+#   command: OUT=$OUT bash lab/dense/gpu-sm100-virtual.sh
+#   carry:   [".carry/flashinfer-data.tar.xz", ".carry/flashinfer-dense.tar.xz", ".whl"]
 set -uo pipefail
 if [ "${1:-}" = --carry ]; then
   set -e
