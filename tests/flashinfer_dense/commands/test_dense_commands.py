@@ -120,7 +120,7 @@ def test_the_shipped_sm120_matrices_expect_their_tactics(capsys: pytest.CaptureF
     assert all(r["expected"].startswith("pass [gemm-sm120") for r in rows), {r["expected"] for r in rows}
 
 
-@pytest.mark.parametrize(("act", "matrix"), [("nvfp4", "gemm-sm100-fp4")])
+@pytest.mark.parametrize(("act", "matrix"), [("nvfp4", "gemm-sm100-fp4"), ("mxfp8", "gemm-sm100-mxfp8")])
 def test_the_shipped_sm100_matrices_name_every_tactic_once(
     capsys: pytest.CaptureFixture[str], act: str, matrix: str
 ) -> None:
