@@ -8,9 +8,9 @@
 # Into $OUT: gpu-sm100-virtual.txt (host, times, the run's summary) and gpu-sm100-virtual.tgz
 # (the report as .json.gz, the updated matrices, the run's log).
 #
-# Budget (< 9 min): 16 units of about 90 CPU-s and 5.1 GB each (one fp4 unit measured on the 2-core
-# CPU machine: 81 s user + 9 s sys, largest process 5.07 GB) over 16 cores and 128 GB is about one
-# unit's wall time (2-4 min, with the runtime build) plus provisioning;
+# Budget (< 9 min): 16 units of about 82-90 CPU-s and 5.2 GB each (measured on the 2-core CPU
+# machine: one unit of each family, 164.5 CPU-s together, largest process 5.24 GB) over 16 cores
+# and 128 GB is about one unit's wall time (2-4 min, with the runtime build) plus provisioning;
 # BUDGET_S stops pytest with SIGINT (it still writes the report) so the tarball always comes back;
 # FAMILIES drops a family. fp8 and bf16 (SM100's other runners: 12 and 15 units) have no harness
 # yet and are not judged here.
