@@ -62,6 +62,9 @@ DTYPES: dict[str, DType] = {t.name: t for t in (
     # SM90's W4A8 weights: two's-complement int4 (the launcher reads cutlass::uint4b_t as
     # int4b_t) with a bf16 scale per 128 along K, whatever the output type
     DType("int4",      4, "uint8",         "cutlass::uint4b_t", "1",                "u4",   _W,  128, "bf16"),
+    # SM90 fpA_intB's W8A16 weights (TensorRT-LLM's uint8_t, read biased by 128); their scales,
+    # per channel or per group, are the activation's type and a case's choice, not the type's
+    DType("int8",      8, "uint8",         "uint8_t",           "1",                "u8",   _W),
 )}
 # fmt: on
 
@@ -74,8 +77,9 @@ def names(role: Role | None = None) -> tuple[str, ...]:
 ACTIVATION_DTYPES = names("activation")
 WEIGHT_DTYPES = names("weight")
 OUTPUT_DTYPES = names("output")
-#: The types a matrix takes without block scales: one scale per tensor at most.
-UNSCALED_DTYPES = tuple(name for name, t in DTYPES.items() if not t.block_scaled and t.roles)
+#: The types a matrix takes without block scales: one scale per tensor at most (weight-only types
+#: come in pairs with an activation of another type).
+UNSCALED_DTYPES = tuple(name for name, t in DTYPES.items() if not t.block_scaled and "activation" in t.roles)
 #: The (act, weight) pairs of block-scaled types that go together: NVFP4 x NVFP4 (e4m3 scale
 #: per 16), MXFP8 x MXFP4 and MXFP8 x MXFP8 (ue8m0 scales per 32 on both), TensorRT-LLM's FP4,
 #: MX FP8 x FP4 and MX FP8 GEMMs.

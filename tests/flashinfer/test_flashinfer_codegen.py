@@ -143,7 +143,7 @@ def test_macro_k_is_in_elements() -> None:
         ({"act": "nvfp4", "weight": "nvfp4"}, "equal activation and weight"),
         ({"act": "fp8_e4m3", "weight": "fp8_e4m3", "out": "fp32"}, "writes bf16 or fp16"),
         ({"out": "fp16"}, "writes bf16"),
-        ({"act": "int8"}, "unknown activation dtype"),
+        ({"act": "int2"}, "unknown activation dtype"),
         ({"cluster": (1, 1, 2)}, "depth 1"),
         ({"tile": (128, 0, 64)}, "positive"),
         ({"fusion": "activation"}, "fusion"),

@@ -237,23 +237,30 @@ def _row_quanta(values: torch.Tensor) -> torch.Tensor:
 def accumulation_interval(
     inputs: GroupedInputs, expert: int, rows: slice
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(acc, bound)`` for expert ``expert``'s rows (float64 ``rows x N``): the exact sum of the
-    products to within the reference's own error, and how far any correct kernel's accumulator
-    and the reference together can be from it.
+    """``(acc, bound)`` for expert ``expert``'s rows (float64 ``rows x N``): :func:`dot_interval`
+    of the rows' dequantized A and the expert's dequantized B."""
+    a_sf = None if inputs.a_sf is None else inputs.a_sf[rows]
+    b_sf = None if inputs.b_sf is None else inputs.b_sf[expert]
+    a = dequantize(inputs.a[rows], inputs.act, a_sf)
+    b = dequantize(inputs.b[expert], inputs.weight, b_sf)
+    return dot_interval(a, b, accumulator_bits(inputs.act))
+
+
+def dot_interval(a: torch.Tensor, b: torch.Tensor, p: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(acc, bound)`` of ``a @ b.T`` (float64 ``rows x cols``; ``a`` is rows x K, ``b`` cols x K,
+    the values the tensor cores multiply): the exact sum of the products to within the
+    reference's own error, and how far any correct kernel's ``p``-bit accumulator and the
+    reference together can be from it.
 
     Each element sums at most ``m`` non-zero products (``m`` = the smaller count of non-zeros of
-    its row of A and of B_e), each a multiple of ``Q`` (the product of those rows' quanta), of
+    its row of A and of B), each a multiple of ``Q`` (the product of those rows' quanta), of
     magnitudes adding to ``S``. Adding 0 is exact. An add of ``k >= 2`` non-zero p-bit operands
     that aligns them to the largest and truncates (a tensor core), then truncates the sum to p
     bits, loses less than ``k + 1`` units of ``2**(1 - p) S`` (no operand, no result exceeds
     ``S``); such an add merges k running sums into one, so over all adds ``sum (k - 1) <= m - 1``
     and ``sum (k + 1) <= 3 (m - 1)``: ``|acc - sum| <= 3 m 2**(1 - p) S``. Where ``S < 2**p Q``
     every partial sum is representable and the accumulator is exact (bound 0)."""
-    accumulate = torch.float64 if inputs.device.type == "cpu" else torch.float32
-    a_sf = None if inputs.a_sf is None else inputs.a_sf[rows]
-    b_sf = None if inputs.b_sf is None else inputs.b_sf[expert]
-    a = dequantize(inputs.a[rows], inputs.act, a_sf)
-    b = dequantize(inputs.b[expert], inputs.weight, b_sf)
+    accumulate = torch.float64 if a.device.type == "cpu" else torch.float32
     acc = (a.to(accumulate) @ b.to(accumulate).T).to(torch.float64)
     total = (a.abs().to(accumulate) @ b.abs().to(accumulate).T).to(torch.float64)
     q = _row_quanta(a).unsqueeze(1) * _row_quanta(b).unsqueeze(0)
@@ -263,9 +270,17 @@ def accumulation_interval(
     ref_bits = 53 if accumulate == torch.float64 else FP32_BITS
     total = total * (1 + m * 2.0 ** (1 - ref_bits))
     ref = torch.where(total < q * 2.0**ref_bits, 0.0, 2 * m * 2.0 ** (1 - ref_bits) * total)
-    p = accumulator_bits(inputs.act)
     kernel = torch.where(total < q * 2.0**p, 0.0, 3 * m * 2.0 ** (1 - p) * total)
     return acc, kernel + ref
+
+
+def output_interval(acc: torch.Tensor, bound: torch.Tensor, out: torch.dtype) -> Expected:
+    """What a correct kernel writes for accumulators within ``bound`` of ``acc`` when its
+    epilogue is the identity in fp32 (alpha 1, no bias): each end rounded to fp32 outward, then
+    to the output type (both roundings monotone)."""
+    low = _fp32(acc - bound, up=False).to(out).to(torch.float64)
+    high = _fp32(acc + bound, up=True).to(out).to(torch.float64)
+    return Expected((low + high) / 2, (high - low) / 2, out)
 
 
 def _widened(x: torch.Tensor, up: bool) -> torch.Tensor:
