@@ -1,14 +1,15 @@
 """The dense backend's case axes: past arch, dtypes and CTA tile, the tactic's ``swap_ab``,
-``use_stream_k`` (its scheduler) and cluster shape, and the GEMM's M x N x K; what a matrix may set
-(:class:`DenseMatrixAxes`) and what a results file records (:class:`DenseRecord`). Cheap to
-import: the command line reads matrices without FlashInfer."""
+``use_stream_k`` (its scheduler) and cluster shape, the weights' scale group where the family has
+one (SM90 fpA_intB), and the GEMM's M x N x K; what a matrix may set (:class:`DenseMatrixAxes`)
+and what a results file records (:class:`DenseRecord`). Cheap to import: the command line reads
+matrices without FlashInfer."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import Field, StrictBool
+from pydantic import Field, StrictBool, StrictInt
 
 from ..dtypes import shape_label
 from ..matrix.kinds import CaseKind
@@ -27,6 +28,9 @@ class DenseMatrixAxes(Strict):
     #: the GEMM's M x N x K (D is M x N); not ``problem``, which results records type as the
     #: MoE backend's grouped problem
     mnk: Annotated[list[ShapeField], ListOf] | None = None
+    #: weight-only GEMMs (SM90 fpA_intB): the scales' group along K, 0 for one scale per output
+    #: channel; the other families leave it out
+    group: Annotated[list[StrictInt], ListOf] | None = None
 
 
 #: the cluster of a tactic that names none (every SM12x tactic)
@@ -47,6 +51,9 @@ class DenseRecord(Strict):
         CLUSTER_1X1X1
     )
     mnk: Annotated[str, Field(pattern=_SHAPE, description="the GEMM's M x N x K")]
+    group: StrictInt | None = Field(
+        default=None, description="a weight-only GEMM's scale group along K (0: per channel); none otherwise"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,21 +63,24 @@ class DenseAxes:
     #: the tactic's scheduler; only FlashInfer's fp4 runners offer stream-K tactics
     stream_k: bool = False
     cluster: Shape = CLUSTER_1X1X1
+    group: int | None = None
 
     def id_words(self) -> list[str]:
         m, n, k = self.mnk
         flags = [w for w, on in (("swapab", self.swap_ab), ("streamk", self.stream_k)) if on]
         cluster = [] if self.cluster == CLUSTER_1X1X1 else [f"c{shape_label(self.cluster)}"]
-        return [*cluster, *flags, f"m{m}n{n}k{k}"]
+        group = [] if self.group is None else [f"g{self.group}" if self.group else "gcol"]
+        return [*cluster, *flags, *group, f"m{m}n{n}k{k}"]
 
     def describe(self) -> dict[str, Any]:
-        # stream_k and cluster only where not the default: a data-parallel 1x1x1 tactic reads as
-        # one of a runner without stream-K or cluster choices (SM120 mxfp8's); the record states
-        # them (DenseRecord)
+        # stream_k, cluster and group only where not the default: a data-parallel 1x1x1 tactic
+        # reads as one of a runner without stream-K or cluster choices (SM120 mxfp8's); the
+        # record states them (DenseRecord)
         return {
             "swap_ab": self.swap_ab,
             **({"stream_k": True} if self.stream_k else {}),
             **({} if self.cluster == CLUSTER_1X1X1 else {"cluster": shape_label(self.cluster)}),
+            **({} if self.group is None else {"group": self.group}),
             "mnk": shape_label(self.mnk),
         }
 
@@ -88,10 +98,11 @@ KIND = CaseKind(
         "swap_ab": [False, True],
         "stream_k": [False],
         "cluster": [CLUSTER_1X1X1],
+        "group": [None],
         "mnk": [(256, 256, 512)],
     },
     make=DenseAxes,
-    id_pattern="[cCMxCNxCK-][swapab-][streamk-]mMnNkK",
+    id_pattern="[cCMxCNxCK-][swapab-][streamk-][gG-|gcol-]mMnNkK",
     id_advice="give each problem its own M, N or K",
     record=DenseRecord,
 )

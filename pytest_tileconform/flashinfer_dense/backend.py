@@ -4,8 +4,10 @@ device of its arch through the launcher's workspace query, ``can_implement``, ``
 ``run`` (:mod:`.report` reads where it stopped).
 
 On the virtual device no kernel runs: a case is judged through ``launch`` and numerics is unrun.
-A hardware harness (inputs, a torch reference) does not exist yet: a case whose arch is the GPU
-here is not judged rather than judged less than ``--tile-device hardware`` promises.
+On the GPU, the families with a hardware harness (SM90 fpA_intB: :mod:`.hardware`) run through
+numerics against a torch reference, the graph and the repeat stages; a case of another family
+whose arch is the GPU here is not judged rather than judged less than ``--tile-device hardware``
+promises.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +38,14 @@ from ..verdict import Device, NotJudgeable, Stage, UnusableEnvironment, Verdict
 from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
-from . import NAME
+from . import NAME, fpaintb
 from .axes import CLUSTER_1X1X1, DenseAxes
 from .offered import DenseSourcesError, Offered, read_offered
 from .report import DenseReport
-from .unit import NotOffered, Unit, build_command, harnessed_archs, make_unit
+from .unit import NotOffered, build_command, harnessed_archs, make_unit
+
+#: the archs whose families have a hardware harness (numerics, graph, repeat): SM90's fpA_intB
+HARDWARE_ARCHS = ("sm90",)
 
 DenseCase = Case[DenseAxes]
 PREFIX = "tileconform (flashinfer-cutlass-dense): "
@@ -47,6 +53,17 @@ PREFIX = "tileconform (flashinfer-cutlass-dense): "
 #: (an fp4 unit instantiates both schedulers too)
 UNIT_SECONDS = 90.0
 UNIT_RAM = 7 << 30
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What judging one case builds and runs: its JIT module, its tactic id, its build and the
+    harness's arguments after the run directory."""
+
+    module: str
+    tactic: int
+    spec: BuildSpec
+    args: tuple[str, ...]
 
 
 class DenseBackend:
@@ -95,6 +112,15 @@ class DenseBackend:
             raise UnusableEnvironment(f"{PREFIX}{exc}") from None
 
     @functools.cached_property
+    def mixed(self) -> fpaintb.MixedFamily:
+        """SM90 fpA_intB: what FlashInfer's generator instantiates and its runner offers (the
+        tactics probe compiled into the build cache on first use)."""
+        try:
+            return fpaintb.read_family(self.sources, self.toolchain[0], self.options.cache_dir, self.cache)
+        except DenseSourcesError as exc:
+            raise UnusableEnvironment(f"{PREFIX}{exc}") from None
+
+    @functools.cached_property
     def toolchain(self) -> tuple[Path, Path, str]:
         """CUDA home, the virtual runtime every unit links, and the build salt (nvcc, FlashInfer's
         version and sources' fingerprint, the runtime's bytes)."""
@@ -114,8 +140,8 @@ class DenseBackend:
         return {"<flashinfer>": self.sources.root} if "sources" in self.__dict__ else {}
 
     def check_environment(self, cases: Sequence[DenseCase]) -> None:
-        """FlashInfer's sources, their dense tactic lists and the CUDA toolkit are there, for the
-        cases that would be built here (no compile, no device)."""
+        """FlashInfer's sources, the generator and tactic lists of the cases' families and the
+        CUDA toolkit are there, for the cases that would be built here (no compile, no device)."""
         if self._refusal is not None:
             raise UnusableEnvironment(f"{PREFIX}{self._refusal}")
         for case in cases:
@@ -123,7 +149,13 @@ class DenseBackend:
                 self.device_for(case.arch)
             except NotJudgeable:
                 continue
-            self.offered  # noqa: B018 (each refused with one line)
+            try:  # each refused with one line; the fpA_intB tactics probe is built with the units
+                if fpaintb.is_mixed(case.act, case.weight):
+                    fpaintb.read_ops(self.sources)
+                else:
+                    self.offered  # noqa: B018
+            except DenseSourcesError as exc:
+                raise UnusableEnvironment(f"{PREFIX}{exc}") from None
             return
 
     def device_for(self, arch: str) -> str:
@@ -135,10 +167,13 @@ class DenseBackend:
             if self._gpu is False:
                 self._gpu = current_gpu()
             gpu = self._gpu
+            if isinstance(gpu, Gpu) and gpu.arch == arch and arch in HARDWARE_ARCHS:
+                return "hardware"
             if isinstance(gpu, Gpu) and gpu.arch == arch:
                 raise NotJudgeable(
-                    f"{arch} is this host's GPU, and the dense backend has no hardware harness yet "
-                    "(numerics against a torch reference): --tile-device virtual judges it through launch"
+                    f"{arch} is this host's GPU, and the dense backend has no hardware harness for "
+                    "its families (numerics against a torch reference): --tile-device virtual "
+                    "judges it through launch"
                 )
             if device.kind == "hardware" or arch not in BUILTIN:
                 raise NotJudgeable(
@@ -150,11 +185,13 @@ class DenseBackend:
         return "virtual"
 
     def judged_through(self, case: DenseCase) -> Stage | None:
-        """A virtual case is judged through launch (no kernel runs); a compile-only one through compile."""
+        """A virtual case is judged through launch (no kernel runs), a compile-only one through
+        compile, one on the GPU through the repeat stage."""
         try:
-            return Stage.COMPILE if self.device_for(case.arch) == "compile" else Stage.LAUNCH
+            mode = self.device_for(case.arch)
         except NotJudgeable:
             return None
+        return {"compile": Stage.COMPILE, "hardware": Stage.REPEAT}.get(mode, Stage.LAUNCH)
 
     def _profile(self, arch: str) -> ArchProfile:
         try:
@@ -163,25 +200,42 @@ class DenseBackend:
             raise NotJudgeable(f"no virtual profile for {arch}") from None
 
     # -- building -----------------------------------------------------------------------------------
-    def _unit(self, case: DenseCase) -> tuple[Unit, BuildSpec]:
-        unit = make_unit(self.sources, self.offered, case)
-        home, runtime, salt = self.toolchain
-        command, roots = build_command(
-            self.sources, unit.family, case.sm, home, runtime, self.options.cache_dir
-        )
-        label = f"{unit.family.module} {case.out} {shape_label(unit.tactic.cta)}"
+    def _unit(self, case: DenseCase, mode: str) -> Planned:
+        """What ``case`` builds and runs; NotOffered (before anything is built) where FlashInfer
+        offers no such tactic."""
+        m, n, k = case.axes.mnk
+        if fpaintb.is_mixed(case.act, case.weight):
+            op, tactic, source = fpaintb.mixed_unit(self.mixed, case, self.sources.version)
+            home, runtime, salt = self.toolchain
+            linked = None if mode == "hardware" else runtime
+            command, roots = fpaintb.build_command(self.sources, home, self.options.cache_dir, linked)
+            group = fpaintb.scale_group(k, case.axes.group)
+            module, index = fpaintb.MODULE, tactic.index
+            label = (
+                f"{module} {op.act}x{op.weight} {op.quant} {shape_label(op.tile)} c{shape_label(op.cluster)}"
+            )
+            args: tuple[str, ...] = (str(m), str(n), str(k), str(group))
+        else:
+            unit = make_unit(self.sources, self.offered, case)
+            home, runtime, salt = self.toolchain
+            command, roots = build_command(
+                self.sources, unit.family, case.sm, home, runtime, self.options.cache_dir
+            )
+            source, module, index = unit.source, unit.family.module, unit.tactic.index
+            label = f"{module} {case.out} {shape_label(unit.tactic.cta)}"
+            args = (str(int(case.axes.swap_ab)), str(m), str(n), str(k), *_tactic_tail(case))
         spec = BuildSpec(
-            source=unit.source,
+            source=source,
             command=command,
             salt=salt,
             ram_bytes=UNIT_RAM,
-            label=label,
+            label=label + (" (GPU)" if mode == "hardware" else ""),
             roots=roots,
             path_s=UNIT_SECONDS,
             cpu_s=UNIT_SECONDS,
             sources=SOURCE_ROOTS,
         )
-        return unit, spec
+        return Planned(module, index, spec, args)
 
     def prepare(self, cases: Sequence[DenseCase]) -> None:
         """Build every unit this worker's cases need before the first one runs (one per output type
@@ -189,8 +243,7 @@ class DenseBackend:
         specs: dict[str, BuildSpec] = {}
         for case in cases:
             try:
-                self.device_for(case.arch)
-                spec = self._unit(case)[1]
+                spec = self._unit(case, self.device_for(case.arch)).spec
             except (NotJudgeable, NotOffered):
                 continue
             specs.setdefault(spec.key, spec)
@@ -214,7 +267,7 @@ class DenseBackend:
         if self._release is not None:
             named["flashinfer_release"] = self._release
         try:
-            unit, spec = self._unit(case)
+            planned = self._unit(case, mode)
         except NotOffered as exc:
             return Verdict(
                 Stage.COMPILE,
@@ -225,11 +278,11 @@ class DenseBackend:
                 device=Device("build", "codegen"),
                 extra=named,
             )
-        built = self._build(spec)
+        built = self._build(planned.spec)
         extra: dict[str, Any] = {
             **named,
-            "module": unit.family.module,
-            "tactic": unit.tactic.index,
+            "module": planned.module,
+            "tactic": planned.tactic,
             "build": str(built.path),
         }
         if not built.ok:
@@ -245,19 +298,25 @@ class DenseBackend:
             verdict = Verdict(
                 None, Stage.COMPILE, source="compile only", device=Device("build", "compile only")
             )
+        elif mode == "hardware":
+            from .hardware import judge_on_gpu
+
+            assert isinstance(self._gpu, Gpu)
+            verdict = judge_on_gpu(case, built, planned.args, self._gpu, self.options.timeout)
         else:
-            verdict = self._run_virtual(case, built)
+            verdict = self._run_virtual(case, built, planned.args)
         verdict.extra.update(extra)
         return verdict
 
-    def _run_virtual(self, case: DenseCase, built: BuildResult) -> Verdict:
+    def _run_virtual(self, case: DenseCase, built: BuildResult, args: tuple[str, ...]) -> Verdict:
         profile = self._profile(case.arch)
-        m, n, k = case.axes.mnk
+        launch = ("launch",) if fpaintb.is_mixed(case.act, case.weight) else ()
         with tempfile.TemporaryDirectory(prefix="tileconform-dense-") as tmp:
             run_dir = Path(tmp)
-            args = [str(run_dir), str(int(case.axes.swap_ab)), str(m), str(n), str(k), *_tactic_tail(case)]
             with built.running() as executable:
-                run = run_virtual(executable, args, run_dir, profile, self.options.timeout)
+                run = run_virtual(
+                    executable, [str(run_dir), *args, *launch], run_dir, profile, self.options.timeout
+                )
             smem = run.smem_attribute
             report = DenseReport.read(run_dir, smem.get("value") if smem else None)
             # a run that decided nothing about the case (a harness fault) raises: no verdict

@@ -197,7 +197,7 @@ def test_what_flashinfer_does_not_offer_is_refused(installed: FlashInferSources)
 
 def test_a_family_without_a_harness_is_not_judged(installed: FlashInferSources) -> None:
     offered = read_offered(installed)
-    assert harnessed_archs() == ("sm100", "sm103", "sm120", "sm121")
+    assert harnessed_archs() == ("sm90", "sm100", "sm103", "sm120", "sm121")
     tactic = offered.family("fp4_gemm_cutlass_sm103").tactics[0]
     with pytest.raises(NotJudgeable, match="fp4_gemm_cutlass_sm103 has no harness"):
         make_unit(installed, offered, case("nvfp4", "bf16", tactic.cta, tactic.swap_ab, "sm103"))

@@ -74,3 +74,38 @@ def test_one_tactic_judged_on_the_virtual_sm120(pytester: pytest.Pytester, matri
     assert (verdict["source"], verdict["judged_through"]) == ("virtual (sm120 profile)", "launch")
     assert verdict["extra"]["module"] == "mxfp8_gemm_cutlass_sm120" and verdict["extra"]["tactic"] == 4
     assert verdict["smem_limit"] == 101376 and 0 < verdict["smem_requested"] <= 101376
+
+
+#: SM90 fpA_intB tactic 13 (CTA 128x128x64 in bf16, cluster 1x1x1): W4A16, bf16 scales per 128
+SM90_MATRIX = "gemm-sm90-fpaintb.yaml"
+SM90_CASE = "sm90-bf16xint4-bf16-128x128x64-g128-m300n768k1024"
+
+
+@pytest.mark.slow
+def test_one_fpaintb_tactic_judged_on_the_virtual_sm90(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tactics probe and one unit built as FlashInfer's JIT builds the operation, driven
+    through the runner's workspace, can_implement, initialize and run on the virtual sm90."""
+    monkeypatch.delenv("CI", raising=False)
+    shutil.copy(REPO / "matrices" / SM90_MATRIX, pytester.path / SM90_MATRIX)
+    args = (
+        "--tile-matrix",
+        SM90_MATRIX,
+        "--tile-device",
+        "virtual",
+        "--tile-build-jobs",
+        "1",
+        "-k",
+        SM90_CASE,
+    )
+    run = pytester.runpytest_subprocess(*args, "--tile-report", "r.json", timeout=1500)
+    assert run.ret == 0, run.stdout.str()[-3000:]
+    (entry,) = json.loads((pytester.path / "r.json").read_text())["cases"]
+    verdict = entry["verdict"]
+    assert entry["id"] == SM90_CASE and entry["outcome"] == "unrun"
+    assert "cluster" not in entry["case"] and entry["case"]["group"] == 128  # 1x1x1: not recorded
+    assert (verdict["source"], verdict["judged_through"]) == ("virtual (sm90 profile)", "launch")
+    assert verdict["extra"]["module"] == "fpA_intB_gemm_sm90" and verdict["extra"]["tactic"] == 13
+    # the runner's workspace on the virtual H200 (132 SMs): stream-K's worst case, 128 x 256 fp32 tiles
+    assert verdict["workspace_bytes"] == (4 * 132 + 132) * 128 * 256 * 4

@@ -30,14 +30,16 @@ inline std::string json_string(const std::string& text) {
   return out + "\"";
 }
 
-// outcome: "returned" or "threw"; a missing file means the harness never got that far
+// outcome: "returned" or "threw"; a missing file means the harness never got that far. stages:
+// a JSON object of what later stages did (a hardware harness's run, graph and repeats), or "".
 inline int write_verdict(const char* run_dir, const char* outcome, const std::string& message,
-                         size_t workspace) {
+                         size_t workspace, const std::string& stages = "") {
   std::string path = std::string(run_dir) + "/verdict.json";
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return 3;
-  std::fprintf(f, "{\"outcome\": \"%s\", \"message\": %s, \"workspace_bytes\": %zu}\n", outcome,
-               json_string(message).c_str(), workspace);
+  std::fprintf(f, "{\"outcome\": \"%s\", \"message\": %s, \"workspace_bytes\": %zu%s%s}\n",
+               outcome, json_string(message).c_str(), workspace, stages.empty() ? "" : ", \"stages\": ",
+               stages.c_str());
   std::fclose(f);
   return 0;
 }
