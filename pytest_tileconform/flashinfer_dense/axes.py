@@ -85,7 +85,9 @@ class DenseAxes:
         }
 
     def record(self) -> dict[str, Any]:
-        return DenseRecord.model_validate(self.describe()).model_dump()
+        # every axis of the case's family stated; the scale group only for a weight-only GEMM,
+        # so the other families' records are what they were
+        return DenseRecord.model_validate(self.describe()).model_dump(exclude_none=True)
 
     def properties(self) -> list[tuple[str, str]]:
         return [(key, str(value).lower()) for key, value in self.describe().items()]

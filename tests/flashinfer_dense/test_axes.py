@@ -25,6 +25,10 @@ def test_the_record_states_the_scheduler_and_the_cluster() -> None:
         "cluster": "2x1x1",
         "mnk": "64x32x128",
     }
+    # a weight-only GEMM's scale group, stated only for that family (0: one scale per channel)
+    weight_only = DenseAxes(False, (1, 768, 1024), cluster=(1, 2, 1), group=0)
+    assert weight_only.record() == {**data_parallel, "cluster": "1x2x1", "group": 0, "mnk": "1x768x1024"}
+    assert weight_only.id_words() == ["c1x2x1", "gcol", "m1n768k1024"]
 
 
 def test_a_record_without_the_scheduler_is_the_data_parallel_case() -> None:

@@ -104,7 +104,7 @@ def test_one_fpaintb_tactic_judged_on_the_virtual_sm90(
     (entry,) = json.loads((pytester.path / "r.json").read_text())["cases"]
     verdict = entry["verdict"]
     assert entry["id"] == SM90_CASE and entry["outcome"] == "unrun"
-    assert "cluster" not in entry["case"] and entry["case"]["group"] == 128  # 1x1x1: not recorded
+    assert entry["case"]["cluster"] == "1x1x1" and entry["case"]["group"] == 128
     assert (verdict["source"], verdict["judged_through"]) == ("virtual (sm90 profile)", "launch")
     assert verdict["extra"]["module"] == "fpA_intB_gemm_sm90" and verdict["extra"]["tactic"] == 13
     # the runner's workspace on the virtual H200 (132 SMs): stream-K's worst case, 128 x 256 fp32 tiles
