@@ -32,10 +32,9 @@ from helpers.fake_backend import TEST_KINDS
 
 from pytest_tileconform import files
 from pytest_tileconform.matrix.load import MatrixInvalid, load_matrix
-from pytest_tileconform.matrix.rewrite import Unrewritable
+from pytest_tileconform.matrix.rewrite import Change, Unrewritable
 from pytest_tileconform.matrix.schema import Expectation
 from pytest_tileconform.matrix.update import (
-    Change,
     UpdateRefused,
     matrix_lock,
     update_matrix,

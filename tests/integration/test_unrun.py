@@ -175,7 +175,7 @@ def gitlab_status(testcase: ET.Element) -> str:
     return "success"
 
 
-def junit_viewers(path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+def junit_viewers(path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, int]]:
     """Each case as GitLab reads it, as ``junitparser`` reads it (the library
     EnricoMi/publish-unit-test-result-action, the example workflow's publisher, reads JUnit
     with), and the suite's counts."""
@@ -183,8 +183,8 @@ def junit_viewers(path: Path) -> tuple[dict[str, str], dict[str, str], dict[str,
 
     gitlab = {str(t.get("name")): gitlab_status(t) for t in ET.parse(path).getroot().iter("testcase")}
     parsed = JUnitXml.fromfile(str(path))
-    publisher = {}
-    counts = {}
+    publisher: dict[str, str] = {}
+    counts: dict[str, int] = {}
     for suite in parsed:
         counts = {"tests": suite.tests, "skipped": suite.skipped, "failures": suite.failures}
         for case in suite:

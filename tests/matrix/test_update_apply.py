@@ -11,9 +11,8 @@ from helpers.fake_backend import TEST_KINDS
 
 from pytest_tileconform.files import write_atomic
 from pytest_tileconform.matrix.load import MatrixInvalid, load_matrix
-from pytest_tileconform.matrix.rewrite import apply_changes
+from pytest_tileconform.matrix.rewrite import Change, apply_changes
 from pytest_tileconform.matrix.update import (
-    Change,
     entry_line,
     expectation_change,
     update_matrix,

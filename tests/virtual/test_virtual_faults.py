@@ -43,8 +43,9 @@ def _config(
 
 
 def _problem(n: int, k: int, rows: tuple[int, ...] = ONE_ROW_IN, tokens: int | None = None) -> Problem:
-    routing = {} if tokens is None else {"tokens": tokens, "top_k": sum(rows) // tokens}
-    return Problem(rows=rows, n=n, k=k, **routing)
+    if tokens is None:
+        return Problem(rows=rows, n=n, k=k)
+    return Problem(rows=rows, n=n, k=k, tokens=tokens, top_k=sum(rows) // tokens)
 
 
 def test_pitches_and_starts_of_16_bytes_break_no_rule() -> None:

@@ -196,12 +196,12 @@ def test_full_family_has_full_mantissas() -> None:
     """The full family draws what it says: all 16 e2m1 codes, e4m3 block scales with mantissa
     bits, alphas and router scales of 24 significant bits, values over several binades."""
     s = setup(("nvfp4", "nvfp4", "bf16"), "finalize", PROBLEM, FULL)
-    codes = torch.cat([s.inputs.a & 0x0F, s.inputs.a >> 4]).unique()
-    assert codes.numel() == 16
+    codes = set(torch.cat([s.inputs.a & 0x0F, s.inputs.a >> 4]).flatten().tolist())
+    assert len(codes) == 16
     assert s.inputs.a_sf is not None and s.inputs.alpha is not None and s.inputs.router_scales is not None
     scales = s.inputs.a_sf.view(torch.float8_e4m3fn).double()
     assert bool((torch.frexp(scales).mantissa != 0.5).any())  # not all powers of two
     for t in (s.inputs.alpha, s.inputs.router_scales):
         assert bool(((t.view(torch.int32) & 1) == 1).all())  # the 24th significant bit is set
     a = setup(("bf16", "bf16", "bf16"), "none", PROBLEM, FULL).inputs.a.double().abs()
-    assert torch.log2(a[a > 0]).floor().unique().numel() >= 4
+    assert len(set(torch.log2(a[a > 0]).floor().tolist())) >= 4

@@ -5,8 +5,9 @@ import glob
 import json
 import os
 import xml.etree.ElementTree as ET
+from typing import Any
 
-counts = {"files": 0, "passed": 0, "skipped": 0, "failed": 0, "cases": {}}
+counts: dict[str, Any] = {"files": 0, "passed": 0, "skipped": 0, "failed": 0, "cases": {}}
 for path in sorted(glob.glob(os.environ["FILES"], recursive=True)):
     counts["files"] += 1
     for case in ET.parse(path).getroot().iter("testcase"):
