@@ -1,11 +1,12 @@
 """End to end on the CPU: real FlashInfer instantiations compiled and judged on the virtual
 sm90 device, through the plugin as users run it, checked against the verdicts the H200 gave for
-the same cases (results/). The two cases (one dtype: a shared unit never mixes dtypes) are
-compiled together in one shared translation unit (one compile job), so this also checks that
-grouped builds judge as single builds did on the H200: about 80-100 s and 6.6 GB here (nvcc's
-passes side by side), kept in a cache of the test's own next to the suite's. The unit's
-hardware form (a shared library) is then run by the case runner, which on this GPU-less machine
-gets as far as the device query."""
+the same cases (results/). The two smoke cases (one dtype: a shared unit never mixes dtypes) are
+compiled together in one shared translation unit (one compile job), with the failing cases
+test_failures_fidelity.py judges (:mod:`helpers.virtual_sm90`: one run and one compile serve
+both), so this also checks that grouped builds judge as single builds did on the H200: about
+200 CPU-s here for both tests (nvcc's passes side by side), kept in a cache of its own next to
+the suite's. The unit's hardware form (a shared library) is then run by the case runner, which on
+this GPU-less machine gets as far as the device query."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ import pytest
 from helpers.evidence import report
 from helpers.fake_backend import TEST_KINDS
 from helpers.paths import REPO
+from helpers.virtual_sm90 import SMOKE, SMOKE_CASES, UNIT_CACHE, judge_on_virtual_sm90
 
-from pytest_tileconform.compile.cache import default_cache_dir
 from pytest_tileconform.core.devices import current_gpu
 from pytest_tileconform.flashinfer.axes import moe_cases
 from pytest_tileconform.flashinfer.buildscript import kernel_config
@@ -30,44 +31,14 @@ from pytest_tileconform.flashinfer.runner import HarnessRunner, build_runner
 from pytest_tileconform.matrix.load import load_matrix
 
 ROOT = REPO
-CASES = ("sm90-bf16-128x128x64-c1x1x1-none", "sm90-bf16-128x16x64-c1x1x1-finalize-swapab")
+CASES = SMOKE_CASES
 HARDWARE_REPORT = report("smoke-hardware")
-# a cache of this test's own, kept between runs: in the suite's cache one of the cases may already
-# have been built by another unit, and then the other would be built alone
-UNIT_CACHE = default_cache_dir().with_name(f"{default_cache_dir().name}-e2e-shared-unit")
 
 
 @pytest.mark.slow
 def test_virtual_sm90_verdicts_of_a_shared_unit_match_the_h200(tmp_path: Path) -> None:
-    report = tmp_path / "virtual.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--tile-matrix",
-            "matrices/smoke-sm90.yaml",
-            "--tile-device",
-            "virtual",
-            "-k",
-            " or ".join(CASES),
-            "--tile-build-jobs",
-            "1",
-            "--tile-cache-dir",
-            str(UNIT_CACHE),
-            "--tile-report",
-            str(report),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    virtual = {c["id"]: c for c in json.loads(report.read_text())["cases"]}
+    judged = judge_on_virtual_sm90(tmp_path / "virtual.json")
+    virtual = {i: c for i, c in judged.items() if c["matrix"].endswith(Path(SMOKE).name)}
     hardware = {c["id"]: c for c in json.loads(HARDWARE_REPORT.read_text())["cases"]}
     assert sorted(virtual) == sorted(CASES)
     units = {virtual[case]["verdict"]["extra"]["build"] for case in CASES}
