@@ -42,7 +42,8 @@ def test_every_installed_backend_declares_its_own_members() -> None:
 
 def test_an_entry_unpacked_for_fewer_members_is_unpacked_again(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, files={**KEPT, **OTHERS})
-    cache, said = tmp_path / "cache", []
+    cache = tmp_path / "cache"
+    said: list[str] = []
     moe = unpack_wheel(wheel, cache, say=said.append, members=MEMBERS)
     assert EXTRA not in unpacked(moe.data_dir)
     both = unpack_wheel(wheel, cache, say=said.append, members=(*MEMBERS, EXTRA, PATTERN))
@@ -84,7 +85,8 @@ def test_an_entry_keeps_what_it_had_and_serves_fewer(tmp_path: Path, monkeypatch
 
 def test_an_entry_without_a_list_of_members_is_not_complete(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, files={**KEPT, **OTHERS})
-    cache, said = tmp_path / "cache", []
+    cache = tmp_path / "cache"
+    said: list[str] = []
     release = unpack_wheel(wheel, cache, members=MEMBERS)
     meta_file = release.data_dir.parent.parent / ENTRY_FILE
     meta = json.loads(meta_file.read_text())
