@@ -1,7 +1,9 @@
 """How a weight-only case's GPU run becomes its verdict, without a GPU: a stand-in harness (a
 Python script in the harness's place, reading the operand files and writing D as the kernel
-computes it) passes; one that writes a wrong element, faults, changes D in a graph replay or a
-repeat, or whose launcher refuses the problem, fails at that stage."""
+computes it) passes through run; one that faults, or whose launcher refuses the problem, fails
+at that stage; a wrong element or a replay that changes D is recorded as unconfirmed and decides
+nothing, since the harness's weight layout is not confirmed (the H200 showed every tactic wrong
+the same way)."""
 
 from __future__ import annotations
 
@@ -83,22 +85,21 @@ def judge(built: BuildResult, monkeypatch: pytest.MonkeyPatch, fault: str = "") 
     return judge_on_gpu(CASE, built, (str(M), str(N), str(K), str(GROUP)), GPU, timeout=120)
 
 
-def test_a_kernel_that_computes_d_passes_both_families_and_the_replays(
+def test_a_kernel_that_computes_d_passes_through_run_with_its_checks_recorded(
     built: BuildResult, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     verdict = judge(built, monkeypatch)
-    assert verdict.failed_stage is None and verdict.judged_through is Stage.REPEAT, verdict.describe()
-    assert verdict.extra["numerics"].startswith("ok") and verdict.extra["numerics_full"].startswith("ok")
-    assert verdict.extra["graph"]["runs"] == 3 and verdict.source == "hardware (NVIDIA H200)"
+    assert verdict.failed_stage is None and verdict.judged_through is Stage.RUN, verdict.describe()
+    unconfirmed = verdict.extra["unconfirmed"]
+    assert unconfirmed["numerics"].startswith("ok") and unconfirmed["numerics_full"].startswith("ok")
+    assert unconfirmed["graph"]["runs"] == 3 and verdict.source == "hardware (NVIDIA H200)"
     assert json.dumps(verdict.extra)  # the results file takes it
 
 
 @pytest.mark.parametrize(
     ("fault", "stage", "said"),
     [
-        ("numerics", Stage.NUMERICS, "1/320 over the bound"),
         ("run", Stage.RUN, "the kernel faulted"),
-        ("graph", Stage.GRAPH, "1 of 3 runs changed D"),
         ("can_implement", Stage.CAN_IMPLEMENT, "Misaligned Operand"),
     ],
 )
@@ -107,3 +108,16 @@ def test_what_goes_wrong_is_the_verdict_of_its_stage(
 ) -> None:
     verdict = judge(built, monkeypatch, fault)
     assert verdict.failed_stage is stage and said in verdict.detail, verdict.describe()
+
+
+@pytest.mark.parametrize(("fault", "seen"), [("numerics", "1/320 over the bound"), ("graph", None)])
+def test_what_depends_on_the_unconfirmed_layout_decides_nothing(
+    built: BuildResult, monkeypatch: pytest.MonkeyPatch, fault: str, seen: str | None
+) -> None:
+    verdict = judge(built, monkeypatch, fault)
+    assert verdict.failed_stage is None and verdict.judged_through is Stage.RUN, verdict.describe()
+    unconfirmed = verdict.extra["unconfirmed"]
+    if seen is not None:
+        assert seen in unconfirmed["numerics"]
+    else:
+        assert unconfirmed["graph"]["changed_runs"] == 1
