@@ -7,7 +7,9 @@ the launcher's steps (workspace, can_implement, initialize) and a run without a 
 the harness hands the kernel (N x K, K contiguous, biased) is not confirmed: on the H200 every SM90
 W4A16 tactic's D differed from the reference in the same elements by the same amounts
 (``results/fidelity/h200-2026-12-02-fpaintb.json.gz``), which is the operands, not 42 kernels, and a
-tool's fault must never be a kernel's verdict. So a case is judged through ``run``; the numerics
+tool's fault must never be a kernel's verdict. Five weight encodings tried on one tactic (biased or
+two's complement, plain or nibble-interleaved, transposed) failed alike, so the fault is not the
+encoding alone. So a case is judged through ``run``; the numerics
 and the replays are recorded in ``extra`` (``unconfirmed``) and decide nothing until a layout is
 shown right against FlashInfer's own runner on the same operands.
 
