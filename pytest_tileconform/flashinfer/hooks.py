@@ -11,5 +11,5 @@ import pytest
 def pytest_tileconform_flashinfer_release_members() -> list[str]:  # type: ignore[empty-body]
     """Return what this plugin's backend reads of a FlashInfer wheel that ``--tile-flashinfer``
     names: paths inside the wheel, a folder ending in ``/``, a pattern with ``*``
-    (:func:`.releases.wanted`). A release is unpacked once for the union of every plugin's; an
+    (:func:`.wheel.wanted`). A release is unpacked once for the union of every plugin's; an
     entry unpacked without some of them is unpacked again. Keep it cheap: a constant."""

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.flashinfer import releases
 from pytest_tileconform.flashinfer.releases import ReleaseError, unpack_wheel
+from pytest_tileconform.flashinfer.wheel import MAX_MEMBER_BYTES, MAX_METADATA_BYTES
 
 NV = "flashinfer/data/csrc/nv_internal"
 GOOD = {
@@ -147,17 +147,17 @@ CASES: list[tuple[str, dict[str, str], Callable[[zipfile.ZipFile], None] | None,
         "member-just-over",
         {BOMB: "x"},
         None,
-        {BOMB: releases.MAX_MEMBER_BYTES + 1},
+        {BOMB: MAX_MEMBER_BYTES + 1},
         "more than the 67,108,864",
     ),
     (
         "total-over",
         {f"flashinfer/data/include/flashinfer/b{i}.cuh": "x" for i in range(40)},
         None,
-        {f"flashinfer/data/include/flashinfer/b{i}.cuh": releases.MAX_MEMBER_BYTES for i in range(40)},
+        {f"flashinfer/data/include/flashinfer/b{i}.cuh": MAX_MEMBER_BYTES for i in range(40)},
         "sources unpack to more than",
     ),
-    ("metadata-huge", {}, None, {META: releases.MAX_METADATA_BYTES + 1}, "METADATA is larger than"),
+    ("metadata-huge", {}, None, {META: MAX_METADATA_BYTES + 1}, "METADATA is larger than"),
     ("name-part-over-255-bytes", {LONG_PART: "//"}, None, {}, "has a name longer than a file system takes"),
     ("name-over-1024-bytes", {LONG_NAME: "//"}, None, {}, "(255 bytes a part, 1024 in all)"),
     ("name-multibyte-part", {"flashinfer/data/include/" + "é" * 128 + ".h": "//"}, None, {}, "name longer"),
