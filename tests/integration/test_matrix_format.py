@@ -302,7 +302,7 @@ INVALID = {
         BASIC.replace("dtype: bf16", "dtype: {act: bf16, weight: int2, out: bf16}"),
         [
             "5:24: suites.0.dtype.0.weight: unknown weight dtype 'int2'; expected one of "
-            "bf16, fp16, fp32, fp8_e4m3, nvfp4, mxfp4, mxfp8, int4"
+            "bf16, fp16, fp32, fp8_e4m3, nvfp4, mxfp4, mxfp8, int4, int8"
         ],
     ),
     "unknown-output-dtype": (
