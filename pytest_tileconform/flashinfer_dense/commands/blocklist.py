@@ -27,7 +27,7 @@ from ...results.fingerprint import UNKNOWN, host_value
 from ...results.model import ResultsDocument
 from ...verdict import UNRUN
 from ..runners import Runner
-from .verdicts import Key, record_key, tactic_key
+from .verdicts import Key, judged, tactic_key
 
 
 @dataclass
@@ -45,30 +45,26 @@ class DenseEvidence:
 def gather(results: Sequence[ResultsDocument], arch: str, *, accept_virtual: bool) -> DenseEvidence:
     found = DenseEvidence()
     counts = found.counts
-    for document in results:
-        for entry, verdict in document.judged():
-            key = None if entry.case is None or entry.case.arch != arch else record_key(entry.case)
-            if key is None:
+    for document, entry, verdict, key in judged(results, arch):
+        device = verdict.device
+        if device is not None and device.kind == "hardware":
+            counts.gpus.add(device.name)
+            counts.hardware += 1
+        elif device is not None and device.kind == "virtual":
+            counts.virtual += 1
+            if not accept_virtual:
                 continue
-            device = verdict.device
-            if device is not None and device.kind == "hardware":
-                counts.gpus.add(device.name)
-                counts.hardware += 1
-            elif device is not None and device.kind == "virtual":
-                counts.virtual += 1
-                if not accept_virtual:
-                    continue
-            else:
-                counts.build += 1
-            version = host_value(verdict, document.host, "flashinfer")
-            if version != UNKNOWN:
-                counts.versions.add(version)
-            if verdict.outcome != "pass":
-                found.failing.setdefault(key, []).append((entry.id, verdict.outcome))
-            elif verdict.unrun:
-                found.unrun.setdefault(key, []).append(entry.id)
-            else:
-                found.ran.add(key)
+        else:
+            counts.build += 1
+        version = host_value(verdict, document.host, "flashinfer")
+        if version != UNKNOWN:
+            counts.versions.add(version)
+        if verdict.outcome != "pass":
+            found.failing.setdefault(key, []).append((entry.id, verdict.outcome))
+        elif verdict.unrun:
+            found.unrun.setdefault(key, []).append(entry.id)
+        else:
+            found.ran.add(key)
     return found
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...commands.output import message
 from ...dtypes import dtype_label
-from ...results.model import CaseRecord, ResultsDocument, VerdictRecord
+from ...results.model import CaseEntry, CaseRecord, ResultsDocument, VerdictRecord
 from ..axes import DenseAxes, DenseMatrixAxes
 from ..offered import Shape, Tactic
 
@@ -98,19 +98,27 @@ def _device(verdict: VerdictRecord) -> str:
     return "build"
 
 
+def judged(
+    results: Iterable[ResultsDocument], arch: str
+) -> Iterator[tuple[ResultsDocument, CaseEntry, VerdictRecord, Key]]:
+    """The judged dense entries of ``arch`` in results files, each with the tactic it judged and
+    its document (whose host holds what a verdict does not record)."""
+    for document in results:
+        for entry, verdict in document.judged():
+            key = None if entry.case is None or entry.case.arch != arch else record_key(entry.case)
+            if key is not None:
+                yield document, entry, verdict, key
+
+
 def observed_verdicts(results: Iterable[ResultsDocument], arch: str) -> Verdicts:
     """The dense verdicts of ``arch`` in results files, ``outcome [device]`` counted per tactic
     (``unrun (through launch)``: a pass whose kernel did not run)."""
     found: Verdicts = {}
-    for document in results:
-        for entry, verdict in document.judged():
-            key = None if entry.case is None or entry.case.arch != arch else record_key(entry.case)
-            if key is None:
-                continue
-            word = verdict.reported
-            if verdict.unrun:
-                word += f" (through {verdict.judged_through.value})"
-            found.setdefault(key, Counter())[f"{word} [{_device(verdict)}]"] += 1
+    for _document, _entry, verdict, key in judged(results, arch):
+        word = verdict.reported
+        if verdict.unrun:
+            word += f" (through {verdict.judged_through.value})"
+        found.setdefault(key, Counter())[f"{word} [{_device(verdict)}]"] += 1
     return found
 
 
