@@ -62,9 +62,9 @@ DTYPES: dict[str, DType] = {t.name: t for t in (
     # SM90's W4A8 weights: two's-complement int4 (the launcher reads cutlass::uint4b_t as
     # int4b_t) with a bf16 scale per 128 along K, whatever the output type
     DType("int4",      4, "uint8",         "cutlass::uint4b_t", "1",                "u4",   _W,  128, "bf16"),
-    # SM90 fpA_intB's W8A16 weights (TensorRT-LLM's uint8_t; whether its interleaved mainloop reads
-    # them biased or as two's complement is not confirmed: flashinfer_dense/hardware.py); their
-    # scales, per channel or per group, are the activation's type and a case's choice
+    # SM90 fpA_intB's W8A16 weights (TensorRT-LLM's uint8_t, biased by 128 and reordered as its
+    # preprocessing leaves them: flashinfer_dense/weight_only.py); their scales, per channel or
+    # per group, are the activation's type and a case's choice
     DType("int8",      8, "uint8",         "uint8_t",           "1",                "u8",   _W),
 )}
 # fmt: on

@@ -7,18 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..compile.cache import BuildCache, BuildResult, BuildSpec, available_cores, parallel_jobs
-from ..core.runoptions import RunOptions
 from . import planner
 from .axes import MoeCase
 from .settings import Settings
-
-
-def build_jobs(options: RunOptions, specs: Sequence[BuildSpec]) -> tuple[int, int]:
-    """Parallel compiles of ``specs`` for the host and for this process: --tile-build-jobs
-    (a total for the host, shared by the xdist workers) or what cores and RAM allow."""
-    workers = max(1, options.worker_count)
-    host = options.jobs or parallel_jobs(specs)
-    return host, max(1, -(-host // workers))
 
 
 class UnitBuilder:
@@ -40,7 +31,11 @@ class UnitBuilder:
         self._alias_of = alias_of
 
     def jobs(self, specs: Sequence[BuildSpec]) -> tuple[int, int]:
-        return build_jobs(self.settings, specs)
+        """Parallel compiles of ``specs`` for the host and for this process: --tile-build-jobs
+        (a total for the host, shared by the xdist workers) or what cores and RAM allow."""
+        workers = max(1, self.settings.worker_count)
+        host = self.settings.jobs or parallel_jobs(specs)
+        return host, max(1, -(-host // workers))
 
     def cores(self) -> float:
         """This process's share of the cores, which its compiles' progress is estimated on."""

@@ -33,7 +33,6 @@ from ..flashinfer.sources import (
     find_cuda_home,
     find_sources,
 )
-from ..flashinfer.unitbuild import build_jobs
 from ..matrix.cases import Case
 from ..verdict import Device, NotJudgeable, Stage, UnusableEnvironment, Verdict
 from ..virtual.build import build_runtime
@@ -240,8 +239,7 @@ class DenseBackend:
 
     def prepare(self, cases: Sequence[DenseCase]) -> None:
         """Build every unit this worker's cases need before the first one runs (one per output type
-        and CTA shape), ``--tile-build-jobs`` at a time (by default what cores and RAM allow,
-        shared by the xdist workers, as the MoE backend's units are)."""
+        and CTA shape), ``--tile-build-jobs`` at a time."""
         specs: dict[str, BuildSpec] = {}
         for case in cases:
             try:
@@ -250,12 +248,11 @@ class DenseBackend:
                 continue
             specs.setdefault(spec.key, spec)
         if specs:
-            units = list(specs.values())
-            self._built.update(self.cache.build(units, build_jobs(self.options, units)[1]))
+            self._built.update(self.cache.build(list(specs.values()), self.options.jobs or 1))
 
     def _build(self, spec: BuildSpec) -> BuildResult:
         if spec.key not in self._built:
-            self._built.update(self.cache.build([spec], build_jobs(self.options, [spec])[1]))
+            self._built.update(self.cache.build([spec], self.options.jobs or 1))
         built = self._built[spec.key]
         if built.environment is not None:  # the host's doing: no verdict, the session stops
             raise UnusableEnvironment(f"{PREFIX}{spec.label} did not build here: {built.first_error}")

@@ -1,19 +1,12 @@
 """A weight-only case on the GPU (SM90 fpA_intB): the harness run on the exact family's operands,
-then on the full-mantissa family's, each D compared with the reference (:mod:`.weight_only`), and
-the graph replays and repeats of the first run compared with it bit for bit.
+D checked against the reference bit for bit (:mod:`.weight_only`), the full-mantissa family in a
+second run checked against its bound, then the graph replays and the repeats the first run made,
+each D compared with the checked one bit for bit (the exact family's sums do not depend on the
+order a stream-K fixup adds in, so any change is the kernel's).
 
-What decides the verdict is only what does not depend on how the harness lays the weights out:
-the launcher's steps (workspace, can_implement, initialize) and a run without a fault. The layout
-the harness hands the kernel (N x K, K contiguous, biased) is not confirmed: on the H200 every SM90
-W4A16 tactic's D differed from the reference in the same elements by the same amounts
-(``results/fidelity/h200-2026-12-02-fpaintb.json.gz``), which is the operands, not 42 kernels, and a
-tool's fault must never be a kernel's verdict. Five weight encodings tried on one tactic (biased or
-two's complement, plain or nibble-interleaved, transposed) failed alike, so the fault is not the
-encoding alone. So a case is judged through ``run``; the numerics
-and the replays are recorded in ``extra`` (``unconfirmed``) and decide nothing until a layout is
-shown right against FlashInfer's own runner on the same operands.
-
-torch is imported with this module, which the backend imports only to judge on a GPU.
+The stages are judged in their order: a case whose checked run is wrong fails at ``numerics``
+even when a later stage also went wrong. torch is imported with this module, which the backend
+imports only to judge on a GPU.
 """
 
 from __future__ import annotations
@@ -65,20 +58,15 @@ def judge_on_gpu(
     case: Case[DenseAxes], built: BuildResult, args: tuple[str, ...], gpu: Gpu, timeout: float
 ) -> Verdict:
     m, n, k, group = (int(a) for a in args)
-    unconfirmed: dict[str, Any] = {}
-    extra: dict[str, Any] = {
-        "graph_replays": GRAPH_REPLAYS,
-        "repeats": REPEATS,
-        "group_size": group,
-        "unconfirmed": unconfirmed,  # the weight layout's: see the module's docstring
-    }
+    judged = [Stage.NUMERICS, Stage.GRAPH, Stage.REPEAT]
+    extra: dict[str, Any] = {"graph_replays": GRAPH_REPLAYS, "repeats": REPEATS, "group_size": group}
 
     def verdict(
         stage: Stage | None, status: str = "", detail: str = "", workspace: int | None = None
     ) -> Verdict:
         return Verdict(
             stage,
-            Stage.RUN,
+            judged[-1],
             f"hardware ({gpu.name})",
             status=status,
             detail=detail,
@@ -119,12 +107,23 @@ def judge_on_gpu(
                     report.workspace_bytes,
                 )
             numerics = compare(read_d((run_dir / "d.bin").read_bytes(), case.out, m, n), expected(inputs))
-            unconfirmed[f"numerics_{family}" if family == FULL else "numerics"] = numerics.summary()
+            extra[f"numerics_{family}" if family == FULL else "numerics"] = numerics.summary()
+            if not numerics.ok:
+                detail = ("full-mantissa inputs: " if family == FULL else "") + numerics.summary()
+                return verdict(Stage.NUMERICS, "mismatch", detail, report.workspace_bytes)
             runs[family] = (report, stages)
         report, stages = runs[EXACT]
         for stage in (Stage.GRAPH, Stage.REPEAT):
             fields = stages.get(stage.value)
             if not isinstance(fields, dict):
                 raise RuntimeError(f"the fpA_intB harness reported no {stage.value} stage: {stages}")
-            unconfirmed[stage.value] = fields
+            extra[stage.value] = fields
+            if fields.get("error"):
+                return verdict(stage, "error", str(fields["error"]), report.workspace_bytes)
+            if fields.get("changed_runs"):
+                detail = (
+                    f"{fields['changed_runs']} of {fields['runs']} runs changed D (at most "
+                    f"{fields['most_changed']} elements) from the checked run's"
+                )
+                return verdict(stage, "changed", detail, report.workspace_bytes)
         return verdict(None, workspace=report.workspace_bytes)

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.fake_backend import QUIET, output
 
-from pytest_tileconform.compile.cache import BuildResult, BuildSpec, parallel_jobs
+from pytest_tileconform.compile.cache import BuildResult, BuildSpec
 from pytest_tileconform.flashinfer.sources import find_cuda_home, find_sources
 from pytest_tileconform.flashinfer_dense.axes import DenseAxes
 from pytest_tileconform.flashinfer_dense.backend import DenseBackend
@@ -106,72 +105,3 @@ def test_a_unit_is_planned_alike_whichever_cases_a_process_has(backend_settings:
         assert alone.items() <= whole.items()
         one_unit.update(alone)
     assert one_unit == whole
-
-
-#: The dense backend's units built by a stand-in compiler (a unit: its case's id), no toolkit
-#: looked for; every ``cache.build`` call's jobs written to jobs.txt. Patched for the session only.
-STAND_IN_CONFTEST = """
-import sys
-from pathlib import Path
-
-import pytest
-
-from pytest_tileconform.compile.cache import BuildCache, BuildSpec
-from pytest_tileconform.flashinfer_dense.backend import DenseBackend, Planned
-
-HERE = Path(__file__).parent
-_patch = pytest.MonkeyPatch()
-_build = BuildCache.build
-
-
-def _unit(self, case, mode):
-    command = (sys.executable, "-c", "import shutil, sys; shutil.copy(*sys.argv[1:])", "{src}", "{out}")
-    spec = BuildSpec(source=case.id + "\\n", command=command, salt="stand-in", ram_bytes=1, label=case.id)
-    return Planned("stand-in", 0, spec, ())
-
-
-def _recorded(self, specs, jobs, **kwargs):
-    with (HERE / "jobs.txt").open("a") as log:
-        log.write(f"{len(specs)} {jobs}\\n")
-    return _build(self, specs, jobs, **kwargs)
-
-
-def pytest_configure(config):
-    _patch.setattr(DenseBackend, "_unit", _unit)
-    _patch.setattr(DenseBackend, "check_environment", lambda self, cases: None)
-    _patch.setattr(BuildCache, "build", _recorded)
-
-
-def pytest_unconfigure(config):
-    _patch.undo()
-"""
-JOBS_MATRIX = """\
-version: 1
-backend: flashinfer-cutlass-dense
-defaults: {arch: sm120, swap_ab: [false], mnk: [256x256x512]}
-suites:
-  - {dtype: mxfp8-bf16, tile: [128x128x128, 128x128x256]}
-  - {dtype: mxfp8-fp16, tile: [128x128x128, 128x128x256]}
-"""
-
-
-@pytest.mark.parametrize("asked", [None, 1])
-def test_a_runs_compiles_at_once_default_as_the_moe_backends_do(
-    pytester: pytest.Pytester, asked: int | None
-) -> None:
-    """Without --tile-build-jobs a dense run's units compile as many at once as cores and RAM allow
-    (the core option's default, as the MoE backend's), not one at a time; --tile-build-jobs N is
-    N. The units are a stand-in's (4, one per output type and tile; compile only)."""
-    pytester.makeconftest(STAND_IN_CONFTEST)
-    pytester.makefile(".yaml", gemm=JOBS_MATRIX)
-    args = ["--tile-matrix", "gemm.yaml", "--tile-device", "compile", "--tile-cache-dir", "cache", *QUIET]
-    if asked is not None:
-        args += ["--tile-build-jobs", str(asked)]
-    result = pytester.runpytest_subprocess(*args)
-    assert result.ret == 0, output(result)
-    units = [BuildSpec(f"{n}\n", ("nvcc",), "stand-in", 1, str(n)) for n in range(4)]
-    expected = asked or parallel_jobs(units)
-    if asked is None and expected == 1:
-        pytest.skip("one core here: one compile at a time is the default either way")
-    assert (pytester.path / "jobs.txt").read_text().splitlines()[0] == f"4 {expected}", output(result)
-    assert result.parseoutcomes()["unrun"] == 4, output(result)

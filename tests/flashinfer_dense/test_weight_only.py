@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import trtllm_layout
 
 from pytest_tileconform.flashinfer.numerics.full import EXACT, FULL
 from pytest_tileconform.flashinfer.numerics.tolerance import compare
@@ -17,6 +18,7 @@ from pytest_tileconform.flashinfer_dense.weight_only import (
     make_inputs,
     operand_files,
     read_d,
+    stored_k,
 )
 
 #: (act, weight, group): W4A16 per group of 128, W4A16 per group of 64, W8A16 per channel
@@ -59,8 +61,25 @@ def test_scales_read_for_the_wrong_channels_fail(act: str, weight: str, group: i
     assert not compare(kernel_like(shifted), expected(inputs)).ok
 
 
+@pytest.mark.parametrize("weight", ["int4", "int8"])
+def test_the_weights_are_laid_out_as_tensorrt_llm_preprocesses_them_for_sm90(weight: str) -> None:
+    inputs = make_inputs("bf16", weight, "bf16", (3, 64, 256), 128, EXACT, seed=4)
+    assert operand_files(inputs)["b.bin"] == trtllm_layout.preprocess(inputs.w.tolist(), weight)
+
+
+@pytest.mark.parametrize("weight", ["int4", "int8"])
+def test_the_layout_only_moves_the_weights_along_k(weight: str) -> None:
+    """The stored order is a permutation of K within each block of 32 (16) and undoes exactly."""
+    order = stored_k(weight, 512)
+    block = 32 if weight == "int4" else 16
+    assert sorted(order.tolist()) == list(range(512)) and not torch.equal(order, torch.arange(512))
+    assert torch.equal(order // block, torch.arange(512) // block)
+    with pytest.raises(ValueError, match=f"multiple of the {block} rows"):
+        stored_k(weight, 520)
+
+
 def test_the_operand_files_are_what_the_launcher_reads() -> None:
-    """int4: biased by 8, two per byte, element 2j low; int8: biased by 128; scales K/group x N."""
+    """A and the scales as they are (scales K/group x N); the weights biased, two int4 per byte."""
     m, n, k = MNK
     for weight, bias in (("int4", 8), ("int8", 128)):
         inputs = make_inputs("bf16", weight, "bf16", MNK, 128, EXACT, seed=4)
@@ -68,7 +87,8 @@ def test_the_operand_files_are_what_the_launcher_reads() -> None:
         raw = torch.frombuffer(bytearray(files["b.bin"]), dtype=torch.uint8)
         if weight == "int4":
             raw = torch.stack([raw & 0xF, raw >> 4], dim=1).reshape(-1)
-        assert torch.equal(raw.reshape(n, k).to(torch.int16) - bias, inputs.w)
+        stored = raw.reshape(n, k).to(torch.int16) - bias
+        assert torch.equal(stored, inputs.w[:, stored_k(weight, k)])
         assert len(files["a.bin"]) == m * k * 2 and len(files["s.bin"]) == (k // 128) * n * 2
         scales = torch.frombuffer(bytearray(files["s.bin"]), dtype=torch.int16).view(torch.bfloat16)
         assert torch.equal(scales.reshape(k // 128, n), inputs.s)
