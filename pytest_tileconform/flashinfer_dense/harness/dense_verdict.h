@@ -13,6 +13,13 @@
 
 namespace tileconform_dense {
 
+#ifdef TILECONFORM_CTA_M
+// The unit's CTA shape as the CUTLASS launchers of the rendered templates take it.
+using CtaM = cute::Int<TILECONFORM_CTA_M>;
+using CtaN = cute::Int<TILECONFORM_CTA_N>;
+using CtaK = cute::Int<TILECONFORM_CTA_K>;
+#endif
+
 inline std::string json_string(const std::string& text) {
   std::string out = "\"";
   for (unsigned char c : text) {
@@ -45,6 +52,28 @@ inline int write_verdict(const char* run_dir, const char* outcome, const std::st
 }
 
 inline size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+// The block-scaled families: NVFP4 (e2m1 A and B, two a byte; a ue4m3 scale per 16 along K; an
+// fp32 global scale, alpha) and MXFP8 (e4m3 A and B; a ue8m0 scale per 32 along K).
+enum class BlockScaled { nvfp4, mxfp8 };
+
+// The bytes of a block-scaled GEMM's operands in the order its launchers take them: A, B, D (Out),
+// the scales of A and of B (in 128 x 4 swizzled blocks: rows rounded up to 128, a row's scales to
+// 4), and NVFP4's global scale. One place for what every SM100 and SM120 harness of these
+// families allocates.
+template <typename Out, BlockScaled Kind>
+auto block_scaled_bytes(int m, int n, int k) {
+  constexpr bool nvfp4 = Kind == BlockScaled::nvfp4;
+  size_t mk = static_cast<size_t>(m) * k, nk = static_cast<size_t>(n) * k;
+  size_t sf_k = round_up(static_cast<size_t>(k) / (nvfp4 ? 16 : 32), 4);
+  size_t d = static_cast<size_t>(m) * n * sizeof(Out);
+  if constexpr (nvfp4) {
+    return std::array<size_t, 6>{mk / 2, nk / 2, d, round_up(m, 128) * sf_k, round_up(n, 128) * sf_k,
+                                 sizeof(float)};
+  } else {
+    return std::array<size_t, 5>{mk, nk, d, round_up(m, 128) * sf_k, round_up(n, 128) * sf_k};
+  }
+}
 
 // Drives one tactic's launcher as FlashInfer's runners do: getWorkspaceSize's query (every operand
 // null, no workspace), then gemm's call with the operands and that workspace, which runs the

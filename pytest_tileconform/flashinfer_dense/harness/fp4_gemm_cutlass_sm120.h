@@ -12,9 +12,6 @@
 
 namespace tileconform_dense {
 using namespace flashinfer::gemm;
-using CtaM = cute::Int<TILECONFORM_CTA_M>;
-using CtaN = cute::Int<TILECONFORM_CTA_N>;
-using CtaK = cute::Int<TILECONFORM_CTA_K>;
 using One = cute::Int<1>;
 
 template <bool Swap, bool StreamK>
@@ -36,12 +33,7 @@ int judge(const char* run_dir, int m, int n, int k) {
   CutlassGemmConfig config(CutlassTileConfigSM120::TILECONFORM_TILE_NAME, MainloopScheduleType::AUTO,
                            EpilogueScheduleType::AUTO, ClusterShape::ClusterShape_1x1x1, Swap,
                            StreamK);
-  // the operands' bytes: e2m1 A and B (two per byte), D, one ue4m3 scale per 16 along K in 128 x 4
-  // swizzled blocks, the fp32 global scale (alpha)
-  size_t sf_k = round_up(static_cast<size_t>(k) / 16, 4);
-  std::array<size_t, 6> bytes = {static_cast<size_t>(m) * k / 2, static_cast<size_t>(n) * k / 2,
-                                 static_cast<size_t>(m) * n * sizeof(TILECONFORM_T),
-                                 round_up(m, 128) * sf_k, round_up(n, 128) * sf_k, sizeof(float)};
+  auto bytes = block_scaled_bytes<TILECONFORM_T, BlockScaled::nvfp4>(m, n, k);
   return drive(run_dir, bytes, [&](std::array<void*, 6> const& operand, char* space, size_t size) {
     auto [a, b, d, sfa, sfb, alpha] = operand;
     return launch<Swap, StreamK>(d, a, b, sfa, sfb, static_cast<float const*>(alpha), m, n, k, config,

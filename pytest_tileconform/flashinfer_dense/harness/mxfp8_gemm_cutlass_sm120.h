@@ -9,22 +9,15 @@
 
 namespace tileconform_dense {
 using namespace flashinfer::gemm;
-using Cta = cute::Int<TILECONFORM_CTA_M>;
-using CtaN = cute::Int<TILECONFORM_CTA_N>;
-using CtaK = cute::Int<TILECONFORM_CTA_K>;
 
 template <bool Swap>
 int judge(const char* run_dir, int m, int n, int k) {
   CutlassGemmConfig config(CutlassTileConfigSM120::TILECONFORM_TILE_NAME, MainloopScheduleType::AUTO, EpilogueScheduleType::AUTO,
                            ClusterShape::ClusterShape_1x1x1, Swap);
-  // the operands' bytes: fp8 A and B, D, one ue8m0 scale per 32 along K in 128 x 4 swizzled blocks
-  size_t sf_k = round_up(static_cast<size_t>(k) / 32, 4);
-  std::array<size_t, 5> bytes = {static_cast<size_t>(m) * k, static_cast<size_t>(n) * k,
-                                 static_cast<size_t>(m) * n * sizeof(TILECONFORM_T),
-                                 round_up(m, 128) * sf_k, round_up(n, 128) * sf_k};
+  auto bytes = block_scaled_bytes<TILECONFORM_T, BlockScaled::mxfp8>(m, n, k);
   return drive(run_dir, bytes, [&](std::array<void*, 5> const& operand, char* space, size_t size) {
     auto [a, b, d, sfa, sfb] = operand;
-    return genericMxfp8GemmKernelLauncherSm120<TILECONFORM_T, Cta, CtaN, CtaK, Swap>(
+    return genericMxfp8GemmKernelLauncherSm120<TILECONFORM_T, CtaM, CtaN, CtaK, Swap>(
         d, a, b, sfa, sfb, m, n, k, 1, config, space, size, nullptr, nullptr);
   });
 }

@@ -1,7 +1,13 @@
-// The arguments an SM100 dense harness takes: RUN_DIR SWAP_AB M N K, then the tactic's scheduler
-// and cluster shape where not data-parallel 1x1x1 (the backend passes them only then). SM100's
-// runners offer neither swap_ab nor stream-K: a case asking for either is refused, not judged as
-// another tactic.
+// What every SM100 dense harness shares past dense_verdict.h: its arguments, RUN_DIR SWAP_AB M N K,
+// then the tactic's scheduler and cluster shape where not data-parallel 1x1x1 (the backend passes
+// them only then), and its main. SM100's runners offer neither swap_ab nor stream-K: a case asking
+// for either is refused, not judged as another tactic.
+//
+// A family's harness defines, in tileconform_dense, operand_bytes(m, n, k) (its operands' bytes, in
+// the order its launcher takes them) and launch(operands, m, n, k, config, workspace, bytes) (its
+// cluster-shape dispatch, returning the workspace size), then includes this header last: main
+// builds the tactic's configuration as the runners' getConfigs() do (the unit's
+// TILECONFORM_TILE_NAME, AUTO schedules, the cluster shape) and drives it (dense_verdict.h's drive).
 #pragma once
 #include <cstdio>
 #include <cstdlib>
@@ -45,3 +51,16 @@ inline bool sm100_arguments(int argc, char** argv, flashinfer::gemm::ClusterShap
 }
 
 }  // namespace tileconform_dense
+
+int main(int argc, char** argv) {
+  using namespace tileconform_dense;
+  using namespace flashinfer::gemm;
+  ClusterShape cluster;
+  if (!sm100_arguments(argc, argv, cluster)) return 2;
+  int m = std::atoi(argv[3]), n = std::atoi(argv[4]), k = std::atoi(argv[5]);
+  CutlassGemmConfig config(CutlassTileConfigSM100::TILECONFORM_TILE_NAME, MainloopScheduleType::AUTO,
+                           EpilogueScheduleType::AUTO, cluster);
+  return drive(argv[1], operand_bytes(m, n, k), [&](auto const& operands, char* space, size_t size) {
+    return launch(operands, m, n, k, config, space, size);
+  });
+}
