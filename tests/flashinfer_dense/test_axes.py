@@ -46,7 +46,7 @@ def test_a_record_without_the_scheduler_is_the_data_parallel_case() -> None:
 @pytest.mark.parametrize(
     ("matrix", "report"),
     [
-        ("gemm-sm120.yaml", "verdicts/gemm-sm120-2026-12-02/virtual.json.gz"),
+        ("gemm-sm120.yaml", "verdicts/gemm-sm120-2026-12-02-virtual.json.gz"),
         ("gemm-sm120-fp4.yaml", "verdicts/gemm-sm120-fp4-2026-12-02/virtual.json.gz"),
     ],
 )

@@ -85,20 +85,31 @@ def test_every_sm120_tactic_renders_flashinfers_template(
             assert unit.source.rstrip().endswith(f'#include "{module}.h"')
 
 
-@pytest.mark.parametrize(("module", "act"), [("mxfp8_gemm_cutlass", "mxfp8"), ("fp4_gemm_cutlass", "nvfp4")])
+@pytest.mark.parametrize(
+    ("module", "act", "tactics", "outs"),
+    [
+        ("mxfp8_gemm_cutlass", "mxfp8", 32, ("bf16", "fp16")),
+        ("fp4_gemm_cutlass", "nvfp4", 32, ("bf16", "fp16")),
+        ("fp8_gemm_cutlass", "fp8_e4m3", 30, ("bf16", "fp16")),
+        ("bf16_gemm_cutlass", "bf16", 25, ("bf16", "fp16", "fp32")),
+    ],
+)
 def test_every_sm100_tactic_renders_flashinfers_template(
-    installed: FlashInferSources, module: str, act: str
+    installed: FlashInferSources, module: str, act: str, tactics: int, outs: tuple[str, ...]
 ) -> None:
     """Each SM100 tactic (a tile and a cluster shape) is FlashInfer's template rendered for its CTA
     shape, built with the generator's flags for compute_100a, driven by the SM100 harness; the
-    eight cluster shapes of a tile share one unit (the dispatch picks the launcher at run time)."""
+    cluster shapes of a tile share one unit (the dispatch picks the launcher at run time). The
+    counts are FlashInfer 0.7.4's getConfigs(): 4 tiles x 8 clusters (fp4, mxfp8), 6 x 5 (fp8),
+    5 x 5 (bf16)."""
     offered = read_offered(installed)
     family = offered.family(module)
-    assert family.arch == "sm100" and len(family.tactics) == 32
+    assert family.arch == "sm100" and len(family.tactics) == tactics
+    assert (HARNESS_DIR / f"{module}_sm100.h").is_file()
     template = (installed.csrc / f"{module}.jinja").read_text()
     sources: dict[tuple[str, tuple[int, int, int]], set[str]] = {}
     for tactic in family.tactics:
-        for out in ("bf16", "fp16"):
+        for out in outs:
             unit = make_unit(
                 installed, offered, case(act, out, tactic.cta, False, "sm100", cluster=tactic.cluster)
             )
@@ -111,7 +122,7 @@ def test_every_sm100_tactic_renders_flashinfers_template(
             assert f"#define TILECONFORM_TILE_NAME {tactic.tile}\n" in unit.source
             assert unit.source.rstrip().endswith(f'#include "{module}_sm100.h"')
             sources.setdefault((out, tactic.cta), set()).add(unit.source)
-    assert len(sources) == 2 * len(family.instantiated) and all(len(s) == 1 for s in sources.values())
+    assert len(sources) == len(outs) * len(family.instantiated) and all(len(s) == 1 for s in sources.values())
     flags = nvcc_flags(installed, family, 100, find_cuda_home())
     assert "-gencode=arch=compute_100a,code=sm_100a" in flags
     recipe = read_recipe(installed, f"gen_gemm_sm100_module_cutlass_{family.kind}")

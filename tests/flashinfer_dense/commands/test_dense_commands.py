@@ -107,10 +107,24 @@ def test_tactics_maps_the_ids_flashinfers_own_python_offers_on_every_architectur
 
 
 def test_an_architecture_without_a_matrix_is_mapped_and_unjudged(capsys: pytest.CaptureFixture[str]) -> None:
-    rows = _json(capsys, "--arch", "sm121", "--dtype", "mxfp8-bf16")
-    assert [r["tactic"] for r in rows] == list(range(6))
+    rows = _json(capsys, "--arch", "sm103", "--dtype", "nvfp4-bf16")
+    assert [r["tactic"] for r in rows] == list(range(63))  # 7 tiles x 9 cluster shapes
     assert {r["expected"] for r in rows} == {"unjudged"}
-    assert {r["module"] for r in rows} == {"mxfp8_gemm_cutlass_sm120"}  # SM121 loads the SM120 module
+    assert {r["module"] for r in rows} == {"fp4_gemm_cutlass_sm103"}  # SM103 loads its own fp4 module
+
+
+def test_the_shipped_sm121_mxfp8_matrix_names_every_tactic_of_the_sm120_module(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SM121 loads the SM120 module (its generator's supported majors are [12]); the matrix names
+    each of its ids once per output type, judged on SM121's own virtual profile."""
+    rows = _json(capsys, "--arch", "sm121", "--dtype", "mxfp8")
+    assert {r["module"] for r in rows} == {"mxfp8_gemm_cutlass_sm120"}
+    assert sorted(r["tactic"] for r in rows) == sorted(2 * list(range(6)))
+    assert all(r["expected"].startswith("pass [gemm-sm121-mxfp8") for r in rows), {
+        r["expected"] for r in rows
+    }
+    assert all(" x" not in r["expected"] for r in rows)
 
 
 def test_the_shipped_sm120_matrices_expect_their_tactics(capsys: pytest.CaptureFixture[str]) -> None:
@@ -120,15 +134,18 @@ def test_the_shipped_sm120_matrices_expect_their_tactics(capsys: pytest.CaptureF
     assert all(r["expected"].startswith("pass [gemm-sm120") for r in rows), {r["expected"] for r in rows}
 
 
-@pytest.mark.parametrize(("act", "matrix"), [("nvfp4", "gemm-sm100-fp4"), ("mxfp8", "gemm-sm100-mxfp8")])
+@pytest.mark.parametrize(
+    ("act", "tactics", "matrix"),
+    [("nvfp4", 32, "gemm-sm100-fp4"), ("mxfp8", 32, "gemm-sm100-mxfp8"), ("fp8_e4m3", 30, "gemm-sm100-fp8")],
+)
 def test_the_shipped_sm100_matrices_name_every_tactic_once(
-    capsys: pytest.CaptureFixture[str], act: str, matrix: str
+    capsys: pytest.CaptureFixture[str], act: str, tactics: int, matrix: str
 ) -> None:
     """Every id FlashInfer's SM100 runner enumerates (tile x cluster shape), for each output type
     the generator renders, is one case of its matrix: no id unjudged, none named twice."""
     rows = _json(capsys, "--arch", "sm100", "--dtype", act)
     assert {r["dtypes"] for r in rows} == {f"{act}-bf16", f"{act}-fp16"}
-    assert sorted(r["tactic"] for r in rows) == sorted(2 * list(range(32)))
+    assert sorted(r["tactic"] for r in rows) == sorted(2 * list(range(tactics)))
     assert all(r["expected"].startswith(f"pass [{matrix}") for r in rows), {r["expected"] for r in rows}
     assert all(" x" not in r["expected"] for r in rows)  # one case a tactic, not several
     assert {r["cluster"] for r in rows} > {"1x1x1"}
