@@ -96,11 +96,15 @@ class FlashInferBackend:
         settings: Settings,
         progress: Callable[[str], None],
         before_run: hardware.BeforeRun = _nothing_before_run,
+        refusal: str | None = None,
     ) -> None:
         """``progress`` shows build progress to the user; ``before_run(case, run_dir)`` is
         called once a case's inputs are in its run directory, before its harness runs (the
-        plugin passes its ``pytest_tileconform_before_run`` hook)."""
+        plugin passes its ``pytest_tileconform_before_run`` hook); ``refusal``: why no case of
+        this backend can be judged in this run (a ``--tile-flashinfer`` release its harness
+        cannot instantiate), said when it has cases to judge."""
         self.settings = settings
+        self._refusal = refusal
         self.cache = open_cache(
             settings.cache_dir, progress, settings.cache_remote, settings.build_on, settings.jobs
         )
@@ -175,6 +179,8 @@ class FlashInferBackend:
         (:mod:`.environment`). No compile, no CUDA. When every case is skipped here (their
         arch is absent from ``--tile-device hardware``), nothing is compiled: none of it is
         needed."""
+        if self._refusal is not None:
+            raise UnusableEnvironment(self._refusal)
         check_device(self.settings.device, [case.arch for case in cases])
         for arch, sm in {case.arch: case.sm for case in cases}.items():
             try:

@@ -14,8 +14,9 @@ import pytest
 from helpers.dense_wheels import dense_wheel
 from helpers.fake_backend import QUIET, output
 
+from pytest_tileconform.flashinfer.compat import HARNESS_MACRO_PARAMS, MACRO
 from pytest_tileconform.flashinfer.releases import Release, installed_members, unpack_wheel
-from pytest_tileconform.flashinfer.sources import find_sources
+from pytest_tileconform.flashinfer.sources import LAUNCHER_INL, find_sources
 from pytest_tileconform.flashinfer_dense.axes import DenseAxes
 from pytest_tileconform.flashinfer_dense.backend import DenseBackend
 from pytest_tileconform.flashinfer_dense.generator import read_recipe
@@ -119,3 +120,41 @@ def test_the_plugin_plans_dense_cases_from_a_release(pytester: pytest.Pytester, 
     (fp4,) = [c for i, c in cases.items() if "nvfp4" in i]
     assert fp4["verdict"]["status"] == "not offered", output(result)
     assert "flashinfer-python 0.6.4 (wheel sha256:" in json.dumps(fp4), output(result)
+
+
+#: a MoE launcher from before SWAP_AB_ (FlashInfer < 0.5.3): the MoE harness cannot instantiate it
+OLD_LAUNCHER = "#define {}({})\n".format(MACRO, ", ".join(p for p in HARNESS_MACRO_PARAMS if p != "SWAP_AB_"))
+MOE_MATRIX = """\
+version: 1
+backend: flashinfer-cutlass-moe
+suites:
+  - arch: sm90
+    dtype: bf16
+    tile: [128x64x64]
+    problems: {experts: 2, rows: 8, n: 64, k: 64}
+"""
+
+
+def test_a_release_the_moe_harness_cannot_instantiate_still_judges_dense_cases(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """The MoE plugin's check of a ``--tile-flashinfer`` release (its launcher's interface) speaks
+    for MoE cases only: a run of dense cases alone is judged from the release; with an MoE case
+    beside them the run stops, naming why."""
+    wheel = dense_wheel(tmp_path, texts={f"csrc/nv_internal/{LAUNCHER_INL}": OLD_LAUNCHER})
+    pytester.makefile(".yaml", gemm=MATRIX.replace("tile: [128x128x128]", "tile: [512x512x512]"))
+    cache, report = tmp_path / "cache", tmp_path / "report.json"
+    common = ["--tile-flashinfer", str(wheel), "--tile-cache-dir", str(cache), "--tile-device", "virtual"]
+    dense = pytester.runpytest_subprocess(
+        "--tile-matrix", "gemm.yaml", *common, "--tile-report", str(report), *QUIET
+    )
+    assert "cannot be judged by this harness" not in output(dense)
+    statuses = [c["verdict"]["status"] for c in json.loads(report.read_text())["cases"]]
+    assert statuses == ["not offered", "not offered"], output(dense)  # no compile: FlashInfer offers neither
+    pytester.makefile(".yaml", moe=MOE_MATRIX)
+    both = pytester.runpytest_subprocess(
+        "--tile-matrix", "gemm.yaml", "--tile-matrix", "moe.yaml", *common, *QUIET
+    )
+    assert both.ret == pytest.ExitCode.USAGE_ERROR, output(both)
+    assert "cannot be judged by this harness" in output(both)
+    assert "takes 16 parameters without SWAP_AB_" in output(both)
