@@ -9,6 +9,13 @@ stream-K) share one build. The build command names the install roots as
 placeholders (:func:`..compile.cache.portable`): the cache key says what is compiled and how, not
 where the toolkit and the sources lie. The unit names the digest of the harness headers it
 includes, so a build of an older harness is never served from the cache.
+
+SM103's own fp4 module (``fp4_gemm_cutlass_sm103``) has no harness: a unit is one file, and its
+generator renders three templates, its K128/K256 tiles two of them per CTA shape (the TMA and the
+256-bit-store epilogues), which include ``fp4_gemm_template_sm100.h`` under one include guard in
+two namespaces, so they are two translation units FlashInfer links, never one. Its K768 tiles are
+one file each. SM103's other families are SM100's modules built for ``compute_103a``, driven by
+the SM100 harnesses.
 """
 
 from __future__ import annotations
