@@ -11,11 +11,12 @@ byte. The others are returned with the reason they were left out.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any
 
 from ..archs import KNOWN, arch_name, arch_number
@@ -34,6 +35,17 @@ class GeneratorError(RuntimeError):
     """The generator could not be found, loaded or asked."""
 
 
+class _SourceOnly(importlib.machinery.SourceFileLoader):
+    """Runs a generator file from its source alone: no ``__pycache__`` beside it is read or
+    written. A release entry holds its listed files and nothing else (:mod:`.releases`): one file
+    more and the next run refuses the entry and unpacks it again, from a wheel an air-gapped
+    runner does not have."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+
 def load_generator(sources: FlashInferSources) -> ModuleType:
     """``generate_kernels.py`` of ``sources``, loaded as a private package (cached per file)."""
     script = sources.generate_kernels_py
@@ -47,8 +59,9 @@ def load_generator(sources: FlashInferSources) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     try:
+        path = str(script.parent / "__init__.py")
         init = importlib.util.spec_from_file_location(
-            package, script.parent / "__init__.py", submodule_search_locations=[str(script.parent)]
+            package, path, loader=_SourceOnly(package, path), submodule_search_locations=[str(script.parent)]
         )
         if init is None or init.loader is None:
             raise GeneratorError(f"cannot load {script.parent / '__init__.py'}")
@@ -56,7 +69,8 @@ def load_generator(sources: FlashInferSources) -> ModuleType:
         init.loader.exec_module(sys.modules[package])
         module: ModuleType | None = None
         for part in ("cutlass_library", "generate_kernels"):
-            spec = importlib.util.spec_from_file_location(f"{package}.{part}", script.parent / f"{part}.py")
+            name, path = f"{package}.{part}", str(script.parent / f"{part}.py")
+            spec = importlib.util.spec_from_file_location(name, path, loader=_SourceOnly(name, path))
             if spec is None or spec.loader is None:
                 raise GeneratorError(f"cannot load {script.parent / (part + '.py')}")
             module = importlib.util.module_from_spec(spec)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import subprocess
+import sys
 import threading
 import zipfile
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from helpers.fake_backend import QUIET, TileRun, output
 from helpers.wheels import KEPT, NV, make_wheel
 
 from pytest_tileconform.flashinfer.compat import HARNESS_MACRO_PARAMS, MACRO
+from pytest_tileconform.flashinfer.generator import load_generator
 from pytest_tileconform.flashinfer.releases import (
     ReleaseError,
     fetch_release,
@@ -151,6 +153,31 @@ def test_fetch_by_version_once(tmp_path: Path, cache: Path) -> None:
     assert len(pip.calls) == 1 and again.sha256 == first.sha256 and again.data_dir == first.data_dir
     # the download directory is gone; only the unpacked sources stay
     assert not list(cache.rglob("*.whl"))
+
+
+GENERATOR = "flashinfer/jit/gemm/cutlass"
+
+
+def test_a_release_whose_generator_was_loaded_is_reused_without_its_wheel(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a release's generator (gen-matrix, drift, the MoE backend) leaves its entry as it was
+    unpacked, no ``__pycache__`` beside the files even where Python writes bytecode: the next run
+    finds it complete and verified, and an air-gapped one (pip cannot reach the index) needs no
+    wheel."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    generator = {
+        f"{GENERATOR}/__init__.py": "",
+        f"{GENERATOR}/cutlass_library.py": "LIBRARY = 1\n",
+        f"{GENERATOR}/generate_kernels.py": "from . import cutlass_library\n",
+    }
+    first = fetch_release("0.6.0", cache, FakePip(make_wheel(tmp_path, files={**KEPT, **generator})))
+    assert load_generator(first.sources()).cutlass_library.LIBRARY == 1
+    assert not list(first.data_dir.parent.parent.rglob("__pycache__"))
+    offline, said = FakePip(None, 1, "ERROR: network is unreachable\n"), []
+    again = fetch_release("0.6.0", cache, offline, say=said.append)
+    assert (again.data_dir, again.sha256) == (first.data_dir, first.sha256)
+    assert offline.calls == [] and said == []
 
 
 def test_fetch_failure_says_what_pip_said(cache: Path) -> None:
