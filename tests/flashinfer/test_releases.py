@@ -174,7 +174,7 @@ def test_a_release_whose_generator_was_loaded_is_reused_without_its_wheel(
     first = fetch_release("0.6.0", cache, FakePip(make_wheel(tmp_path, files={**KEPT, **generator})))
     assert load_generator(first.sources()).cutlass_library.LIBRARY == 1
     assert not list(first.data_dir.parent.parent.rglob("__pycache__"))
-    offline, said = FakePip(None, 1, "ERROR: network is unreachable\n"), []
+    offline, said = FakePip(None, 1, "ERROR: network is unreachable\n"), list[str]()
     again = fetch_release("0.6.0", cache, offline, say=said.append)
     assert (again.data_dir, again.sha256) == (first.data_dir, first.sha256)
     assert offline.calls == [] and said == []
