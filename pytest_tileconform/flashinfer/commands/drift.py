@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from ...commands.judged import keyed
 from ...commands.output import CommandError
 from ...results.model import CaseRecord, ResultsDocument
 from ...verdict import UNRUN
@@ -146,11 +147,8 @@ def compare(
     for op in generated:
         for key in generated_keys(op):
             row(key).generated = True
-    for document in results:
-        for entry, verdict in document.judged():
-            judged = None if entry.case is None or entry.case.arch != arch else record_key(entry.case, arch)
-            if judged is not None:
-                row(judged).verdicts[verdict.reported] += 1
+    for _document, _entry, verdict, judged in keyed(results, arch, lambda case: record_key(case, arch)):
+        row(judged).verdicts[verdict.reported] += 1
     return Drift(arch, sorted(rows.values(), key=lambda r: _order(r.key)), non_tma)
 
 

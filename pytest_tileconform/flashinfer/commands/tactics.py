@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...archs import arch_name, arch_number
+from ...commands.judged import counted, expected_word, matrix_cases, observed_words
 from ...commands.output import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, CommandError, emit, message
 from ...dtypes import DTYPES_GRAMMAR, label_dtypes, shape_label
 from ..tactics.offered import (
@@ -48,7 +49,7 @@ from ..tactics.offered import (
 from .drift import record_key
 
 if TYPE_CHECKING:
-    from ...results.model import ResultsDocument, VerdictRecord
+    from ...results.model import ResultsDocument
     from ..sources import FlashInferSources
     from ..tactics.autotuner_lines import Mention
 
@@ -91,81 +92,34 @@ def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdict
     """What ``matrices`` expect of each configuration of ``arch``: ``outcome [matrix]`` or, for a
     known-bad case, ``stage [matrix, source]`` (a case without an expectation is expected to
     pass), counted over the matrices' cases (problems)."""
-    from ...commands.plugins import command_plugins
-    from ...matrix.load import MatrixInvalid, load_matrix
     from .. import NAME
     from ..axes import moe_cases
 
-    # loaded with every installed backend's kinds: the shipped matrices are not all MoE's; only
-    # this backend's cases count
-    kinds = command_plugins().kinds()
     found: Verdicts = {}
-    for name, text in matrices:
-        try:
-            loaded = load_matrix(Path(name), kinds, set(kinds), text=text)
-        except MatrixInvalid as exc:
-            message(f"warning: matrix {name} does not load, not used: {str(exc).splitlines()[0]}")
+    # the shipped matrices are not all MoE's: only this backend's cases count
+    for name, case in matrix_cases(matrices):
+        if case.backend != NAME or case.arch != arch:
             continue
-        for case in moe_cases(c for c in loaded.cases if c.backend == NAME):
-            if case.arch != arch:
-                continue
-            key = case_key(
-                arch,
-                case.dtype_label,
-                case.tile,
-                case.axes.cluster,
-                case.axes.swap_ab,
-                case.axes.fusion,
-                case.axes.epilogue,
-                case.axes.dynamic_cluster,
-                case.axes.mainloop,
-                case.axes.kernel_arch,
-            )
-            where = name
-            if case.expectation is not None and case.expectation.source:
-                where += f", {case.expectation.source}"
-            found.setdefault(key, Counter())[f"{case.expected} [{where}]"] += 1
+        (moe,) = moe_cases([case])
+        key = case_key(
+            arch,
+            moe.dtype_label,
+            moe.tile,
+            moe.axes.cluster,
+            moe.axes.swap_ab,
+            moe.axes.fusion,
+            moe.axes.epilogue,
+            moe.axes.dynamic_cluster,
+            moe.axes.mainloop,
+            moe.axes.kernel_arch,
+        )
+        found.setdefault(key, Counter())[expected_word(moe, name)] += 1
     return found
-
-
-def _device(verdict: VerdictRecord) -> str:
-    device = verdict.device
-    if device is None:
-        return "device not recorded"
-    if device.kind == "hardware":
-        return f"hardware {device.name}"
-    if device.kind == "virtual":
-        return f"virtual {device.arch or device.name}"
-    return "build"
-
-
-def _word(verdict: VerdictRecord) -> str:
-    """The verdict as every output reports it (``unrun``: a pass whose kernel did not run), with
-    how far an unrun one was judged."""
-    if verdict.unrun:
-        return f"{verdict.reported} (through {verdict.judged_through.value})"
-    return verdict.reported
 
 
 def observed_verdicts(results: Sequence[ResultsDocument], arch: str) -> Verdicts:
     """The verdicts of ``arch`` in results files, as ``outcome [device]`` counts per configuration."""
-
-    found: Verdicts = {}
-    for document in results:
-        for entry, verdict in document.judged():
-            case = entry.case
-            key = None if case is None or case.arch != arch else record_key(case, arch)
-            if key is None:
-                continue
-            found.setdefault(key, Counter())[f"{_word(verdict)} [{_device(verdict)}]"] += 1
-    return found
-
-
-def _counted(counts: Counter[str] | None) -> str:
-    if not counts:
-        return NOT_JUDGED
-    order = sorted(counts, key=lambda w: (not w.startswith("pass"), w))
-    return "; ".join(w if counts[w] == 1 else f"{w} x{counts[w]}" for w in order)
+    return observed_words(results, arch, lambda case: record_key(case, arch))
 
 
 # -- rows ----------------------------------------------------------------------------------------
@@ -216,8 +170,8 @@ def rows_of(tactics: Sequence[Tactic], expected: Verdicts, observed: Verdicts | 
             why = REFUSED_ACTIVATION if t.error == NO_ACTIVATION_KERNEL else REJECTED
             rows.append(Row(t, key, why, None if observed is None else why))
             continue
-        seen = None if observed is None else _counted(observed.get(key))
-        rows.append(Row(t, key, _counted(expected.get(key)), seen))
+        seen = None if observed is None else counted(observed.get(key), NOT_JUDGED)
+        rows.append(Row(t, key, counted(expected.get(key), NOT_JUDGED), seen))
     return rows
 
 

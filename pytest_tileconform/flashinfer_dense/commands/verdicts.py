@@ -11,9 +11,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from ...commands.output import message
+from ...commands.judged import counted as counted_words
+from ...commands.judged import expected_word, keyed, matrix_cases, observed_words
 from ...dtypes import dtype_label
 from ...results.model import CaseEntry, CaseRecord, ResultsDocument, VerdictRecord
 from ..axes import DenseAxes, DenseMatrixAxes
@@ -64,38 +64,15 @@ def _shape(label: str) -> Shape:
 def expected_verdicts(arch: str, matrices: Sequence[tuple[str, str]]) -> Verdicts:
     """What ``matrices`` (name, YAML text) expect of each dense tactic of ``arch``, counted over
     their cases (problems): ``outcome [matrix]``, a known-bad one ``stage [matrix, source]``."""
-    from ...commands.plugins import command_plugins
-    from ...matrix.load import MatrixInvalid, load_matrix
     from .. import NAME
 
-    kinds = command_plugins().kinds()
     found: Verdicts = {}
-    for name, text in matrices:
-        try:
-            loaded = load_matrix(Path(name), kinds, set(kinds), text=text)
-        except MatrixInvalid as exc:
-            message(f"warning: matrix {name} does not load, not used: {str(exc).splitlines()[0]}")
+    for name, case in matrix_cases(matrices):
+        if case.backend != NAME or case.arch != arch or not isinstance(case.axes, DenseAxes):
             continue
-        for case in loaded.cases:
-            if case.backend != NAME or case.arch != arch or not isinstance(case.axes, DenseAxes):
-                continue
-            key = Key(case.dtype_label, case.tile, case.axes.cluster, case.axes.swap_ab, case.axes.stream_k)
-            where = name
-            if case.expectation is not None and case.expectation.source:
-                where += f", {case.expectation.source}"
-            found.setdefault(key, Counter())[f"{case.expected} [{where}]"] += 1
+        key = Key(case.dtype_label, case.tile, case.axes.cluster, case.axes.swap_ab, case.axes.stream_k)
+        found.setdefault(key, Counter())[expected_word(case, name)] += 1
     return found
-
-
-def _device(verdict: VerdictRecord) -> str:
-    device = verdict.device
-    if device is None:
-        return "device not recorded"
-    if device.kind == "hardware":
-        return f"hardware {device.name}"
-    if device.kind == "virtual":
-        return f"virtual {device.arch or device.name}"
-    return "build"
 
 
 def judged(
@@ -103,27 +80,15 @@ def judged(
 ) -> Iterator[tuple[ResultsDocument, CaseEntry, VerdictRecord, Key]]:
     """The judged dense entries of ``arch`` in results files, each with the tactic it judged and
     its document (whose host holds what a verdict does not record)."""
-    for document in results:
-        for entry, verdict in document.judged():
-            key = None if entry.case is None or entry.case.arch != arch else record_key(entry.case)
-            if key is not None:
-                yield document, entry, verdict, key
+    return keyed(results, arch, record_key)
 
 
 def observed_verdicts(results: Iterable[ResultsDocument], arch: str) -> Verdicts:
     """The dense verdicts of ``arch`` in results files, ``outcome [device]`` counted per tactic
     (``unrun (through launch)``: a pass whose kernel did not run)."""
-    found: Verdicts = {}
-    for _document, _entry, verdict, key in judged(results, arch):
-        word = verdict.reported
-        if verdict.unrun:
-            word += f" (through {verdict.judged_through.value})"
-        found.setdefault(key, Counter())[f"{word} [{_device(verdict)}]"] += 1
-    return found
+    return observed_words(results, arch, record_key)
 
 
 def counted(counts: Counter[str] | None) -> str:
-    if not counts:
-        return UNJUDGED
-    order = sorted(counts, key=lambda w: (not w.startswith("pass"), w))
-    return "; ".join(w if counts[w] == 1 else f"{w} x{counts[w]}" for w in order)
+    """The words counted, passes first; ``unjudged`` where there is none."""
+    return counted_words(counts, UNJUDGED)
