@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
+from ...commands.judged import keyed
 from ...results.fingerprint import UNKNOWN, host_value
-from ...results.model import ResultsDocument
+from ...results.model import CaseEntry, ResultsDocument, VerdictRecord
 from ...verdict import UNRUN
 from ..tactics.offered import Tactic
 from .drift import ConfigKey, record_key, tactic_key
@@ -94,51 +95,79 @@ class Export:
     unrun: list[Unrun] = field(default_factory=list)
 
 
+class RunnerKey(Protocol):
+    """What a backend keys a failing configuration by: ordered, hashable, of one runner (its
+    dtypes label), as a blocklist holds the ids of one runner."""
+
+    @property
+    def dtypes(self) -> str: ...
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+
+K = TypeVar("K", bound=RunnerKey)
+
+
 @dataclass
-class Evidence:
+class Evidence(Generic[K]):
     """The verdicts of one arch in the results files, as far as they are used."""
 
-    failing: dict[ConfigKey, list[tuple[str, str]]] = field(default_factory=dict)  # -> (case, outcome)
-    ran: set[ConfigKey] = field(default_factory=set)  # passed with the kernel run
-    unrun: dict[ConfigKey, list[str]] = field(default_factory=dict)  # passed, kernel not run -> cases
+    failing: dict[K, list[tuple[str, str]]] = field(default_factory=dict)  # -> (case, outcome)
+    ran: set[K] = field(default_factory=set)  # passed with the kernel run
+    unrun: dict[K, list[str]] = field(default_factory=dict)  # passed, kernel not run -> cases
     versions: set[str] = field(default_factory=set)  # FlashInfer versions of the used verdicts
     gpus: set[str] = field(default_factory=set)  # names of the GPUs of the hardware verdicts
     hardware: int = 0
     build: int = 0  # decided before any device (code generation, nvcc, compile only)
     virtual: int = 0  # used or not
 
+    def failing_of(self, dtypes: str | None) -> list[K]:
+        """The failing configurations of the runner of ``dtypes``, in order."""
+        return sorted(k for k in self.failing if k.dtypes == dtypes)
 
-def gather(results: Sequence[ResultsDocument], arch: str, *, accept_virtual: bool) -> Evidence:
-    """The verdicts of ``arch``: hardware and build ones, virtual ones if ``accept_virtual``."""
-    evidence = Evidence()
-    for document in results:
-        for entry, verdict in document.judged():
-            key = None if entry.case is None or entry.case.arch != arch else record_key(entry.case, arch)
-            if key is None:
+    def unrun_of(self, dtypes: str | None) -> list[K]:
+        """The configurations of ``dtypes`` (None: of every runner) that passed only without their
+        kernel running, in order: not blocked, and not known to work on any GPU."""
+        return [
+            k
+            for k in sorted(self.unrun)
+            if k.dtypes == (dtypes or k.dtypes) and k not in self.failing and k not in self.ran
+        ]
+
+
+def gather(
+    judged: Iterable[tuple[ResultsDocument, CaseEntry, VerdictRecord, K]], *, accept_virtual: bool
+) -> Evidence[K]:
+    """The evidence of ``judged`` (the judged entries of an arch, with their key:
+    :func:`...commands.judged.keyed`): hardware and build verdicts, virtual ones if
+    ``accept_virtual``."""
+    evidence: Evidence[K] = Evidence()
+    for document, entry, verdict, key in judged:
+        device = verdict.device
+        if device is not None and device.kind == "hardware":
+            evidence.gpus.add(device.name)
+            evidence.hardware += 1
+        elif device is not None and device.kind == "virtual":
+            evidence.virtual += 1
+            if not accept_virtual:
                 continue
-            device = verdict.device
-            if device is not None and device.kind == "hardware":
-                evidence.gpus.add(device.name)
-                evidence.hardware += 1
-            elif device is not None and device.kind == "virtual":
-                evidence.virtual += 1
-                if not accept_virtual:
-                    continue
-            else:
-                evidence.build += 1
-            flashinfer = host_value(verdict, document.host, "flashinfer")
-            if flashinfer != UNKNOWN:
-                evidence.versions.add(flashinfer)
-            if verdict.outcome != "pass":
-                evidence.failing.setdefault(key, []).append((entry.id, verdict.outcome))
-            elif verdict.unrun:
-                evidence.unrun.setdefault(key, []).append(entry.id)
-            else:
-                evidence.ran.add(key)
+        else:
+            evidence.build += 1
+        flashinfer = host_value(verdict, document.host, "flashinfer")
+        if flashinfer != UNKNOWN:
+            evidence.versions.add(flashinfer)
+        if verdict.outcome != "pass":
+            evidence.failing.setdefault(key, []).append((entry.id, verdict.outcome))
+        elif verdict.unrun:
+            evidence.unrun.setdefault(key, []).append(entry.id)
+        else:
+            evidence.ran.add(key)
     return evidence
 
 
-def gpu_of(evidence: Evidence, arch: str, gpu: str | None, *, accept_virtual: bool) -> str:
+def gpu_of(evidence: Evidence[Any], arch: str, gpu: str | None, *, accept_virtual: bool) -> str:
     """The GPU the blocklist is for, or why there is none to write it for."""
     if not (evidence.hardware or evidence.build or evidence.virtual):
         raise BlocklistError(f"no verdict for {arch} in these results files")
@@ -172,15 +201,20 @@ def gpu_of(evidence: Evidence, arch: str, gpu: str | None, *, accept_virtual: bo
 
 
 @dataclass(frozen=True)
-class Request:
+class Request(Generic[K]):
     """What the results and the caller ask for: checked before FlashInfer's tactics are fetched
     (the probe may have to be compiled first), so that a list that cannot be written fails fast."""
 
     arch: str
-    evidence: Evidence
+    evidence: Evidence[K]
     gpu: str
     dtypes: str | None
     accept_virtual: bool
+
+    @property
+    def unused(self) -> int:
+        """Virtual verdicts left out (not accepted)."""
+        return 0 if self.accept_virtual else self.evidence.virtual
 
 
 def request(
@@ -190,8 +224,17 @@ def request(
     dtypes: str | None,
     gpu: str | None,
     accept_virtual: bool = False,
-) -> Request:
-    evidence = gather(results, arch, accept_virtual=accept_virtual)
+) -> Request[ConfigKey]:
+    judged = keyed(results, arch, lambda case: record_key(case, arch))
+    evidence = gather(judged, accept_virtual=accept_virtual)
+    return request_of(evidence, arch, dtypes=dtypes, gpu=gpu, accept_virtual=accept_virtual)
+
+
+def request_of(
+    evidence: Evidence[K], arch: str, *, dtypes: str | None, gpu: str | None, accept_virtual: bool
+) -> Request[K]:
+    """The list ``evidence`` can give: for one GPU, one runner (``dtypes``, or the one whose
+    configurations failed), one FlashInfer version."""
     gpu = gpu_of(evidence, arch, gpu, accept_virtual=accept_virtual)
     runners = sorted({k.dtypes for k in evidence.failing})
     if dtypes is None:
@@ -207,64 +250,82 @@ def request(
     return Request(arch, evidence, gpu, dtypes, accept_virtual)
 
 
-def export_for(tactics: Sequence[Tactic], wanted: Request) -> Export:
-    """The blocklist of ``wanted``'s failing configurations among ``tactics``."""
-    evidence, dtypes, arch = wanted.evidence, wanted.dtypes, wanted.arch
-    failing = evidence.failing
-    offered: dict[ConfigKey, list[tuple[int, int]]] = {}
-    for t in tactics:  # with nothing failing (no runner chosen), every runner's: for the unrun list
-        if t.tma_ws and t.runner == (dtypes or t.runner):
-            offered.setdefault(tactic_key(t), []).append((t.gemm, t.tactic))
-    blocked, not_offered = [], []
-    for key in sorted(k for k in failing if k.dtypes == dtypes):
-        ids = tuple(sorted(offered.get(key, [])))
-        cases = tuple(case for case, _ in failing[key])
-        if ids:
-            blocked.append(Blocked(key, cases, tuple(o for _, o in failing[key]), ids))
-        else:
-            not_offered.append((key, cases))
-    invalid: dict[str, list[int]] = {}
-    for item in blocked:
-        for gemm, tactic in item.tactics:
-            invalid.setdefault(f"{CUSTOM_OPS[gemm]}::{RUNNER_CLASS}", []).append(tactic)
-    unrun = [
-        Unrun(key, tuple(sorted(evidence.unrun[key])), tuple(sorted(offered.get(key, []))))
-        for key in sorted(evidence.unrun)
-        if key.dtypes == (dtypes or key.dtypes) and key not in failing and key not in evidence.ran
-    ]
+def blocklist(
+    wanted: Request[Any],
+    invalid: dict[str, set[int]],
+    blocked: list[dict[str, Any]],
+    unrun: list[dict[str, Any]],
+    **described: Any,
+) -> dict[str, Any]:
+    """The file: ``invalid`` (runner key -> tactic ids) and its metadata, FlashInfer's fields (what
+    this tool cannot know ``"*"``) and, under ``tileconform`` (not read by FlashInfer), where the
+    list came from: ``described`` (what the backend's ids assume), what the failures were seen on,
+    the failing configurations it blocks and those that passed only unrun."""
+    evidence = wanted.evidence
     metadata: dict[str, Any] = dict.fromkeys(METADATA_FIELDS, WILDCARD)
     if evidence.versions:
         metadata["flashinfer_version"] = next(iter(evidence.versions))
     metadata["gpu"] = wanted.gpu
     metadata["generated_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     metadata["generator_version"] = "1.0"
-    # not read by FlashInfer: where the list came from
     metadata["tileconform"] = {
-        "arch": arch,
-        "dtypes": dtypes,
-        "use_fused_finalize": True,
+        "arch": wanted.arch,
+        "dtypes": wanted.dtypes,
+        **described,
         # what the failures were seen on: hardware verdicts, and launch-only ones if accepted
         "verdicts": {
             "hardware": evidence.hardware,
             "build": evidence.build,
             "virtual": evidence.virtual if wanted.accept_virtual else 0,
         },
-        "blocked": [
+        "blocked": blocked,
+        # passed only where the kernel did not run: not blocked, and not known to work on the GPU
+        UNRUN: unrun,
+    }
+    return {
+        METADATA_KEY: metadata,
+        "invalid_tactics": {name: sorted(ids) for name, ids in sorted(invalid.items())},
+    }
+
+
+def export_for(tactics: Sequence[Tactic], wanted: Request[ConfigKey]) -> Export:
+    """The blocklist of ``wanted``'s failing configurations among ``tactics``."""
+    evidence, dtypes = wanted.evidence, wanted.dtypes
+    failing = evidence.failing
+    offered: dict[ConfigKey, list[tuple[int, int]]] = {}
+    for t in tactics:  # with nothing failing (no runner chosen), every runner's: for the unrun list
+        if t.tma_ws and t.runner == (dtypes or t.runner):
+            offered.setdefault(tactic_key(t), []).append((t.gemm, t.tactic))
+    blocked, not_offered = [], []
+    for key in evidence.failing_of(dtypes):
+        ids = tuple(sorted(offered.get(key, [])))
+        cases = tuple(case for case, _ in failing[key])
+        if ids:
+            blocked.append(Blocked(key, cases, tuple(o for _, o in failing[key]), ids))
+        else:
+            not_offered.append((key, cases))
+    invalid: dict[str, set[int]] = {}
+    for item in blocked:
+        for gemm, tactic in item.tactics:
+            invalid.setdefault(f"{CUSTOM_OPS[gemm]}::{RUNNER_CLASS}", set()).add(tactic)
+    unrun = [
+        Unrun(key, tuple(sorted(evidence.unrun[key])), tuple(sorted(offered.get(key, []))))
+        for key in evidence.unrun_of(dtypes)
+    ]
+    document = blocklist(
+        wanted,
+        invalid,
+        [
             {"case_ids": list(b.case_ids), "outcomes": list(b.outcomes), "tactics": [t for _, t in b.tactics]}
             for b in blocked
         ],
-        # passed only where the kernel did not run: not blocked, and not known to work on the GPU
-        UNRUN: [
+        [
             {"dtypes": u.key.dtypes, "case_ids": list(u.case_ids), "tactics": [t for _, t in u.tactics]}
             for u in unrun
         ],
-    }
-    document = {
-        METADATA_KEY: metadata,
-        "invalid_tactics": {k: sorted(set(v)) for k, v in sorted(invalid.items())},
-    }
-    unused = 0 if wanted.accept_virtual else evidence.virtual
-    return Export(document, blocked, not_offered, unused, unrun)
+        use_fused_finalize=True,
+    )
+    return Export(document, blocked, not_offered, wanted.unused, unrun)
 
 
 def dumps(document: dict[str, Any]) -> str:

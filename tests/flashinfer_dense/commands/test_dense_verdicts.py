@@ -1,5 +1,6 @@
 """The judged dense entries of an arch (:func:`...verdicts.judged`): what the observed verdicts
-of ``tactics``/``drift --dense`` and the dense blocklist's evidence both read."""
+of ``tactics``/``drift --dense`` and the blocklist's evidence (the MoE export's, given dense keys)
+both read."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import Counter
 
 from helpers.evidence import matrix_reports, report
 
-from pytest_tileconform.flashinfer_dense.commands.blocklist import gather
+from pytest_tileconform.flashinfer.commands.blocklist import gather
 from pytest_tileconform.flashinfer_dense.commands.verdicts import judged, observed_verdicts, record_key
 from pytest_tileconform.results.store import read_results
 
@@ -26,5 +27,6 @@ def test_judged_keeps_the_dense_entries_of_the_arch_alone() -> None:
     assert not list(judged([*dense, moe], "sm100"))
     observed = observed_verdicts([*dense, moe], "sm120")
     assert sum(observed.values(), Counter()).total() == len(found)
-    counts = gather([*dense, moe], "sm120", accept_virtual=True).counts
-    assert counts.hardware + counts.build + counts.virtual == len(found)
+    evidence = gather(judged([*dense, moe], "sm120"), accept_virtual=True)
+    assert evidence.hardware + evidence.build + evidence.virtual == len(found)
+    assert set(evidence.unrun) | evidence.ran | set(evidence.failing) == {key for _, _, _, key in found}
