@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from ..compile.cache import BuildCache, BuildSpec, CacheUnusable, Roots, portable
-from ..compile.inputs import BuildInput
 from ..compile.signing import SigningError
 from ..dtypes import DTYPES, from_library, shape_label
 from ..flashinfer.generator import GeneratorError, load_generator
@@ -43,10 +42,10 @@ from ..flashinfer.nvcc_flags import (
 from ..flashinfer.sources import (
     FlashInferSources,
     build_roots,
-    build_salt,
     cuda_version,
     find_cublas_include,
 )
+from ..flashinfer.tactics.offered import host_probe_spec
 from ..matrix.cases import Case
 from .axes import DenseAxes
 from .offered import DenseSourcesError
@@ -58,8 +57,6 @@ Shape = tuple[int, int, int]
 MODULE = "fpA_intB_gemm_sm90"
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 PROBE_SOURCE = HARNESS_DIR / "fpA_intB_tactics.cpp"
-#: the heuristic the probe asks, relative to ``csrc/nv_internal``
-HEURISTIC_CPP = "tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp"
 #: the activations and weights of this family (W4A16, W8A16); the generator's fp8 x int4 (W4A8)
 #: is another
 ACTIVATIONS = ("bf16", "fp16")
@@ -199,38 +196,14 @@ def read_ops(sources: FlashInferSources) -> tuple[MixedOp, ...]:
 
 def probe_spec(sources: FlashInferSources, cuda_home: Path, cache_dir: Path) -> BuildSpec:
     """The probe's build: the heuristic and TensorRT-LLM's host support files, host code only."""
-    system = [cuda_home / "include", *sources.system_include_dirs, find_cublas_include(cuda_home)]
-    command = [
-        str(cuda_home / "bin" / "nvcc"),
-        "-std=c++17",
-        "-O1",
-        "-DNDEBUG",
-        "--expt-relaxed-constexpr",
-        *(f"-I{d}" for d in sources.include_dirs),
-        *(arg for d in system for arg in ("-isystem", str(d))),
-        *COMMON_NVCC_FLAGS,
-        "-DENABLE_BF16",
-        "-DENABLE_FP8",
-        "-gencode=arch=compute_90a,code=sm_90a",
-        "{src}",
-        str(sources.nv_internal / HEURISTIC_CPP),
-        *(str(p) for p in sources.common_sources),
-        "-o",
-        "{out}",
-    ]
-    portable_command, roots = portable(command, {"flashinfer": sources.root})
-    return BuildSpec(
+    return host_probe_spec(
+        sources,
+        cuda_home,
+        cache_dir,
         source=PROBE_SOURCE.read_text(),
-        command=portable_command,
-        salt=build_salt(sources, cuda_home, cache_dir),
-        ram_bytes=PROBE_RAM,
+        defines=("-DENABLE_BF16", "-DENABLE_FP8"),
         label="fpA_intB tactics probe (FlashInfer's heuristic, host only)",
-        roots=roots,
-        inputs=(
-            BuildInput(
-                "flashinfer", sources.root, sources.build_files, sources.remembered_fingerprint(cache_dir)
-            ),
-        ),
+        ram_bytes=PROBE_RAM,
     )
 
 

@@ -262,7 +262,42 @@ def parse(lines: Sequence[str]) -> list[Tactic]:
 
 
 def probe_spec(sources: FlashInferSources, cuda_home: Path, cache_dir: Path) -> BuildSpec:
-    """The probe's build: FlashInfer's sources named by placeholder and listed as the build's
+    """The MoE tactics probe's build: the binding's getTactics and every arch's dispatch."""
+    return host_probe_spec(
+        sources,
+        cuda_home,
+        cache_dir,
+        source=PROBE_SOURCE.read_text(),
+        defines=(
+            "-DENABLE_BF16",
+            "-DENABLE_FP8",
+            "-DENABLE_FP4",
+            "-DUSING_OSS_CUTLASS_MOE_GEMM",
+            # every arch's TMA WS dispatch branch is compiled in (as FlashInfer's modules do per
+            # arch); no kernel is compiled: the probe holds no device code
+            "-DCOMPILE_HOPPER_TMA_GROUPED_GEMMS",
+            "-DCOMPILE_BLACKWELL_TMA_GROUPED_GEMMS",
+            "-DCOMPILE_BLACKWELL_SM103_TMA_GROUPED_GEMMS",
+            "-DCOMPILE_BLACKWELL_SM120_TMA_GROUPED_GEMMS",
+        ),
+        label="tactics probe (FlashInfer heuristic + dispatch, host only)",
+        ram_bytes=PROBE_RAM,
+    )
+
+
+def host_probe_spec(
+    sources: FlashInferSources,
+    cuda_home: Path,
+    cache_dir: Path,
+    *,
+    source: str,
+    defines: Sequence[str],
+    label: str,
+    ram_bytes: int,
+) -> BuildSpec:
+    """The build of a probe of FlashInfer's host code (``source``: its main; ``defines``: the
+    runner's ``-D`` flags): linked with FlashInfer's heuristic and TensorRT-LLM's host support
+    files, no device code. FlashInfer's sources are named by placeholder and listed as the build's
     input (:mod:`...compile.inputs`), so a signed probe is compiled from checked copies."""
     includes = [f"-I{d}" for d in sources.include_dirs]
     system = [cuda_home / "include", *sources.system_include_dirs, find_cublas_include(cuda_home)]
@@ -275,16 +310,7 @@ def probe_spec(sources: FlashInferSources, cuda_home: Path, cache_dir: Path) -> 
         *includes,
         *(arg for d in system for arg in ("-isystem", str(d))),
         *COMMON_NVCC_FLAGS,
-        "-DENABLE_BF16",
-        "-DENABLE_FP8",
-        "-DENABLE_FP4",
-        "-DUSING_OSS_CUTLASS_MOE_GEMM",
-        # every arch's TMA WS dispatch branch is compiled in (as FlashInfer's modules do per arch);
-        # no kernel is compiled: the probe holds no device code
-        "-DCOMPILE_HOPPER_TMA_GROUPED_GEMMS",
-        "-DCOMPILE_BLACKWELL_TMA_GROUPED_GEMMS",
-        "-DCOMPILE_BLACKWELL_SM103_TMA_GROUPED_GEMMS",
-        "-DCOMPILE_BLACKWELL_SM120_TMA_GROUPED_GEMMS",
+        *defines,
         "-gencode=arch=compute_90a,code=sm_90a",
         "{src}",
         str(sources.nv_internal / HEURISTIC_CPP),
@@ -295,11 +321,11 @@ def probe_spec(sources: FlashInferSources, cuda_home: Path, cache_dir: Path) -> 
     portable_command, roots = portable(command, {"flashinfer": sources.root})
     fingerprint = sources.remembered_fingerprint(cache_dir)
     return BuildSpec(
-        source=PROBE_SOURCE.read_text(),
+        source=source,
         command=portable_command,
         salt=build_salt(sources, cuda_home, cache_dir),
-        ram_bytes=PROBE_RAM,
-        label="tactics probe (FlashInfer heuristic + dispatch, host only)",
+        ram_bytes=ram_bytes,
+        label=label,
         roots=roots,
         inputs=(BuildInput("flashinfer", sources.root, sources.build_files, fingerprint),),
     )
