@@ -7,7 +7,7 @@ matrices without FlashInfer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt
 
@@ -15,6 +15,9 @@ from ..dtypes import shape_label
 from ..matrix.kinds import CaseKind
 from ..matrix.schema import ListOf, Shape, ShapeField, Strict
 from . import NAME
+
+Dispatch = Literal["deepgemm", "static"]
+BScales = Literal["128x128", "1x128"]
 
 
 class DenseMatrixAxes(Strict):
@@ -31,6 +34,13 @@ class DenseMatrixAxes(Strict):
     #: weight-only GEMMs (SM90 fpA_intB): the scales' group along K, 0 for one scale per output
     #: channel; the other families leave it out
     group: Annotated[list[StrictInt], ListOf] | None = None
+    #: SM90 FP8 block-scale GEMM: the runner's dispatch, DeepGEMM's run-time compiled kernels
+    #: (FlashInfer's default) or the kernels built into the module (``TRTLLM_DG_ENABLED=0``);
+    #: the other families leave it out
+    dispatch: Annotated[list[Dispatch], ListOf] | None = None
+    #: SM90 FP8 block-scale GEMM with fp8 weights: the weight scales' block, one of the two shapes
+    #: its binding accepts (128x128: per block, 1x128: per row)
+    b_scales: Annotated[list[BScales], ListOf] | None = None
 
 
 #: the cluster of a tactic that names none (every SM12x tactic)
@@ -54,6 +64,12 @@ class DenseRecord(Strict):
     group: StrictInt | None = Field(
         default=None, description="a weight-only GEMM's scale group along K (0: per channel); none otherwise"
     )
+    dispatch: Dispatch | None = Field(
+        default=None, description="an FP8 block-scale GEMM's dispatch (deepgemm or static); none otherwise"
+    )
+    b_scales: BScales | None = Field(
+        default=None, description="an FP8 block-scale GEMM's fp8 weight scale block; none otherwise"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +80,16 @@ class DenseAxes:
     stream_k: bool = False
     cluster: Shape = CLUSTER_1X1X1
     group: int | None = None
+    dispatch: str | None = None
+    b_scales: str | None = None
 
     def id_words(self) -> list[str]:
         m, n, k = self.mnk
         flags = [w for w, on in (("swapab", self.swap_ab), ("streamk", self.stream_k)) if on]
         cluster = [] if self.cluster == CLUSTER_1X1X1 else [f"c{shape_label(self.cluster)}"]
         group = [] if self.group is None else [f"g{self.group}" if self.group else "gcol"]
-        return [*cluster, *flags, *group, f"m{m}n{n}k{k}"]
+        blockscale = [w for w in (self.dispatch, self.b_scales and f"sb{self.b_scales}") if w]
+        return [*cluster, *flags, *group, *blockscale, f"m{m}n{n}k{k}"]
 
     def describe(self) -> dict[str, Any]:
         # stream_k, cluster and group only where not the default: a data-parallel 1x1x1 tactic
@@ -81,6 +100,8 @@ class DenseAxes:
             **({"stream_k": True} if self.stream_k else {}),
             **({} if self.cluster == CLUSTER_1X1X1 else {"cluster": shape_label(self.cluster)}),
             **({} if self.group is None else {"group": self.group}),
+            **({} if self.dispatch is None else {"dispatch": self.dispatch}),
+            **({} if self.b_scales is None else {"b_scales": self.b_scales}),
             "mnk": shape_label(self.mnk),
         }
 
@@ -101,10 +122,12 @@ KIND = CaseKind(
         "stream_k": [False],
         "cluster": [CLUSTER_1X1X1],
         "group": [None],
+        "dispatch": [None],
+        "b_scales": [None],
         "mnk": [(256, 256, 512)],
     },
     make=DenseAxes,
-    id_pattern="[cCMxCNxCK-][swapab-][streamk-][gG-|gcol-]mMnNkK",
+    id_pattern="[cCMxCNxCK-][swapab-][streamk-][gG-|gcol-][deepgemm-|static-][sbBMxBK-]mMnNkK",
     id_advice="give each problem its own M, N or K",
     record=DenseRecord,
 )

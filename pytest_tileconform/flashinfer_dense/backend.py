@@ -4,10 +4,10 @@ device of its arch through the launcher's workspace query, ``can_implement``, ``
 ``run`` (:mod:`.report` reads where it stopped).
 
 On the virtual device no kernel runs: a case is judged through ``launch`` and numerics is unrun.
-On the GPU, the families with a hardware harness (SM90 fpA_intB: :mod:`.hardware`) run through
-numerics against a torch reference, the graph and the repeat stages; a case of another family
-whose arch is the GPU here is not judged rather than judged less than ``--tile-device hardware``
-promises.
+On the GPU, the families with a hardware harness (SM90 fpA_intB: :mod:`.hardware`; SM90 FP8
+block-scale: :mod:`.blockscale_hardware`) run through numerics against a torch reference, the
+graph and the repeat stages; a case of another family whose arch is the GPU here is not judged
+rather than judged less than ``--tile-device hardware`` promises.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ..flashinfer.sources import (
     FlashInferSources,
     FlashInferSourcesError,
     build_salt,
+    cuda_version,
     find_cuda_home,
     find_sources,
 )
@@ -38,8 +39,9 @@ from ..verdict import Device, NotJudgeable, Stage, UnusableEnvironment, Verdict
 from ..virtual.build import build_runtime
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
-from . import NAME, fpaintb
+from . import NAME, blockscale, fpaintb
 from .axes import CLUSTER_1X1X1, DenseAxes
+from .blockscale_hardware import BlockScaleReport
 from .offered import DenseSourcesError, Offered, read_offered
 from .report import DenseReport
 from .unit import NotOffered, build_command, harnessed_archs, make_unit
@@ -53,6 +55,9 @@ PREFIX = "tileconform (flashinfer-cutlass-dense): "
 #: (an fp4 unit instantiates both schedulers too)
 UNIT_SECONDS = 90.0
 UNIT_RAM = 7 << 30
+#: the FP8 block-scale module's one build (its sources and the harness): 91 CPU-s, 1:56 wall and
+#: 4.3 GB on the shared 2-core CPU machine
+BLOCKSCALE_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,14 @@ class DenseBackend:
             raise UnusableEnvironment(f"{PREFIX}{exc}") from None
 
     @functools.cached_property
+    def blockscale_module(self) -> blockscale.BlockScaleModule:
+        """SM90 FP8 block-scale GEMM: the module FlashInfer's generator compiles for this toolkit."""
+        try:
+            return blockscale.read_module(self.sources, cuda_version(find_cuda_home()))
+        except (DenseSourcesError, FlashInferSourcesError) as exc:
+            raise UnusableEnvironment(f"{PREFIX}{exc}") from None
+
+    @functools.cached_property
     def toolchain(self) -> tuple[Path, Path, str]:
         """CUDA home, the virtual runtime every unit links, and the build salt (nvcc, FlashInfer's
         version and sources' fingerprint, the runtime's bytes)."""
@@ -150,7 +163,9 @@ class DenseBackend:
             except NotJudgeable:
                 continue
             try:  # each refused with one line; the fpA_intB tactics probe is built with the units
-                if fpaintb.is_mixed(case.act, case.weight):
+                if blockscale.is_blockscale(case):
+                    self.blockscale_module  # noqa: B018
+                elif fpaintb.is_mixed(case.act, case.weight):
                     fpaintb.read_ops(self.sources)
                 else:
                     self.offered  # noqa: B018
@@ -204,6 +219,8 @@ class DenseBackend:
         """What ``case`` builds and runs; NotOffered (before anything is built) where FlashInfer
         offers no such tactic."""
         m, n, k = case.axes.mnk
+        if blockscale.is_blockscale(case):
+            return self._blockscale_unit(case, mode)
         if fpaintb.is_mixed(case.act, case.weight):
             op, tactic, source = fpaintb.mixed_unit(self.mixed, case, self.sources.version)
             home, runtime, salt = self.toolchain
@@ -236,6 +253,32 @@ class DenseBackend:
             sources=SOURCE_ROOTS,
         )
         return Planned(module, index, spec, args)
+
+    def _blockscale_unit(self, case: DenseCase, mode: str) -> Planned:
+        """One build for every case of the family (the module's sources and the harness); on the
+        virtual device only the built-in dispatch, whose kernels are in the program."""
+        module = self.blockscale_module
+        blockscale.check_case(module, case)
+        if mode == "virtual" and case.axes.dispatch != "static":
+            raise NotJudgeable(
+                "DeepGEMM's dispatch compiles its kernel with nvcc when the problem is first met and "
+                "loads it through the driver, which the virtual device does not have: judged on a GPU"
+            )
+        home, runtime, salt = self.toolchain
+        linked = None if mode == "hardware" else runtime
+        command, roots = blockscale.build_command(self.sources, module, home, self.options.cache_dir, linked)
+        spec = BuildSpec(
+            source=blockscale.unit_source(module, self.sources.version),
+            command=command,
+            salt=salt,
+            ram_bytes=UNIT_RAM,
+            label=module.name + (" (GPU)" if mode == "hardware" else ""),
+            roots=roots,
+            path_s=BLOCKSCALE_SECONDS,
+            cpu_s=BLOCKSCALE_SECONDS,
+            sources=SOURCE_ROOTS,
+        )
+        return Planned(module.name, -1, spec, blockscale.harness_args(case, self.sources))
 
     def prepare(self, cases: Sequence[DenseCase]) -> None:
         """Build every unit this worker's cases need before the first one runs (one per output type
@@ -298,6 +341,12 @@ class DenseBackend:
             verdict = Verdict(
                 None, Stage.COMPILE, source="compile only", device=Device("build", "compile only")
             )
+        elif mode == "hardware" and blockscale.is_blockscale(case):
+            from .blockscale_hardware import judge_on_gpu as judge_blockscale
+
+            assert isinstance(self._gpu, Gpu)
+            env = blockscale.run_env(self.toolchain[0], self.options.cache_dir)
+            verdict = judge_blockscale(case, built, planned.args, env, self._gpu, self.options.timeout)
         elif mode == "hardware":
             from .hardware import judge_on_gpu
 
@@ -310,7 +359,9 @@ class DenseBackend:
 
     def _run_virtual(self, case: DenseCase, built: BuildResult, args: tuple[str, ...]) -> Verdict:
         profile = self._profile(case.arch)
-        launch = ("launch",) if fpaintb.is_mixed(case.act, case.weight) else ()
+        mixed = fpaintb.is_mixed(case.act, case.weight) or blockscale.is_blockscale(case)
+        launch = ("launch",) if mixed else ()
+        reader = BlockScaleReport if blockscale.is_blockscale(case) else DenseReport
         with tempfile.TemporaryDirectory(prefix="tileconform-dense-") as tmp:
             run_dir = Path(tmp)
             with built.running() as executable:
@@ -318,7 +369,7 @@ class DenseBackend:
                     executable, [str(run_dir), *args, *launch], run_dir, profile, self.options.timeout
                 )
             smem = run.smem_attribute
-            report = DenseReport.read(run_dir, smem.get("value") if smem else None)
+            report = reader.read(run_dir, smem.get("value") if smem else None)
             # a run that decided nothing about the case (a harness fault) raises: no verdict
             return verdict_of(run, report, f"virtual ({profile.arch} profile)", profile.device)
 
