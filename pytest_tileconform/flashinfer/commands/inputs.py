@@ -25,6 +25,23 @@ def installed_sources(override: Path | None) -> FlashInferSources:
         raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
 
 
+def chosen_sources(release: str | None, folder: Path | None, cache_dir: Path | None) -> FlashInferSources:
+    """FlashInfer's sources a command is given: a release (``--flashinfer``, unpacked into the
+    build cache as ``--tile-flashinfer`` unpacks it), a folder (``--flashinfer-sources``) or the
+    installed package."""
+    if release is None:
+        return installed_sources(folder)
+    if folder is not None:
+        raise CommandError("--flashinfer and --flashinfer-sources both name FlashInfer's sources: give one")
+    from ...compile.cache import default_cache_dir
+    from ..releases import ReleaseError, resolve_release
+
+    try:
+        return resolve_release(release, cache_dir or default_cache_dir()).sources()
+    except ReleaseError as exc:
+        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+
+
 def probe_built(sources: FlashInferSources, cache: Path) -> bool:
     """Whether the tactics probe for ``sources`` is in the build cache already."""
     from ...compile.cache import BuildCache

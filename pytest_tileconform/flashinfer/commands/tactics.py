@@ -290,19 +290,11 @@ def resolve(mention: Mention, tactics: Sequence[Tactic]) -> tuple[list[tuple[int
 def _sources(args: argparse.Namespace) -> FlashInferSources | None:
     """FlashInfer's sources: a release (--flashinfer), a folder, the installed package; None
     when a saved probe output is replayed and nothing else needs them."""
-    from .inputs import installed_sources as installed
+    from .inputs import chosen_sources
 
-    if args.flashinfer is None:
-        return None if args.tactics is not None else installed(args.flashinfer_sources)
-    if args.flashinfer_sources is not None:
-        raise CommandError("--flashinfer and --flashinfer-sources both name FlashInfer's sources: give one")
-    from ...compile.cache import default_cache_dir
-    from ..releases import ReleaseError, resolve_release
-
-    try:
-        return resolve_release(args.flashinfer, args.cache_dir or default_cache_dir()).sources()
-    except ReleaseError as exc:
-        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+    if args.flashinfer is None and args.tactics is not None:
+        return None
+    return chosen_sources(args.flashinfer, args.flashinfer_sources, args.cache_dir)
 
 
 def _explained(

@@ -113,20 +113,12 @@ def _route(dense: Handler, previous: Handler | None, args: argparse.Namespace) -
 
 # -- inputs ----------------------------------------------------------------------------------------
 def _sources(args: argparse.Namespace) -> FlashInferSources:
-    from ...flashinfer.commands.inputs import installed_sources
+    """The sources the MoE command's options name (without its plugin: ``--flashinfer-sources``
+    or the installed package)."""
+    from ...flashinfer.commands.inputs import chosen_sources
 
-    release = getattr(args, "flashinfer", None)
-    if release is None:
-        return installed_sources(args.flashinfer_sources)
-    if args.flashinfer_sources is not None:
-        raise CommandError("--flashinfer and --flashinfer-sources both name FlashInfer's sources: give one")
-    from ...compile.cache import default_cache_dir
-    from ...flashinfer.releases import ReleaseError, resolve_release
-
-    try:
-        return resolve_release(release, getattr(args, "cache_dir", None) or default_cache_dir()).sources()
-    except ReleaseError as exc:
-        raise CommandError(str(exc), EXIT_ENVIRONMENT) from None
+    release, cache_dir = getattr(args, "flashinfer", None), getattr(args, "cache_dir", None)
+    return chosen_sources(release, args.flashinfer_sources, cache_dir)
 
 
 def _runners(args: argparse.Namespace, sources: FlashInferSources, dtype: str | None) -> list[Runner]:

@@ -269,3 +269,16 @@ def test_explain_reads_dense_autotuner_lines(capsys: pytest.CaptureFixture[str])
     argv = ["tactics", "--dense", "--arch", "sm120", "--dtype", "mxfp8-bf16", "--explain", '["MoERunner", 3]']
     assert main(argv) == 2
     assert "no line names a tactic of CutlassMxfp8GemmRunner" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dense", [["--dense"], []])
+def test_a_release_and_a_sources_folder_together_are_refused_by_either_backend(
+    dense: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--flashinfer`` and ``--flashinfer-sources`` both name the sources: one line, usage
+    status, before anything is read (the MoE and the dense ``tactics`` ask the same helper)."""
+    both = ["--flashinfer", "0.6.0", "--flashinfer-sources", str(tmp_path)]
+    assert main(["tactics", *dense, "--arch", "sm120", "--dtype", "mxfp8", *both]) == 2
+    assert "--flashinfer and --flashinfer-sources both name FlashInfer's sources: give one" in (
+        capsys.readouterr().err
+    )
