@@ -189,3 +189,27 @@ def test_the_runners_messages_are_read_into_stages(message: str, stage: Stage | 
     report = BlockScaleReport({"outcome": "threw", "message": message})
     assert report.stage is stage
     assert report.status == ("too many resources requested for launch" if "refused" in message else "")
+
+
+def test_a_deepgemm_case_on_the_virtual_device_is_skipped_saying_why(pytester: pytest.Pytester) -> None:
+    pytester.makefile(
+        ".yaml",
+        m="""
+version: 1
+backend: flashinfer-cutlass-dense
+defaults: {arch: sm90, swap_ab: [false], mnk: [200x512x512]}
+suites:
+  - name: w8a8
+    dtype: {act: fp8_e4m3, weight: fp8_e4m3, out: bf16}
+    dispatch: [deepgemm]
+    b_scales: [128x128]
+    tile: [128x128x128]
+""",
+    )
+    cache = pytester.path / "cache"
+    result = pytester.runpytest_subprocess(
+        "--tile-matrix", "m.yaml", "--tile-device", "virtual", "--tile-cache-dir", str(cache), "-rs"
+    )
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*DeepGEMM's dispatch compiles its kernel with nvcc*judged on a GPU*"])
+    assert not list(cache.glob("*/*/harness"))  # nothing was built for it
