@@ -209,10 +209,7 @@ def _export_blocklist(args: argparse.Namespace) -> int:
     if not tactics:
         raise CommandError(f"no tactic for {arch} in {args.tactics or 'the probe output'}")
     export = export_for(tactics, wanted)
-    if export.unused:
-        message(f"{export.unused} virtual-device verdict(s) for {arch} not used (--accept-virtual uses them)")
-    for _key, cases in export.not_offered:
-        message(f"failing but offered by no tactic, not in the blocklist: {', '.join(cases)}")
+    say_left_out(arch, export.unused, [cases for _key, cases in export.not_offered])
     if export.unrun:
         tactics_unrun = sum(len(u.tactics) for u in export.unrun)
         message(
@@ -224,6 +221,17 @@ def _export_blocklist(args: argparse.Namespace) -> int:
     message(f"{total} invalid tactic(s) from {len(export.blocked)} failing configuration(s)")
     emit(dumps(export.document), args.output)
     return EXIT_OK
+
+
+def say_left_out(
+    arch: str, unused: int, not_offered: Sequence[Sequence[str]], tactic: str = "tactic"
+) -> None:
+    """What an export leaves out of its list: the virtual verdicts not accepted, and the failing
+    cases no ``tactic`` stands for (each failing configuration's case ids)."""
+    if unused:
+        message(f"{unused} virtual-device verdict(s) for {arch} not used (--accept-virtual uses them)")
+    for cases in not_offered:
+        message(f"failing but offered by no {tactic}, not in the blocklist: {', '.join(cases)}")
 
 
 def _add_export_blocklist(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

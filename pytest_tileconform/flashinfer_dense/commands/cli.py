@@ -262,6 +262,7 @@ def _export_blocklist(args: argparse.Namespace) -> int:
     from ...commands.inputs import load_results
     from ...dtypes import dtype_label, parse_dtypes
     from ...flashinfer.commands.blocklist import BlocklistError, dumps
+    from ...flashinfer.commands.cli import say_left_out
     from .blocklist import export
 
     results = load_results(args, required=True)
@@ -277,12 +278,7 @@ def _export_blocklist(args: argparse.Namespace) -> int:
         )
     except BlocklistError as exc:
         raise CommandError(str(exc)) from None
-    if made.unused:
-        message(
-            f"{made.unused} virtual-device verdict(s) for {args.arch} not used (--accept-virtual uses them)"
-        )
-    for cases in made.not_offered:
-        message(f"failing but offered by no dense tactic, not in the blocklist: {', '.join(cases)}")
+    say_left_out(args.arch, made.unused, made.not_offered, "dense tactic")
     if made.unrun:
         message(
             f"{made.unrun} configuration(s) passed only without their kernel running: not blocked, and NOT "
