@@ -27,7 +27,7 @@ from pytest_tileconform.compile.cache import BuildSpec
 from pytest_tileconform.flashinfer import NAME
 from pytest_tileconform.flashinfer.axes import moe_cases
 from pytest_tileconform.flashinfer.buildscript import kernel_config, portable_build
-from pytest_tileconform.flashinfer.codegen import generate_translation_unit
+from pytest_tileconform.flashinfer.codegen import generate_translation_unit, harness_apart
 from pytest_tileconform.flashinfer.features import release_features
 from pytest_tileconform.flashinfer.sources import build_salt, find_cuda_home, find_sources
 from pytest_tileconform.matrix.load import load_matrix
@@ -53,7 +53,9 @@ def lines(paths: list[Path], cache: Path) -> list[str]:
                 [moe] = moe_cases([case])
                 config = kernel_config(moe)
                 if config.arch not in commands:
-                    commands[config.arch] = portable_build(config, sources, home, runtime, cache)[0]
+                    commands[config.arch] = portable_build(
+                        config, sources, home, runtime, cache, harness_apart(1)
+                    )[0]
                 source = generate_translation_unit([config], features, sources.version)
                 key = BuildSpec(source, commands[config.arch], salt, 0, case.id).key
                 fields += [hashlib.sha256(source.encode()).hexdigest()[:16], key]

@@ -36,7 +36,12 @@ from typing import Any
 
 from pytest_tileconform.compile import nvcc_pipeline
 from pytest_tileconform.flashinfer.axes import KINDS, moe_cases
-from pytest_tileconform.flashinfer.buildscript import compile_command, kernel_config
+from pytest_tileconform.flashinfer.buildscript import (
+    HARNESS_SOURCE,
+    compile_command,
+    harness_part,
+    kernel_config,
+)
 from pytest_tileconform.flashinfer.codegen import generate_translation_unit, probe_unit
 from pytest_tileconform.flashinfer.configs import KernelConfig
 from pytest_tileconform.flashinfer.features import release_features
@@ -51,9 +56,18 @@ class Step:
 
     tool: str
     host_only_source: bool  # a .cpp the unit links (TensorRT-LLM's), compiled beside the .cu
+    source: str  # the file it compiles: the unit (its kernels), its harness part, a .cpp
     wall_s: float
     cpu_s: float
     peak_rss_gb: float
+
+
+def _source(step: nvcc_pipeline.Step) -> str:
+    """Which file of the unit's compile a step is of: the unit's own (its kernels), its harness
+    part, or a host-only source (TensorRT-LLM's .cpp files)."""
+    if step.spare:
+        return "host-only"
+    return "harness" if Path(HARNESS_SOURCE).stem in step.command else "unit"
 
 
 def _tool(command: str) -> str:
@@ -74,6 +88,11 @@ def compile_unit(configs: list[KernelConfig], work: Path, harness_only: bool = F
     else:
         src.write_text(generate_translation_unit(configs, features, sources.version))
     argv = [*compile_command(nvcc_command(configs[0], sources, src, work / "harness")), "-odir", str(work)]
+    if not harness_only:  # the unit's harness, its second translation unit, as the build adds it
+        part = work / "part" / HARNESS_SOURCE
+        part.parent.mkdir(exist_ok=True)
+        part.write_text(harness_part(src.name))
+        argv.insert(-2, str(part))
     private = Path(tempfile.mkdtemp(prefix="compile-steps-", dir=work)).resolve()
     plan = nvcc_pipeline.plan(argv, private)
     for path, text in plan.module_ids.items():
@@ -93,6 +112,7 @@ def compile_unit(configs: list[KernelConfig], work: Path, harness_only: bool = F
             Step(
                 tool=_tool(step.command),
                 host_only_source=step.spare,
+                source=_source(step),
                 wall_s=round(time.monotonic() - started, 2),
                 cpu_s=round(usage.ru_utime + usage.ru_stime, 2),
                 peak_rss_gb=round(usage.ru_maxrss / 1e6, 2),
@@ -104,6 +124,9 @@ def compile_unit(configs: list[KernelConfig], work: Path, harness_only: bool = F
     for row in steps:
         key = "host-only sources" if row.host_only_source else row.tool
         by_tool[key] = round(by_tool.get(key, 0.0) + row.cpu_s, 2)
+    by_source: dict[str, float] = {}
+    for row in steps:
+        by_source[row.source] = round(by_source.get(row.source, 0.0) + row.cpu_s, 2)
     tools = {row.tool for row in steps}
     return {
         "instantiations": 0 if harness_only else len(configs),
@@ -111,6 +134,7 @@ def compile_unit(configs: list[KernelConfig], work: Path, harness_only: bool = F
         "cases": [c.name for c in configs],
         "cpu_s": round(sum(r.cpu_s for r in steps), 1),
         "cpu_s_by_tool": by_tool,
+        "cpu_s_by_source": by_source,
         "peak_rss_gb_by_tool": {tool: max(r.peak_rss_gb for r in steps if r.tool == tool) for tool in tools},
         "steps": [asdict(r) for r in steps],
     }

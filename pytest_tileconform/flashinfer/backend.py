@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
 from .axes import MoeCase
 from .buildscript import VIRTUAL_SUFFIX, build_inputs, kernel_config, portable_build
-from .codegen import generate_translation_unit
+from .codegen import generate_translation_unit, harness_apart
 from .compat import harness_error, incompatibility
 from .configs import LAUNCHER_ARCHS, KernelConfig, UnsupportedConfig, instantiated_dtypes, sequence_partner
 from .environment import (
@@ -116,8 +116,9 @@ class FlashInferBackend:
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
         self._runtime_digest = ""  # the virtual runtime's checked sum, once it is built or checked
+        self._runtime_build: Future[str] | None = None  # its build, begun beside what comes first
         self._input_list: tuple[str, tuple[BuildInput, ...]] | None = None  # by that sum
-        self._commands: dict[int, tuple[tuple[str, ...], Roots]] = {}
+        self._commands: dict[tuple[int, bool], tuple[tuple[str, ...], Roots]] = {}
         self._gpu: Gpu | bool | None = False  # False: not looked up yet
 
     # -- what is here -------------------------------------------------------------------
@@ -149,18 +150,32 @@ class FlashInferBackend:
                 }
             )
             try:
-                salt = build_salt(self.sources, home, self.settings.cache_dir)
-            except FlashInferSourcesError as exc:
-                raise UnusableEnvironment(f"{PREFIX}{exc}") from None
-            try:
                 runtime = runtime_path(self.settings.cache_dir, home)
             except OSError as exc:  # the runtime is keyed by the toolkit's headers
                 raise UnusableEnvironment(
                     f"{PREFIX}the CUDA toolkit at {home} lacks {exc.filename} ({exc.strerror}): set "
                     f"CUDA_HOME to a complete toolkit; {NEEDS_NVCC}"
                 ) from None
+            self._start_runtime(home)  # beside the sources' fingerprint, the salt's part
+            try:
+                salt = build_salt(self.sources, home, self.settings.cache_dir)
+            except FlashInferSourcesError as exc:
+                raise UnusableEnvironment(f"{PREFIX}{exc}") from None
             self._toolchain = (home, salt, runtime)
         return self._toolchain
+
+    def _start_runtime(self, home: Path) -> Future[str]:
+        """Begin building (or checking) the virtual runtime for the toolkit at ``home`` in a
+        thread, beside what comes before the first compile (the sources' fingerprint, the cache
+        lookups, the plan): a cold first verdict then waits for its compile alone. The process
+        waits for the thread at exit, so no build is left half-done; one that nothing needed
+        costs a CPU-second once per cache, and its error is then never raised."""
+        if self._runtime_build is None:
+            cache_dir = self.settings.cache_dir
+            pool = ThreadPoolExecutor(1, thread_name_prefix="tileconform-vcudart")
+            self._runtime_build = pool.submit(lambda: artifact_digest(build_runtime(cache_dir, home)))
+            pool.shutdown(wait=False)
+        return self._runtime_build
 
     def _build_runtime(self) -> None:
         """The virtual runtime every build links (its path is in their commands), and the sum
@@ -168,7 +183,7 @@ class FlashInferBackend:
         if self._runtime_digest:
             return
         try:
-            self._runtime_digest = artifact_digest(build_runtime(self.settings.cache_dir, self.toolchain[0]))
+            self._runtime_digest = self._start_runtime(self.toolchain[0]).result()
         except HostBuildError as exc:
             first = str(exc).splitlines()[0]
             raise UnusableEnvironment(f"{PREFIX}the virtual runtime does not build here: {first}") from None
@@ -266,7 +281,7 @@ class FlashInferBackend:
         home, salt, _ = self.toolchain
         features, front = release_features(self.sources.root), front_end(self.sources, home)
         return ReleaseProbe(
-            self.settings.cache_dir, features, salt, front, lambda c: " ".join(self._command(c)[0])
+            self.settings.cache_dir, features, salt, front, lambda c: " ".join(self._command(c, False)[0])
         )
 
     def _limitations(
@@ -280,15 +295,15 @@ class FlashInferBackend:
         return {c: NotJudgeable(found[k].reason(version)) for c in cases if (k := kernel_config(c)) in found}
 
     # -- building ----------------------------------------------------------------------
-    def _command(self, config: KernelConfig) -> tuple[tuple[str, ...], Roots]:
-        """The portable build script for ``config``'s arch (:func:`.buildscript.portable_build`),
-        made once per arch."""
-        if config.arch not in self._commands:
+    def _command(self, config: KernelConfig, apart: bool) -> tuple[tuple[str, ...], Roots]:
+        """The portable build script for ``config``'s arch, its harness ``apart`` or not
+        (:func:`.buildscript.portable_build`), made once for each."""
+        if (config.arch, apart) not in self._commands:
             home, _, runtime = self.toolchain
-            self._commands[config.arch] = portable_build(
-                config, self.sources, home, runtime, self.settings.cache_dir
+            self._commands[config.arch, apart] = portable_build(
+                config, self.sources, home, runtime, self.settings.cache_dir, apart
             )
-        return self._commands[config.arch]
+        return self._commands[config.arch, apart]
 
     def _spec(self, cases: Sequence[MoeCase], paired: bool | None = None) -> BuildSpec:
         """The build of one translation unit holding ``cases`` (one arch); ``paired`` (default:
@@ -298,7 +313,8 @@ class FlashInferBackend:
         if self.settings.sequence > 0 if paired is None else paired:
             partners = [p for c in configs if (p := sequence_partner(c)) is not None]
             configs = list(dict.fromkeys([*configs, *partners]))
-        command, roots = self._command(configs[0])
+        apart = harness_apart(len(configs))
+        command, roots = self._command(configs[0], apart)
         label = cases[0].id if len(cases) == 1 else f"{len(configs)} instantiations: {cases[0].id} ..."
         path_s, cpu_s = unit_seconds(cases[0].sm, len(configs), configs[0].mixed)
         return BuildSpec(

@@ -1,4 +1,5 @@
-"""The build of a translation unit: one compile to objects, two programs linked from them.
+"""The build of a unit: one compile to objects (its kernels and its harness, two translation units
+side by side), two programs linked from them.
 
 A unit's build is a shell script (:func:`build_script`) with the install roots written as
 placeholders (:func:`portable_build`), so the build cache's key names what is compiled and how,
@@ -14,10 +15,10 @@ from pathlib import Path
 
 from ..archs import arch_number
 from ..compile import nvcc_pipeline
-from ..compile.cache import Roots, portable
+from ..compile.cache import UNIT_SOURCE, Roots, portable
 from ..compile.inputs import FILE, TREE, BuildInput, digest, read_tree
 from .axes import MoeCase
-from .codegen import HARNESS_DIR
+from .codegen import HARNESS_DIR, HARNESS_PART
 from .configs import KernelConfig
 from .nvcc_flags import nvcc_command
 from .sources import FlashInferSources, build_roots
@@ -58,16 +59,33 @@ def compile_command(hardware_command: list[str]) -> list[str]:
     return [hardware_command[0], *hardware_command[1:cudart], "--no-compress", "-c", *sources]
 
 
+#: The unit's second translation unit, its harness (:data:`.codegen.HARNESS_PART`), written by
+#: the build beside the objects: the unit's own file, included with the harness's macro defined.
+HARNESS_SOURCE = "harness_part.cu"
+
+
+def harness_part(unit: str) -> str:
+    """The text of :data:`HARNESS_SOURCE` for a unit file named ``unit``, one folder up."""
+    return f'#define {HARNESS_PART} 1\n#include "../{unit}"\n'
+
+
 #: The build script :func:`build_script` runs with ``sh -c``: every path comes to it as an
-#: argument (``$1`` the program to make, ``$2`` nvcc, ``$3`` the virtual runtime, then the
-#: compile's own command), never as script text, so no path is parsed by the shell, whatever
-#: it holds (spaces, quotes, ``$``).
+#: argument (``$1`` the program to make, ``$2`` nvcc, ``$3`` the virtual runtime, ``$4`` and
+#: ``$5`` the macro and the unit file's name of :func:`harness_part`, the macro empty for a unit
+#: with its harness together, then the compile's own command), never as script text, so no path
+#: is parsed by the shell, whatever it holds (spaces, quotes, ``$``); no argument holds a line
+#: break, which a ninja build file cannot, nor a brace (the cache formats each argument). The
+#: two links run side by side (each a host link of the same objects); either failing fails it.
 SCRIPT = (
-    'set -e; out=$1; nvcc=$2; runtime=$3; shift 3; objdir="$out.o.d"; mkdir -p "$objdir"; '
+    'set -e; out=$1; nvcc=$2; runtime=$3; macro=$4; unit=$5; shift 5; objdir="$out.o.d"; mkdir -p "$objdir"; '
+    'if [ -n "$macro" ]; then '
+    f'printf \'#define %s 1\\n#include "../%s"\\n\' "$macro" "$unit" > "$objdir/{HARNESS_SOURCE}"; '
+    f'set -- "$@" "$objdir/{HARNESS_SOURCE}"; fi; '
     '"$@" -odir "$objdir"; '
-    '"$nvcc" --cudart=static -shared "$objdir"/*.o -o "$out"; '
-    f'"$nvcc" --cudart=none "$objdir"/*.o "$runtime" -o "$out{VIRTUAL_SUFFIX}"; '
-    'rm -rf "$objdir"'
+    '"$nvcc" --cudart=static -shared "$objdir"/*.o -o "$out" & link=$!; '
+    f'if ! "$nvcc" --cudart=none "$objdir"/*.o "$runtime" -o "$out{VIRTUAL_SUFFIX}"; '
+    "then wait $link; exit 1; fi; "
+    'wait $link; rm -rf "$objdir"'
 )
 
 
@@ -78,10 +96,16 @@ def front_end_command(hardware_command: list[str], src: Path, out: Path) -> list
     return [*hardware_command[:cudart], "-cuda", str(src), "-o", str(out)]
 
 
-def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
-    """One build, two programs: compile the unit once to objects, then link the hardware
-    harness (a shared library with static cudart, which the runner loads: :mod:`.runner`) and
-    the virtual one (an executable on the project's runtime) from the same objects.
+def build_script(hardware_command: list[str], runtime: Path, apart: bool) -> tuple[str, ...]:
+    """One build, two programs: compile the unit to objects, then link the hardware harness (a
+    shared library with static cudart, which the runner loads: :mod:`.runner`) and the virtual
+    one (an executable on the project's runtime) from the same objects.
+
+    With its harness ``apart`` (:func:`.codegen.harness_apart`) the unit's file is compiled twice
+    in the one compile, side by side: as itself, the kernels exactly as FlashInfer's generated
+    file has them, and as :data:`HARNESS_SOURCE`, the harness that calls them
+    (:func:`.codegen.generate_translation_unit`). Its launcher is the unit's file, written by
+    the cache into the folder of ``{out}`` (:data:`..compile.cache.UNIT_SOURCE`).
 
     ``hardware_command`` is :func:`.nvcc_flags.nvcc_command`; the compile (:func:`compile_command`)
     runs through :mod:`..compile.nvcc_pipeline`: nvcc's passes side by side, nvcc's objects but
@@ -97,24 +121,31 @@ def build_script(hardware_command: list[str], runtime: Path) -> tuple[str, ...]:
         "{out}",
         nvcc,
         str(runtime),
+        HARNESS_PART if apart else "",
+        UNIT_SOURCE,
         *pipeline,
         *compile_command(hardware_command),
     )
 
 
 def portable_build(
-    config: KernelConfig, sources: FlashInferSources, cuda_home: Path, runtime: Path, cache_dir: Path
+    config: KernelConfig,
+    sources: FlashInferSources,
+    cuda_home: Path,
+    runtime: Path,
+    cache_dir: Path,
+    apart: bool,
 ) -> tuple[tuple[str, ...], Roots]:
-    """The build script for ``config``'s arch (the same for every unit of an arch), with the
-    install roots as placeholders (:func:`.sources.build_roots`, and this tool's interpreter and
-    pipeline script)."""
+    """The build script for ``config``'s arch (the same for every unit of an arch with its
+    harness ``apart`` or not: :func:`build_script`), with the install roots as placeholders
+    (:func:`.sources.build_roots`, and this tool's interpreter and pipeline script)."""
     command = nvcc_command(config, sources, Path("{src}"), Path("{out}"), cuda_home)
     roots = {
         **build_roots(sources, HARNESS_DIR, cuda_home, cache_dir),
         "python": Path(PYTHON),
         "tileconform": PIPELINE_SCRIPT.parent,
     }
-    return portable(build_script(command, runtime), roots)
+    return portable(build_script(command, runtime, apart), roots)
 
 
 @cache

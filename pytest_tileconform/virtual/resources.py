@@ -85,6 +85,9 @@ class Image:
     arch: int  # 90, 100, 120, ...
     variant: Variant
     kernels: dict[str, KernelResources] = field(default_factory=dict)  # cubins only
+    #: which fat binary of the program holds it (one per translation unit with device code):
+    #: the driver chooses an image in each
+    container: int = 0
 
     @property
     def label(self) -> str:
@@ -229,7 +232,7 @@ def read_images(path: Path) -> list[Image]:
     except (struct.error, IndexError, ValueError) as exc:
         raise ResourceError(f"{path}: malformed ELF ({exc})") from None
     images = []
-    at = 0
+    at = container = 0
     while at + 16 <= len(fatbin):
         magic, _version, header_size, size = struct.unpack_from("<IHHQ", fatbin, at)
         if magic != FATBIN_MAGIC:  # containers of several translation units are 8-byte aligned
@@ -250,11 +253,12 @@ def read_images(path: Path) -> list[Image]:
                         f"{path}: the sm_{arch}{variant} image is compressed; build with "
                         f"nvcc --no-compress so its resources can be read"
                     )
-                images.append(Image("cubin", arch, variant, cubin_kernels(payload, arch)))
+                images.append(Image("cubin", arch, variant, cubin_kernels(payload, arch), container))
             elif kind == ENTRY_PTX:
-                images.append(Image("ptx", arch, variant))
+                images.append(Image("ptx", arch, variant, container=container))
             entry += entry_header + payload_size
         at += header_size + size
+        container += 1
     if not images:
         raise ResourceError(f"{path}: .nv_fatbin holds no image")
     return images
@@ -262,11 +266,15 @@ def read_images(path: Path) -> list[Image]:
 
 def kernel_table(images: list[Image], cc: int) -> str:
     """The text of the file TILECONFORM_VIRTUAL_KERNELS names, for a device of capability
-    ``cc``: the image the driver would load and the resources of its kernels."""
-    image = select_image(images, cc)
-    if image is None:
+    ``cc``: the image the driver would load from each fat binary of the program (a unit's
+    kernels and its harness are two) and the resources of their kernels."""
+    chosen = [
+        select_image([i for i in images if i.container == c], cc) for c in {i.container for i in images}
+    ]
+    if not chosen or any(image is None for image in chosen):
         return "image none\n"
-    if image.kind == "ptx":  # JIT-compiled on the device: resources are not known in advance
-        return f"image ptx {image.label}\n"
-    lines = [f"image {image.label}", *(k.table_line() for k in image.kernels.values())]
+    loaded = [image for image in chosen if image is not None]
+    if ptx := [image for image in loaded if image.kind == "ptx"]:  # JIT-compiled on the device
+        return f"image ptx {ptx[0].label}\n"
+    lines = [f"image {loaded[0].label}", *(k.table_line() for i in loaded for k in i.kernels.values())]
     return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tileconform.compile import nvcc_pipeline
+from pytest_tileconform.compile.cache import UNIT_SOURCE
 from pytest_tileconform.compile.failure import first_error_line
 from pytest_tileconform.compile.nvcc_pipeline import Plan, Unrecognized, execute, module_id, parse
 from pytest_tileconform.flashinfer.backend import Settings
@@ -425,14 +426,17 @@ def test_the_backend_compiles_through_the_pipeline(
     settings = backend_settings(cache_dir=tmp_path)
     flashinfer = backend.FlashInferBackend(settings, progress=lambda _msg: None)
     flashinfer._toolchain = (Path(nvcc).parents[1], "salt", tmp_path / "vcudart" / "libvcudart.a")
-    (shell, flag, script, zeroth, out, nvcc_arg, runtime, *compile_cmd), roots = flashinfer._command(base())
+    built = flashinfer._command(base(), True)
+    (shell, flag, script, zeroth, out, nvcc_arg, runtime, macro, unit, *compile_cmd), roots = built
     assert (shell, flag, script, zeroth, out) == ("sh", "-c", buildscript.SCRIPT, "sh", "{out}")
     assert (nvcc_arg, runtime) == ("{cuda}/bin/nvcc", "{cache}/vcudart/libvcudart.a")
+    assert (macro, unit) == (buildscript.HARNESS_PART, UNIT_SOURCE)  # the harness apart
+    assert flashinfer._command(base(), False)[0][7] == ""  # together: no second translation unit
     # the script runs the compile as its arguments ("$@"), each path one argument
     assert compile_cmd[:4] == ["{python}", "-I", "{tileconform}/nvcc_pipeline.py", "{cuda}/bin/nvcc"]
     assert "-c" in compile_cmd and "{src}" in compile_cmd and '"$@" -odir "$objdir"' in script
     # the key names no install path: the interpreter and this checkout are placeholders
-    command = " ".join(flashinfer._command(base())[0])
+    command = " ".join(flashinfer._command(base(), True)[0])
     assert buildscript.PYTHON not in command and str(buildscript.PIPELINE_SCRIPT.parent) not in command
     assert dict(roots)["python"] == buildscript.PYTHON
     assert Path(dict(roots)["tileconform"]) / "nvcc_pipeline.py" == buildscript.PIPELINE_SCRIPT

@@ -193,8 +193,8 @@ def ram_bound(cores: int, memory: int) -> Callable[[int], int]:
         # units of 18, 10 at a time, two rounds; what its cold build ran (results/speed/h200-2026-11-29-s13)
         ([72] * 5, 16, 134 * GB, (18, 10)),
         ([72] * 5, 16, 128 * GB, (12, 11)),  # a little less RAM: 30 units of 12, three rounds
-        ([1], 16, 128 * GB, (1, 15)),  # ties go to the larger unit: 1 case, 1 unit
-        ([8], 16, 128 * GB, (1, 15)),  # few cases, many cores: each case alone, all at once
+        ([1], 16, 128 * GB, (1, 10)),  # ties go to the larger unit: 1 case, 1 unit (its harness apart: 10 GB)
+        ([8], 16, 128 * GB, (1, 10)),  # few cases, many cores: each case alone, all at once
         ([8], 1, 100 * GB, (8, 1)),  # one core: the biggest units
     ],
 )

@@ -9,6 +9,7 @@ by :func:`instantiation` for the KernelConfig it describes.
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -16,8 +17,15 @@ import pytest
 from helpers.codegen import CUDA_TYPES, INSTANTIATION_RE, base, list_value
 from helpers.release_pieces import EVERY_PIECE
 
+from pytest_tileconform.compile.cache import UNIT_SOURCE
 from pytest_tileconform.dtypes import tile_k_elements
-from pytest_tileconform.flashinfer.codegen import HARNESS_DIR, generate_translation_unit, instantiation
+from pytest_tileconform.flashinfer.buildscript import build_script, harness_part
+from pytest_tileconform.flashinfer.codegen import (
+    HARNESS_DIR,
+    HARNESS_PART,
+    generate_translation_unit,
+    instantiation,
+)
 from pytest_tileconform.flashinfer.configs import (
     SM120_INPUTS,
     SM120_MIXED_TILES,
@@ -191,6 +199,55 @@ def test_translation_unit_layout() -> None:
     assert "EpilogueFusion::FINALIZE, cute::Shape<cute::Int<128>, cute::Int<128>, cute::Int<64>>" in tu
     assert '"flashinfer_version": "9.9.9"' in tu
     assert (HARNESS_DIR / "harness.cu").is_file() and (HARNESS_DIR / "cudart_probe.h").is_file()
+
+
+def test_a_lone_instantiation_has_its_harness_apart() -> None:
+    """A unit of one instantiation: compiled without HARNESS_PART the file is FlashInfer's
+    generated file (its launcher and instantiation) and the pointer the harness calls the launcher
+    through; with it, the harness, naming the launcher only through that pointer: nothing of the
+    kernel is instantiated there."""
+    config = base()
+    tu = generate_translation_unit([config], EVERY_PIECE)
+    kernels, _, harness = tu.partition(f"#ifndef {HARNESS_PART}")[2].partition("#else")
+    assert tu.rstrip().endswith("#endif")
+    assert instantiation(config) in kernels and "harness.cu" not in kernels
+    assert "INSTANTIATE_TMA" not in harness and '#include "harness.cu"' in harness
+    assert "Launcher0 const case0 = &tensorrt_llm::" in kernels
+    assert "extern Launcher0 const case0;" in harness
+    assert "static constexpr auto& launcher = ::tileconform::launchers::case0;" in harness
+    assert harness_part("tu.cu") == f'#define {HARNESS_PART} 1\n#include "../tu.cu"\n'
+
+
+def test_a_shared_unit_has_its_harness_together() -> None:
+    """Several instantiations share one translation unit with their harness, which calls each
+    launcher directly: the harness's parse is paid once for all of them."""
+    configs = [base(), base(fusion="finalize")]
+    tu = generate_translation_unit(configs, EVERY_PIECE)
+    assert HARNESS_PART not in tu and "tileconform::launchers" not in tu
+    assert all(instantiation(c) in tu for c in configs) and '#include "harness.cu"' in tu
+    assert tu.count("static constexpr auto* launcher =") == 2
+
+
+@pytest.mark.parametrize("apart", [True, False])
+def test_the_build_writes_the_harness_part_beside_the_objects(tmp_path: Path, apart: bool) -> None:
+    """With the harness apart the build script writes :func:`harness_part` for the cache's unit
+    file and compiles it with the unit (a stand-in compile keeps what it was given); together it
+    compiles the unit alone. No argument holds a line break."""
+    script = build_script(["nvcc", "--cudart=static", "tu.cu", "-o", "x"], tmp_path / "runtime", apart)
+    assert not any("\n" in arg for arg in script)
+    keep = 'printf "%s" "$*" > "$0.args"; for a; do case $a in *.cu) cat "$a" > "$0.part";; esac; done'
+    compile_command = ["sh", "-c", keep, "{out}"]
+    start = script.index("{out}")
+    args = [*script[: start + 1], "true", *script[start + 2 : start + 5], *compile_command]
+    out = tmp_path / "harness"
+    done = subprocess.run([a.format(out=out) for a in args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # links by `true`, side by side
+    given = Path(f"{out}.args").read_text()
+    if apart:
+        assert given.endswith(f"{out}.o.d/harness_part.cu -odir {out}.o.d")
+        assert Path(f"{out}.part").read_text() == harness_part(UNIT_SOURCE)
+    else:
+        assert given == f"-odir {out}.o.d" and not Path(f"{out}.part").exists()
 
 
 def test_translation_unit_of_several_cases() -> None:
@@ -433,3 +490,17 @@ def test_only_flashinfers_fc1_fc2_pair_is_paired() -> None:
     sm100 = base(arch=100, tile=(128, 128, 64), cluster=(1, 1, 1))
     mixed = base(act="bf16", weight="mxfp4", out="bf16", swap_ab=True, mainloop="cooperative")
     assert sequence_partner(sm100) is None and sequence_partner(mixed) is None
+
+
+@pytest.mark.parametrize("failing", ["--cudart=static", "--cudart=none"])
+def test_the_build_fails_if_either_link_does(tmp_path: Path, failing: str) -> None:
+    """The hardware and the virtual links run side by side; either failing fails the build."""
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(f'#!/bin/sh\ncase "$*" in *{failing}*) exit 3;; esac\n')
+    nvcc.chmod(0o755)
+    script = build_script([str(nvcc), "--cudart=static", "tu.cu", "-o", "x"], tmp_path / "runtime", False)
+    start = script.index("{out}")
+    args = [*script[: start + 5], "true"]
+    out = str(tmp_path / "harness")
+    done = subprocess.run([a.format(out=out) for a in args], capture_output=True, text=True)
+    assert done.returncode != 0

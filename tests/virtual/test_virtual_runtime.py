@@ -28,7 +28,14 @@ from pytest_tileconform.virtual.profiles import (
     ProfileError,
     builtin,
 )
-from pytest_tileconform.virtual.resources import Image, ResourceError, read_images, select_image
+from pytest_tileconform.virtual.resources import (
+    Image,
+    KernelResources,
+    ResourceError,
+    kernel_table,
+    read_images,
+    select_image,
+)
 from pytest_tileconform.virtual.run import VirtualRun, run_virtual, verdict_of
 
 RUNTIME_DIR = RUNTIME_SOURCE.parent
@@ -281,6 +288,20 @@ def test_compressed_images_are_refused_with_the_fix(tmp_path: Path) -> None:
 def test_image_selection(images: list[Image], cc: int, chosen: str | None) -> None:
     image = select_image(images, cc)
     assert (image.label if image else None) == chosen
+
+
+def test_the_kernel_table_holds_every_fat_binarys_kernels() -> None:
+    """A unit's kernels and its harness are two translation units, so two fat binaries: the
+    driver loads an image from each, and the table lists the kernels of both."""
+    kernels = [KernelResources(name, 90, 0, 128, 0, 0, None) for name in ("gemm", "fill")]
+    images = [
+        Image("cubin", 90, "a", {"fill": kernels[1]}, container=0),
+        Image("cubin", 90, "a", {"gemm": kernels[0]}, container=1),
+    ]
+    table = kernel_table(images, 90).splitlines()
+    assert table[0] == "image sm_90a" and len(table) == 3
+    assert {line.split()[1] for line in table[1:]} == {"gemm", "fill"}
+    assert kernel_table([*images, Image("cubin", 120, "a", container=2)], 90) == "image none\n"
 
 
 # -- profiles ----------------------------------------------------------------------------------

@@ -1,13 +1,14 @@
 // Conformance harness for instantiations of TensorRT-LLM's (FlashInfer's) MoE grouped GEMM
 // launcher `tma_warp_specialized_generic_moe_gemm_kernelLauncher`.
 //
-// This file is not compiled on its own: codegen.py emits a translation unit that includes
-// cudart_probe.h and the launcher .inl, instantiates one or more configurations with
-// INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM (as FlashInfer's generate_kernels.py does, several
-// per file), includes this file and then defines the case table (kCases, kCaseCount): per
-// instantiation its name, its KernelConfig as JSON and run_case<C> for a struct C with
+// This file is not compiled on its own: codegen.py emits a unit of two translation units. One
+// includes cudart_probe.h and the launcher .inl and instantiates one or more configurations
+// with INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM (as FlashInfer's generate_kernels.py does,
+// several per file); the other (TILECONFORM_HARNESS_PART defined, compiled beside it) includes
+// this file and then defines the case table (kCases, kCaseCount): per instantiation its name,
+// its KernelConfig as JSON and run_case<C> for a struct C with
 //
-//   launcher                   pointer to the instantiated launcher
+//   launcher                   the instantiated launcher, through a pointer the other unit defines
 //   arch                       SM version the kernel was compiled for (90, 100, 120, ...)
 //   act_bits, weight_bits, out_bits
 //                              storage bits per element of A, B and D
