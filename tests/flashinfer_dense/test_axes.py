@@ -48,6 +48,7 @@ def test_a_record_without_the_scheduler_is_the_data_parallel_case() -> None:
     [
         ("gemm-sm120.yaml", "verdicts/gemm-sm120-2026-12-02-virtual.json.gz"),
         ("gemm-sm120-fp4.yaml", "verdicts/gemm-sm120-fp4-2026-12-02/virtual.json.gz"),
+        ("gemm-sm121-fp4.yaml", "verdicts/gemm-sm121-fp4-2026-12-02-virtual.json.gz"),
     ],
 )
 def test_the_shipped_reports_name_their_matrices_cases(matrix: str, report: str) -> None:

@@ -113,18 +113,31 @@ def test_an_architecture_without_a_matrix_is_mapped_and_unjudged(capsys: pytest.
     assert {r["module"] for r in rows} == {"fp4_gemm_cutlass_sm103"}  # SM103 loads its own fp4 module
 
 
-def test_the_shipped_sm121_mxfp8_matrix_names_every_tactic_of_the_sm120_module(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize(
+    ("act", "tactics", "module", "matrix"),
+    [
+        ("mxfp8", 6, "mxfp8_gemm_cutlass_sm120", "gemm-sm121-mxfp8"),
+        ("nvfp4", 32, "fp4_gemm_cutlass_sm120", "gemm-sm121-fp4"),
+    ],
+)
+def test_the_shipped_sm121_matrices_name_every_tactic_of_the_sm120_module(
+    capsys: pytest.CaptureFixture[str], act: str, tactics: int, module: str, matrix: str
 ) -> None:
     """SM121 loads the SM120 module (its generator's supported majors are [12]); the matrix names
     each of its ids once per output type, judged on SM121's own virtual profile."""
-    rows = _json(capsys, "--arch", "sm121", "--dtype", "mxfp8")
-    assert {r["module"] for r in rows} == {"mxfp8_gemm_cutlass_sm120"}
-    assert sorted(r["tactic"] for r in rows) == sorted(2 * list(range(6)))
-    assert all(r["expected"].startswith("pass [gemm-sm121-mxfp8") for r in rows), {
-        r["expected"] for r in rows
-    }
+    rows = _json(capsys, "--arch", "sm121", "--dtype", act)
+    assert {r["module"] for r in rows} == {module}
+    assert {r["dtypes"] for r in rows} == {f"{act}-bf16", f"{act}-fp16"}
+    assert sorted(r["tactic"] for r in rows) == sorted(2 * list(range(tactics)))
+    assert all(r["expected"].startswith(f"pass [{matrix}") for r in rows), {r["expected"] for r in rows}
     assert all(" x" not in r["expected"] for r in rows)
+
+
+def test_drift_on_sm121_flags_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every dense tactic FlashInfer offers on SM121 (mxfp8 and fp4, both output types) is named
+    by a shipped matrix: the strict drift passes."""
+    assert main(["drift", "--dense", "--arch", "sm121", "--strict"]) == 0
+    assert "76 dense tactic(s) x output type for sm121: nothing flagged." in capsys.readouterr().out
 
 
 def test_the_shipped_sm120_matrices_expect_their_tactics(capsys: pytest.CaptureFixture[str]) -> None:
