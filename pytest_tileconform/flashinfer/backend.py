@@ -27,11 +27,11 @@ from ..compile.cache import (
     parallel_jobs,
 )
 from ..compile.caches import open_cache
-from ..compile.hostbuild import HostBuildError, artifact_digest
+from ..compile.hostbuild import HostBuildError
 from ..compile.inputs import BuildInput
 from ..core.devices import Gpu, current_gpu
 from ..verdict import Device, NotJudgeable, Stage, UnusableEnvironment, Verdict
-from ..virtual.build import build_runtime, runtime_path
+from ..virtual.build import runtime_in_background, runtime_path
 from ..virtual.profiles import BUILTIN, ArchProfile, ProfileError, builtin
 from ..virtual.run import run_virtual, verdict_of
 from . import NAME, hardware
@@ -165,16 +165,9 @@ class FlashInferBackend:
         return self._toolchain
 
     def _start_runtime(self, home: Path) -> Future[str]:
-        """Begin building (or checking) the virtual runtime for the toolkit at ``home`` in a
-        thread, beside what comes before the first compile (the sources' fingerprint, the cache
-        lookups, the plan): a cold first verdict then waits for its compile alone. The process
-        waits for the thread at exit, so no build is left half-done; one that nothing needed
-        costs a CPU-second once per cache, and its error is then never raised."""
+        """The virtual runtime's build, begun once (:func:`..virtual.build.runtime_in_background`)."""
         if self._runtime_build is None:
-            cache_dir = self.settings.cache_dir
-            pool = ThreadPoolExecutor(1, thread_name_prefix="tileconform-vcudart")
-            self._runtime_build = pool.submit(lambda: artifact_digest(build_runtime(cache_dir, home)))
-            pool.shutdown(wait=False)
+            self._runtime_build = runtime_in_background(self.settings.cache_dir, home)
         return self._runtime_build
 
     def _build_runtime(self) -> None:

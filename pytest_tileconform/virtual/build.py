@@ -9,9 +9,10 @@ the same and only the runtime differs.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ..compile.hostbuild import build_once, compiler_id, cxx, once_path, run_tool
+from ..compile.hostbuild import artifact_digest, build_once, compiler_id, cxx, once_path, run_tool
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 RUNTIME_SOURCE = RUNTIME_DIR / "vcudart.cpp"
@@ -57,3 +58,15 @@ def build_runtime(cache_dir: Path, cuda_home: Path, compiler: str | None = None)
         obj.unlink()
 
     return build_once(cache_dir, "vcudart", _runtime_inputs(cuda_home, compiler), RUNTIME_LIB, produce)
+
+
+def runtime_in_background(cache_dir: Path, cuda_home: Path) -> Future[str]:
+    """:func:`build_runtime` begun in a thread; its result is the checked sum of the library
+    (what a build that links it must name). A caller starts it before its other preparations so
+    that a cold first verdict waits for its compile alone. The process waits for the thread at
+    exit, so no build is left half-done; where nothing needed it, it cost a CPU-second once per
+    cache, and its error (HostBuildError) is never raised."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="tileconform-vcudart")
+    built = pool.submit(lambda: artifact_digest(build_runtime(cache_dir, cuda_home)))
+    pool.shutdown(wait=False)
+    return built
