@@ -25,6 +25,7 @@ from pytest_tileconform.compile.cache import UNIT_SOURCE
 from pytest_tileconform.compile.failure import first_error_line
 from pytest_tileconform.compile.nvcc_pipeline import Plan, Unrecognized, execute, module_id, parse
 from pytest_tileconform.flashinfer.backend import Settings
+from pytest_tileconform.flashinfer.codegen import HARNESS_PART
 
 # ------------------------------------------------------------------------------------------
 # stand-in tools: every one logs when it starts and ends, says hello on stderr, checks the
@@ -430,7 +431,7 @@ def test_the_backend_compiles_through_the_pipeline(
     (shell, flag, script, zeroth, out, nvcc_arg, runtime, macro, unit, *compile_cmd), roots = built
     assert (shell, flag, script, zeroth, out) == ("sh", "-c", buildscript.SCRIPT, "sh", "{out}")
     assert (nvcc_arg, runtime) == ("{cuda}/bin/nvcc", "{cache}/vcudart/libvcudart.a")
-    assert (macro, unit) == (buildscript.HARNESS_PART, UNIT_SOURCE)  # the harness apart
+    assert (macro, unit) == (HARNESS_PART, UNIT_SOURCE)  # the harness apart
     assert flashinfer._command(base(), False)[0][7] == ""  # together: no second translation unit
     # the script runs the compile as its arguments ("$@"), each path one argument
     assert compile_cmd[:4] == ["{python}", "-I", "{tileconform}/nvcc_pipeline.py", "{cuda}/bin/nvcc"]
