@@ -43,12 +43,12 @@ RAM_PER_EXTRA_INSTANTIATION_DEFAULT = 600_000_000
 DEFAULT_GROUP = 36
 
 
-#: The RAM a unit of one needs beyond :data:`RAM_PER_COMPILE`: its harness compiles apart
-#: (:func:`.codegen.harness_apart`), the harness's cudafe++ (1.6 GB) and cicc (1.3 GB) beside the
-#: kernel's (one SM90 bf16 case, benchmarks/compile_steps.py on the CPU machine). Its time is
-#: costed as the unit's together (:class:`UnitCost`): it shortens the unit's path (the kernels'
-#: translation unit 91.5 CPU-s, against 102.1 with the harness in it) for 67.2 CPU-s more, which
-#: a lone unit has cores for.
+#: The RAM a unit of one needs beyond :data:`RAM_PER_COMPILE`, so that the compiles run at once
+#: fit: its harness compiles apart (:func:`.codegen.harness_apart`), the harness's cudafe++
+#: (1.6 GB) and cicc (1.3 GB) beside the kernel's (one SM90 bf16 case by
+#: benchmarks/compile_steps.py). Its time is costed as the unit's together (:class:`UnitCost`):
+#: apart shortens its path (the kernels' translation unit 91.5 CPU-s, against 102.1 with the
+#: harness in it) for 67.2 CPU-s more, which a lone unit has idle cores for.
 APART_RAM = 3_000_000_000
 
 
