@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import venv
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,8 @@ STANDIN_OF = {
 SLICE = "sm90-fp32-128x64x32"
 #: a user repository's address, as act reads it from the project's git remote
 USER_REPO = "someone/moe-serving"
+#: what pip prints when the network fails it (after its own retries)
+PIP_LOST_THE_INDEX = ("ReadTimeoutError", "ConnectionError", "Connection reset", "IncompleteRead")
 
 
 def _act() -> str:
@@ -52,7 +55,7 @@ def _act() -> str:
 class Run:
     returncode: int
     records: list[dict[str, Any]]
-    log: str
+    root: Path
 
     def steps(self, job: str) -> list[tuple[str, str, str]]:
         """(matrix, step, result) of every main step of ``job`` that ran, in order (a composite
@@ -74,6 +77,44 @@ class Run:
             for r in self.records
             if r.get("jobID") == job and r.get("step") == step and r.get("raw_output")
         )
+
+    def interrupted(self) -> bool:
+        """act was stopped from outside (SIGINT or SIGTERM: it cancels every running step), or a
+        job's pip lost the package index: neither says anything about the workflow."""
+        installs = "".join(
+            self.output(str(r["jobID"]), str(r["step"]))
+            for r in self.records
+            if str(r.get("step", "")).startswith("Install") and r.get("stepResult") == "failure"
+        )
+        return any("due to cancellation" in str(r.get("msg", "")) for r in self.records) or any(
+            sign in installs for sign in PIP_LOST_THE_INDEX
+        )
+
+    def explain(self) -> str:
+        """What went wrong, short enough for the end of a CI log (which keeps only its tail): each
+        step that did not succeed with the last lines it printed, act's errors and cancellations,
+        and the disk and memory left (the jobs install torch and FlashInfer twice). The whole log
+        is ``act.log`` beside the project."""
+        lines = [f"act exited {self.returncode}; the whole log: {self.root / 'act.log'}"]
+        for r in self.records:
+            if r.get("level") == "error" or "cancel" in str(r.get("msg", "")).lower():
+                lines.append(f"  [{r.get('jobID')}] {r.get('step', '')}: {str(r.get('msg', '')).strip()}")
+        for job in sorted({str(r["jobID"]) for r in self.records if "jobID" in r}):
+            for matrix, step, result in self.steps(job):
+                if result != "success":
+                    tail = self.output(job, step).splitlines()[-25:]
+                    lines += [f"{job} {matrix} step {step!r}: {result}", *(f"    {t}" for t in tail)]
+        usage = shutil.disk_usage(self.root)
+        meminfo = (
+            dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+            if Path("/proc/meminfo").is_file()
+            else {}
+        )
+        lines.append(
+            f"disk free under {self.root}: {usage.free / 2**30:.1f} GiB; memory available: "
+            f"{meminfo.get('MemAvailable', '?').strip()}"
+        )
+        return "\n".join(lines)
 
 
 def _project(root: Path) -> Path:
@@ -133,7 +174,7 @@ def _act_run(
         except json.JSONDecodeError:
             continue
     (root / "act.log").write_text(proc.stdout + proc.stderr)
-    return Run(proc.returncode, records, proc.stdout + proc.stderr)
+    return Run(proc.returncode, records, root)
 
 
 def test_a_fork_pull_request_reaches_no_self_hosted_runner(tmp_path: Path) -> None:
@@ -157,9 +198,9 @@ def test_a_fork_pull_request_reaches_no_self_hosted_runner(tmp_path: Path) -> No
             run = _act_run(
                 tmp_path / f"{job}-{fork}", project, ["pull_request", "-e", str(event), "-j", job], vars_, []
             )
-            assert bool(run.steps(job)) == ran, run.log
+            assert bool(run.steps(job)) == ran, run.explain()
             if ran and job == "runners":
-                assert run.results(job) == ["success"], run.log
+                assert run.results(job) == ["success"], run.explain()
 
 
 @pytest.fixture(scope="module")
@@ -198,23 +239,24 @@ def test_the_workflow_runs_in_a_user_project(tmp_path: Path, wheel: Path, runner
         {"name": f"h100 shard {s}/2", "status": "in_progress", "labels": ["self-hosted", "linux", "gpu-h100"]}
         for s in (1, 2)
     ]
-    run = _act_run(
-        tmp_path,
-        project,
-        # the sm90 entries: the virtual job and the first GPU shard (act's filter keeps the jobs
-        # whose matrix lacks a key)
-        ["push", "--matrix", "arch:sm90", "--matrix", "shard:1"],
-        {
-            "TILECONFORM_SOURCE": str(wheel),
-            "TILECONFORM_GPU_PYTHON": str(runner_python),
-            # the package index this machine has the CPU build of torch from
-            "TILECONFORM_TORCH_INDEX": os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple"),
-            "TILECONFORM_PYTEST_ARGS": f"-k {SLICE}",
-            "TILECONFORM_QUEUE_MINUTES": "0",
-        },
-        jobs,
-    )
+    # the sm90 entries: the virtual job and the first GPU shard (act's filter keeps the jobs whose
+    # matrix lacks a key)
+    event = ["push", "--matrix", "arch:sm90", "--matrix", "shard:1"]
+    vars_ = {
+        "TILECONFORM_SOURCE": str(wheel),
+        "TILECONFORM_GPU_PYTHON": str(runner_python),
+        # the package index this machine has the CPU build of torch from
+        "TILECONFORM_TORCH_INDEX": os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple"),
+        "TILECONFORM_PYTEST_ARGS": f"-k {SLICE}",
+        "TILECONFORM_QUEUE_MINUTES": "0",
+    }
+    run = _act_run(tmp_path, project, event, vars_, jobs)
     store = tmp_path / "store"
+    if run.interrupted():  # once more from nothing; what stopped it is kept in the warnings
+        warnings.warn(f"the workflow's run was interrupted, ran again:\n{run.explain()}", stacklevel=1)
+        for made in (store, tmp_path / "xdg"):
+            shutil.rmtree(made, ignore_errors=True)
+        run = _act_run(tmp_path, project, event, vars_, jobs)
 
     # the GPU job installs, then stops at the first step that needs a GPU; after it only the steps
     # that run on a failure (if: !cancelled()) run, and they find nothing to upload
@@ -223,9 +265,11 @@ def test_the_workflow_runs_in_a_user_project(tmp_path: Path, wheel: Path, runner
         ("actions/checkout@v5.1.0", "success"),
         ("Install the plugin next to the runner's CUDA torch", "success"),
         ("Describe the runner", "failure"),
-    ], run.log
-    assert {step for step, _ in gpu[3:]} == {"This shard as Markdown", "Upload junit, JSON and Markdown"}
-    assert "nvidia-smi: command not found" in run.output("gpu", "Describe the runner")
+    ], run.explain()
+    assert {step for step, _ in gpu[3:]} == {"This shard as Markdown", "Upload junit, JSON and Markdown"}, (
+        run.explain()
+    )
+    assert "nvidia-smi: command not found" in run.output("gpu", "Describe the runner"), run.explain()
     assert run.results("gpu") == ["failure"]
 
     # its venv sees the runner's torch and installed none; the plugin is the wheel's
@@ -248,8 +292,8 @@ def test_the_workflow_runs_in_a_user_project(tmp_path: Path, wheel: Path, runner
 
     # the virtual job: every step passes, one case judged, unrun, its drift table written
     virtual = run.steps("virtual")
-    assert virtual and all(result == "success" for _, _, result in virtual), run.log
-    assert run.results("virtual") == ["success"]
+    assert virtual and all(result == "success" for _, _, result in virtual), run.explain()
+    assert run.results("virtual") == ["success"], run.explain()
     out = store / "artifacts" / "tileconform-virtual-sm90"
     cases = json.loads((out / "results-virtual-sm90.json").read_text())["cases"]
     assert [(c["id"], c["outcome"]) for c in cases] == [(f"{SLICE}-c1x1x1-none", "unrun")]
@@ -274,7 +318,7 @@ def test_the_workflow_runs_in_a_user_project(tmp_path: Path, wheel: Path, runner
     # the table job merges, diffs (no baseline), publishes the JUnit file and fails the gate,
     # because the GPU job failed
     table = {step: result for _, step, result in run.steps("table")}
-    assert table["Merge every runner, shard and virtual device"] == "success", run.log
+    assert table["Merge every runner, shard and virtual device"] == "success", run.explain()
     assert table["Diff against the baseline"] == "success"
     assert table["Publish the JUnit results"] == "success"
     assert table["Gate"] == "failure"
