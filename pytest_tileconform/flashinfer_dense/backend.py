@@ -232,24 +232,26 @@ class DenseBackend:
                 f"{module} {op.act}x{op.weight} {op.quant} {shape_label(op.tile)} c{shape_label(op.cluster)}"
             )
             args: tuple[str, ...] = (str(m), str(n), str(k), str(group))
+            files = 1
         else:
             unit = make_unit(self.sources, self.offered, case)
             home, runtime, salt = self.toolchain
             command, roots = build_command(
-                self.sources, unit.family, case.sm, home, runtime, self.options.cache_dir
+                self.sources, unit.family, case.sm, home, runtime, self.options.cache_dir, unit.parts
             )
             source, module, index = unit.source, unit.family.module, unit.tactic.index
+            files = max(1, unit.parts)  # its kernel files compile side by side
             label = f"{module} {case.out} {shape_label(unit.tactic.cta)}"
             args = (str(int(case.axes.swap_ab)), str(m), str(n), str(k), *_tactic_tail(case))
         spec = BuildSpec(
             source=source,
             command=command,
             salt=salt,
-            ram_bytes=UNIT_RAM,
+            ram_bytes=UNIT_RAM * files,
             label=label + (" (GPU)" if mode == "hardware" else ""),
             roots=roots,
             path_s=UNIT_SECONDS,
-            cpu_s=UNIT_SECONDS,
+            cpu_s=UNIT_SECONDS * files,
             sources=SOURCE_ROOTS,
         )
         return Planned(module, index, spec, args)

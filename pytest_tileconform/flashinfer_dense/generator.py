@@ -1,9 +1,11 @@
-"""A dense GEMM family's translation unit as FlashInfer's JIT makes it: its own ``.jinja`` template,
-rendered for one output type and CTA shape, and the flags its generator compiles it with.
+"""A dense GEMM family's translation units as FlashInfer's JIT makes them: its own ``.jinja``
+templates, rendered for one output type and CTA shape, and the flags its generator compiles them
+with.
 
 Both are read from the generator function of the family (``gen_gemm_smNNN_module_cutlass_KIND`` in
-``flashinfer/jit/gemm/core.py``), parsed, never imported: the template it opens from
-``FLASHINFER_CSRC_DIR`` and the flags it adds to ``get_nvcc_flags_list`` in ``extra_cuda_cflags``.
+``flashinfer/jit/gemm/core.py``), parsed, never imported: the templates it opens from
+``FLASHINFER_CSRC_DIR`` (each with the CTA shapes of the loop that renders it) and the flags it adds
+to ``get_nvcc_flags_list`` in ``extra_cuda_cflags``.
 The templates of these families substitute plain names only (``{{ type }}``, ``{{ cta_m }}``); a
 template with any other Jinja syntax is refused rather than rendered differently from FlashInfer.
 """
@@ -23,31 +25,50 @@ _SUBSTITUTION = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 _OTHER_JINJA = re.compile(r"\{[%#]|\{\{")
 
 
-@dataclass(frozen=True)
-class UnitRecipe:
-    """What FlashInfer's generator does for one family: the template it renders and the flags it
-    adds to the architecture's."""
+Shape = tuple[int, int, int]
 
-    function: str  # the generator function, e.g. gen_gemm_sm120_module_cutlass_mxfp8
-    template: Path
-    extra_flags: tuple[str, ...]
+
+@dataclass(frozen=True)
+class Template:
+    """One template a generator renders, and the CTA shapes it renders it for (``None``: every
+    shape the family offers)."""
+
+    path: Path
+    shapes: frozenset[Shape] | None = None
 
     def render(self, **values: str | int) -> str:
         """The template with each ``{{ name }}`` replaced, as ``jinja2.Template.render`` does."""
-        text = self.template.read_text()
+        text = self.path.read_text()
         names = set(_SUBSTITUTION.findall(text))
         if missing := names - set(values):
-            raise DenseSourcesError(f"{self.template} needs {sorted(missing)}, not given")
+            raise DenseSourcesError(f"{self.path} needs {sorted(missing)}, not given")
         rendered = _SUBSTITUTION.sub(lambda m: str(values[m[1]]), text)
         if _OTHER_JINJA.search(rendered):
-            raise DenseSourcesError(
-                f"{self.template} uses Jinja beyond plain substitutions: not rendered here"
-            )
+            raise DenseSourcesError(f"{self.path} uses Jinja beyond plain substitutions: not rendered here")
         return rendered
 
 
+@dataclass(frozen=True)
+class UnitRecipe:
+    """What FlashInfer's generator does for one family: the templates it renders, each for its CTA
+    shapes, and the flags it adds to the architecture's."""
+
+    function: str  # the generator function, e.g. gen_gemm_sm120_module_cutlass_mxfp8
+    templates: tuple[Template, ...]
+    extra_flags: tuple[str, ...]
+
+    def templates_for(self, cta: Shape) -> tuple[Template, ...]:
+        """The templates the generator renders for ``cta``, in its order: one file each. SM103's fp4
+        generator renders two for a K128/K256 shape (the TMA and the 256-bit-store epilogues), which
+        its runner picks between at run time."""
+        found = tuple(t for t in self.templates if t.shapes is None or cta in t.shapes)
+        if not found:
+            raise DenseSourcesError(f"{self.function} renders no template for CTA {cta}")
+        return found
+
+
 def read_recipe(sources: FlashInferSources, function_name: str) -> UnitRecipe:
-    """The template and extra flags of ``function_name`` in FlashInfer's GEMM generator."""
+    """The templates and extra flags of ``function_name`` in FlashInfer's GEMM generator."""
     path = sources.root.parent / GENERATOR
     if not path.is_file():
         raise DenseSourcesError(f"FlashInfer's GEMM generator {path} is missing")
@@ -57,15 +78,9 @@ def read_recipe(sources: FlashInferSources, function_name: str) -> UnitRecipe:
     )
     if function is None:
         raise DenseSourcesError(f"{path}: no function {function_name}")
-    templates = [
-        n.value
-        for n in ast.walk(function)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith(".jinja")
-    ]
-    if len(set(templates)) != 1:
-        raise DenseSourcesError(
-            f"{path}:{function.lineno} {function_name} renders {templates}, not one template"
-        )
+    templates = _templates(function, sources.csrc)
+    if not templates:
+        raise DenseSourcesError(f"{path}:{function.lineno} {function_name} opens no .jinja template")
     flags: list[str] = []
     for node in ast.walk(function):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "gen_jit_spec":
@@ -77,7 +92,83 @@ def read_recipe(sources: FlashInferSources, function_name: str) -> UnitRecipe:
             raise DenseSourcesError(
                 f"{path} ({function_name}) asks nvcc for {flag!r}, not an option a release may set: refused"
             )
-    return UnitRecipe(function_name, sources.csrc / templates[0], tuple(flags))
+    return UnitRecipe(function_name, templates, tuple(flags))
+
+
+def _templates(function: ast.FunctionDef, csrc: Path) -> tuple[Template, ...]:
+    """Each ``with open(CSRC / NAME)`` of the generator: the template NAME is (a ``.jinja``
+    literal, or the name a ``for NAME, ... in LIST`` around it takes from LIST's literals), with
+    the shapes of the ``for cta_m, cta_n, cta_k in LIST`` inside it (LIST: a literal list of
+    3-tuples assigned in the function)."""
+    lists = _literal_lists(function)
+    found: list[Template] = []
+
+    def visit(node: ast.AST, loops: tuple[ast.For, ...]) -> None:
+        if isinstance(node, ast.With):
+            for item in node.items:
+                names = _opened(item.context_expr, loops, lists)
+                shapes = _cta_shapes(node, lists)
+                found.extend(Template(csrc / name, shapes) for name in names)
+        inner = (*loops, node) if isinstance(node, ast.For) else loops
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(function, ())
+    return tuple(dict.fromkeys(found))
+
+
+def _literal_lists(function: ast.FunctionDef) -> dict[str, list[tuple[object, ...]]]:
+    """``NAME = [(...), ...]`` assignments of tuples of literals in ``function`` (the last one of a
+    name wins, as the generators assign each list once)."""
+    lists: dict[str, list[tuple[object, ...]]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            if isinstance(value, list) and all(isinstance(v, tuple) for v in value):
+                lists[node.targets[0].id] = value
+    return lists
+
+
+def _opened(
+    expr: ast.expr, loops: tuple[ast.For, ...], lists: dict[str, list[tuple[object, ...]]]
+) -> list[str]:
+    """The template names ``open(CSRC / X)`` reads: X a ``.jinja`` literal, or a loop variable
+    bound to the first field of a literal list's tuples."""
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "open"):
+        return []
+    if not expr.args or not isinstance(arg := expr.args[0], ast.BinOp) or not isinstance(arg.op, ast.Div):
+        return []
+    name = arg.right
+    if isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.endswith(".jinja"):
+        return [name.value]
+    if isinstance(name, ast.Name):
+        for loop in loops:
+            target, iterated = loop.target, loop.iter
+            if isinstance(target, ast.Tuple) and isinstance(iterated, ast.Name) and target.elts:
+                first = target.elts[0]
+                if isinstance(first, ast.Name) and first.id == name.id:
+                    values = [str(row[0]) for row in lists.get(iterated.id, [])]
+                    if values and all(v.endswith(".jinja") for v in values):
+                        return values
+    return []
+
+
+def _cta_shapes(block: ast.With, lists: dict[str, list[tuple[object, ...]]]) -> frozenset[Shape] | None:
+    """The CTA shapes of the ``for cta_m, cta_n, cta_k in LIST`` loop inside ``block``."""
+    for node in ast.walk(block):
+        if (
+            isinstance(node, ast.For)
+            and isinstance(node.target, ast.Tuple)
+            and len(node.target.elts) == 3
+            and isinstance(node.iter, ast.Name)
+        ):
+            rows = lists.get(node.iter.id, [])
+            if rows and all(len(r) == 3 and all(isinstance(v, int) for v in r) for r in rows):
+                return frozenset((int(r[0]), int(r[1]), int(r[2])) for r in rows)  # type: ignore[call-overload]
+    return None
 
 
 def _literal_flags(node: ast.expr) -> list[str]:

@@ -10,12 +10,13 @@ placeholders (:func:`..compile.cache.portable`): the cache key says what is comp
 where the toolkit and the sources lie. The unit names the digest of the harness headers it
 includes, so a build of an older harness is never served from the cache.
 
-SM103's own fp4 module (``fp4_gemm_cutlass_sm103``) has no harness: a unit is one file, and its
-generator renders three templates, its K128/K256 tiles two of them per CTA shape (the TMA and the
-256-bit-store epilogues), which include ``fp4_gemm_template_sm100.h`` under one include guard in
-two namespaces, so they are two translation units FlashInfer links, never one. Its K768 tiles are
-one file each. SM103's other families are SM100's modules built for ``compute_103a``, driven by
-the SM100 harnesses.
+SM103's own fp4 module (``fp4_gemm_cutlass_sm103``) renders three templates: its K768 tiles one
+file each, its K128/K256 tiles two per CTA shape (the TMA and the 256-bit-store epilogues, between
+which its runner picks at run time), which include ``fp4_gemm_template_sm100.h`` under one include
+guard in two namespaces: two translation units FlashInfer links, never one. Such a unit holds both
+files and the harness as parts of one source, each compiled alone (``-DTILECONFORM_PART``) and
+linked. SM103's other families are SM100's modules built for ``compute_103a``, driven by the SM100
+harnesses.
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ FAMILY_KINDS = {"mxfp8": "mxfp8", "nvfp4": "fp4", "fp8_e4m3": "fp8", "bf16": "bf
 SCRIPT = (
     'set -e; out=$1; nvcc=$2; runtime=$3; shift 3; "$@" -o "$out.o"; '
     '"$nvcc" --cudart=none "$out.o" "$runtime" -o "$out"; rm -f "$out.o"'
+)
+#: the same for a unit of ``$4`` kernel parts: parts 0 (the harness) to ``$4`` compiled side by side
+#: (each waited for before a failure ends the build), then linked
+PARTS_SCRIPT = (
+    'set -e; out=$1; nvcc=$2; runtime=$3; parts=$4; shift 4; pids=""; '
+    'for p in $(seq 0 "$parts"); do "$@" -DTILECONFORM_PART="$p" -o "$out.$p.o" & pids="$pids $!"; done; '
+    'failed=0; for pid in $pids; do wait "$pid" || failed=$?; done; [ "$failed" -eq 0 ] || exit "$failed"; '
+    'set --; for p in $(seq 0 "$parts"); do set -- "$@" "$out.$p.o"; done; '
+    '"$nvcc" --cudart=none "$@" "$runtime" -o "$out"; rm -f "$@"'
 )
 
 
@@ -127,11 +137,13 @@ def harness_fingerprint(folder: Path = HARNESS_DIR) -> str:
 
 @dataclass(frozen=True)
 class Unit:
-    """What one case is built from."""
+    """What one case is built from: ``source`` is one translation unit when ``parts`` is 0; else
+    it holds ``parts`` kernel files and the harness, each compiled alone (:data:`PARTS_SCRIPT`)."""
 
     family: Family
     tactic: Tactic
     source: str
+    parts: int = 0
 
 
 def make_unit(sources: FlashInferSources, offered: Offered, case: Case[DenseAxes]) -> Unit:
@@ -142,22 +154,28 @@ def make_unit(sources: FlashInferSources, offered: Offered, case: Case[DenseAxes
         raise NotOffered(f"{family.module} renders outputs {list(family.out_dtypes)}, not {cuda_type}")
     recipe = read_recipe(sources, f"gen_gemm_{family.arch}_module_cutlass_{family.kind}")
     m, n, k = tactic.cta
-    rendered = recipe.render(type=cuda_type, cta_m=m, cta_n=n, cta_k=k)
-    harness = "\n".join(
-        [
-            f"// {family.module}: {recipe.template.name} rendered as FlashInfer {sources.version}'s JIT does",
-            rendered,
-            f"// harness sources {harness_fingerprint()}",
-            f"#define TILECONFORM_T {cuda_type}",
-            f"#define TILECONFORM_CTA_M {m}",
-            f"#define TILECONFORM_CTA_N {n}",
-            f"#define TILECONFORM_CTA_K {k}",
-            f"#define TILECONFORM_TILE_NAME {tactic.tile}",
-            f'#include "{harness_name(family)}"',
-            "",
-        ]
-    )
-    return Unit(family, tactic, harness)
+    templates = recipe.templates_for(tactic.cta)
+    rendered = [t.render(type=cuda_type, cta_m=m, cta_n=n, cta_k=k) for t in templates]
+    names = ", ".join(t.path.name for t in templates)
+    harness = [
+        f"// harness sources {harness_fingerprint()}",
+        f"#define TILECONFORM_T {cuda_type}",
+        f"#define TILECONFORM_CTA_M {m}",
+        f"#define TILECONFORM_CTA_N {n}",
+        f"#define TILECONFORM_CTA_K {k}",
+        f"#define TILECONFORM_TILE_NAME {tactic.tile}",
+        f'#include "{harness_name(family)}"',
+    ]
+    title = f"// {family.module}: {names} rendered as FlashInfer {sources.version}'s JIT does"
+    if len(rendered) == 1:
+        return Unit(family, tactic, "\n".join([title, rendered[0], *harness, ""]))
+    # files that include one header under one include guard in two namespaces (SM103's TMA and
+    # 256-bit-store epilogues): each its own translation unit, as FlashInfer compiles them
+    parts = [title + ", each file its own translation unit (TILECONFORM_PART 1, 2, ...), the harness part 0"]
+    for number, text in enumerate(rendered, 1):
+        parts += [f"#{'if' if number == 1 else 'elif'} TILECONFORM_PART == {number}", text]
+    parts += ["#else", *harness, "#endif", ""]
+    return Unit(family, tactic, "\n".join(parts), len(rendered))
 
 
 def nvcc_flags(sources: FlashInferSources, family: Family, arch: int, cuda_home: Path) -> list[str]:
@@ -182,11 +200,21 @@ def nvcc_flags(sources: FlashInferSources, family: Family, arch: int, cuda_home:
 
 
 def build_command(
-    sources: FlashInferSources, family: Family, arch: int, cuda_home: Path, runtime: Path, cache_dir: Path
+    sources: FlashInferSources,
+    family: Family,
+    arch: int,
+    cuda_home: Path,
+    runtime: Path,
+    cache_dir: Path,
+    parts: int = 0,
 ) -> tuple[tuple[str, ...], Roots]:
     """The unit's build: compile to an object (``--no-compress`` keeps the cubins readable for the
-    virtual device's kernel table; it changes no code), link it with the virtual runtime."""
+    virtual device's kernel table; it changes no code), link it with the virtual runtime. A unit
+    of ``parts`` kernel files compiles each part and its harness side by side, then links them."""
     nvcc = str(cuda_home / "bin" / "nvcc")
     compile_ = [nvcc, *nvcc_flags(sources, family, arch, cuda_home), "--no-compress", "-c", "{src}"]
-    command = ("sh", "-c", SCRIPT, "sh", "{out}", nvcc, str(runtime), *compile_)
+    if parts:
+        command = ("sh", "-c", PARTS_SCRIPT, "sh", "{out}", nvcc, str(runtime), str(parts), *compile_)
+    else:
+        command = ("sh", "-c", SCRIPT, "sh", "{out}", nvcc, str(runtime), *compile_)
     return portable(command, build_roots(sources, HARNESS_DIR, cuda_home, cache_dir))

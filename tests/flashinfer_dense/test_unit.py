@@ -5,6 +5,9 @@ renderer cannot render as Jinja would, is refused with why."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,10 +15,11 @@ import pytest
 from pytest_tileconform.dtypes import DTYPES
 from pytest_tileconform.flashinfer.sources import FlashInferSources, build_roots, find_cuda_home, find_sources
 from pytest_tileconform.flashinfer_dense.axes import DenseAxes
-from pytest_tileconform.flashinfer_dense.generator import UnitRecipe, read_recipe
+from pytest_tileconform.flashinfer_dense.generator import Template, UnitRecipe, read_recipe
 from pytest_tileconform.flashinfer_dense.offered import DenseSourcesError, read_offered
 from pytest_tileconform.flashinfer_dense.unit import (
     HARNESS_DIR,
+    PARTS_SCRIPT,
     NotOffered,
     build_command,
     harness_fingerprint,
@@ -206,12 +210,66 @@ def test_what_flashinfer_does_not_offer_is_refused(installed: FlashInferSources)
         make_unit(installed, offered, case("mxfp8", "bf16", (128, 128, 128), False, "sm90"))
 
 
-def test_a_family_without_a_harness_is_not_judged(installed: FlashInferSources) -> None:
+def test_a_family_without_a_harness_is_not_judged(
+    installed: FlashInferSources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     offered = read_offered(installed)
     assert harnessed_archs() == ("sm90", "sm100", "sm103", "sm120", "sm121")
+    for header in HARNESS_DIR.glob("*.h"):
+        if header.name != "fp4_gemm_cutlass_sm103.h":
+            (tmp_path / header.name).write_bytes(header.read_bytes())
+    monkeypatch.setattr("pytest_tileconform.flashinfer_dense.unit.HARNESS_DIR", tmp_path)
     tactic = offered.family("fp4_gemm_cutlass_sm103").tactics[0]
     with pytest.raises(NotJudgeable, match="fp4_gemm_cutlass_sm103 has no harness"):
         make_unit(installed, offered, case("nvfp4", "bf16", tactic.cta, tactic.swap_ab, "sm103"))
+
+
+def test_sm103_fp4_units_hold_the_files_flashinfer_renders_for_the_tile(installed: FlashInferSources) -> None:
+    """SM103's fp4 generator renders its K768 tiles from fp4_gemm_cutlass_sm103.jinja, one file, and
+    its K128/K256 tiles twice, from fp4_gemm_cutlass.jinja (TMA epilogue) and
+    fp4_gemm_cutlass_sm103_generic_store256.jinja, which cannot share a translation unit: a unit of
+    such a tile is those two files and the harness as parts, each compiled alone and linked. The 63
+    tactics (7 tiles x 9 clusters) of both output types make 14 units."""
+    offered = read_offered(installed)
+    family = offered.family("fp4_gemm_cutlass_sm103")
+    assert len(family.tactics) == 63
+    recipe = read_recipe(installed, "gen_gemm_sm103_module_cutlass_fp4")
+    units: dict[tuple[str, tuple[int, int, int]], set[str]] = {}
+    for tactic in family.tactics:
+        for out in ("bf16", "fp16"):
+            unit = make_unit(
+                installed, offered, case("nvfp4", out, tactic.cta, False, "sm103", cluster=tactic.cluster)
+            )
+            assert unit.tactic == tactic and unit.family == family
+            m, n, k = tactic.cta
+            templates = [t.path.name for t in recipe.templates_for(tactic.cta)]
+            if k == 768:
+                assert templates == ["fp4_gemm_cutlass_sm103.jinja"] and unit.parts == 0
+                ultra = f"INSTANTIATE_FP4_ULTRA_GEMM_KERNEL_LAUNCHER({DTYPES[out].cuda_type}, {m}, {n}, {k},"
+                assert ultra in unit.source
+            else:
+                assert templates == [
+                    "fp4_gemm_cutlass.jinja",
+                    "fp4_gemm_cutlass_sm103_generic_store256.jinja",
+                ]
+                assert unit.parts == 2
+                # each rendered file in its own part, the harness in part 0 (the #else)
+                one, two = (
+                    unit.source.index("#if TILECONFORM_PART == 1"),
+                    unit.source.index("#elif TILECONFORM_PART == 2"),
+                )
+                harness = unit.source.index("#else")
+                assert one < unit.source.index('fp4_gemm_cutlass_template.h"') < two
+                assert two < unit.source.index("FLASHINFER_SM103_GENERIC_STORE256_NAMESPACE") < harness
+                assert unit.source.index('#include "fp4_gemm_cutlass_sm103.h"') > harness
+            units.setdefault((out, tactic.cta), set()).add(unit.source)
+    assert len(units) == 14 and all(len(s) == 1 for s in units.values())
+    unit = make_unit(installed, offered, case("nvfp4", "bf16", (128, 256, 128), False, "sm103"))
+    command, _ = build_command(
+        installed, family, 103, find_cuda_home(), Path("/x-cache/rt.a"), Path("/x-cache"), unit.parts
+    )
+    assert command[2] == PARTS_SCRIPT and command[7] == "2"  # parts 0 (the harness), 1 and 2
+    assert "-gencode=arch=compute_103a,code=sm_103a" in command
 
 
 def test_sm121_is_judged_by_the_sm120_module_built_for_its_own_device(installed: FlashInferSources) -> None:
@@ -228,9 +286,61 @@ def test_sm121_is_judged_by_the_sm120_module_built_for_its_own_device(installed:
 def test_a_template_beyond_plain_substitution_is_refused(tmp_path: Path) -> None:
     template = tmp_path / "t.jinja"
     template.write_text("X({{ type }}, {{ cta_m }})\n")
-    assert UnitRecipe("f", template, ()).render(type="half", cta_m=64) == "X(half, 64)\n"
+    assert Template(template).render(type="half", cta_m=64) == "X(half, 64)\n"
     with pytest.raises(DenseSourcesError, match=r"needs \['cta_m'\]"):
-        UnitRecipe("f", template, ()).render(type="half")
+        Template(template).render(type="half")
     template.write_text("{% for t in types %}X({{ t }}){% endfor %}\n")
     with pytest.raises(DenseSourcesError, match="beyond plain substitutions"):
-        UnitRecipe("f", template, ()).render(t="half")
+        Template(template).render(t="half")
+    with pytest.raises(DenseSourcesError, match="renders no template for CTA"):
+        UnitRecipe("f", (Template(template, frozenset({(128, 64, 128)})),), ()).templates_for((64, 64, 64))
+
+
+def test_a_unit_of_parts_links_every_part_or_fails_with_the_failed_one(tmp_path: Path) -> None:
+    """PARTS_SCRIPT with stand-ins: the compiler writes its part number into its object (and fails
+    for the part FAIL names), the linker concatenates its inputs. Every part is compiled, the
+    harness (part 0) first on the link line; a failed part fails the build with its status, after
+    every part has ended, and no program is made."""
+    compiler, linker = tmp_path / "cc", tmp_path / "ld"
+    compiler.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "args = sys.argv[1:]\n"
+        "part = next(a.split('=')[1] for a in args if a.startswith('-DTILECONFORM_PART='))\n"
+        "if part == os.environ.get('FAIL'):\n"
+        "    sys.exit(3)\n"
+        "open(args[args.index('-o') + 1], 'w').write(part + '\\n')\n"
+    )
+    linker.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "args = sys.argv[1:]\n"
+        "out = args.index('-o')\n"
+        "inputs = [a for i, a in enumerate(args) if not a.startswith('-') and i != out + 1]\n"
+        "open(args[out + 1], 'w').write(''.join(open(p).read() for p in inputs))\n"
+    )
+    for tool in (compiler, linker):
+        tool.chmod(0o755)
+    (tmp_path / "rt.a").write_text("runtime\n")
+    folder = tmp_path / "with space"
+    folder.mkdir()
+    out = folder / "harness"
+    command = [
+        "sh",
+        "-c",
+        PARTS_SCRIPT,
+        "sh",
+        str(out),
+        str(linker),
+        str(tmp_path / "rt.a"),
+        "2",
+        str(compiler),
+        "-c",
+        "u.cu",
+    ]
+    assert subprocess.run(command, check=False).returncode == 0
+    assert out.read_text() == "0\n1\n2\nruntime\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["harness"]  # the objects removed
+    out.unlink()
+    failed = subprocess.run(command, env={**os.environ, "FAIL": "1"}, check=False)
+    assert failed.returncode == 3 and not out.exists()
