@@ -54,8 +54,12 @@ def test_a_release_gives_what_the_installed_package_gives(tmp_path: Path) -> Non
         )
         assert mine.runner.is_relative_to(unpacked.data_dir)
     recipe = read_recipe(sources, "gen_gemm_sm120_module_cutlass_mxfp8")
-    assert recipe.template.is_relative_to(unpacked.data_dir)
-    assert recipe.extra_flags == read_recipe(installed, recipe.function).extra_flags
+    assert recipe.templates and all(t.path.is_relative_to(unpacked.data_dir) for t in recipe.templates)
+    theirs_recipe = read_recipe(installed, recipe.function)
+    assert recipe.extra_flags == theirs_recipe.extra_flags
+    assert [(t.path.name, t.shapes) for t in recipe.templates] == [
+        (t.path.name, t.shapes) for t in theirs_recipe.templates
+    ]
     for tactic in ours.family(MISSING).tactics:
         wanted = case("mxfp8", tactic.cta, tactic.swap_ab)
         assert make_unit(sources, ours, wanted).source == make_unit(installed, theirs, wanted).source

@@ -106,38 +106,54 @@ def test_tactics_maps_the_ids_flashinfers_own_python_offers_on_every_architectur
             assert [r["tactic"] for r in rows if r["module"] == module and r["dtypes"] == dtypes] == ids
 
 
-def test_an_architecture_without_a_matrix_is_mapped_and_unjudged(capsys: pytest.CaptureFixture[str]) -> None:
-    rows = _json(capsys, "--arch", "sm103", "--dtype", "nvfp4-bf16")
+def test_tactics_no_matrix_names_are_mapped_and_unjudged(capsys: pytest.CaptureFixture[str]) -> None:
+    # the expectations of one matrix of another arch: no sm103 tactic is named
+    rows = _json(capsys, "--arch", "sm103", "--dtype", "nvfp4-bf16", "--matrix", "gemm-sm100-fp4")
     assert [r["tactic"] for r in rows] == list(range(63))  # 7 tiles x 9 cluster shapes
     assert {r["expected"] for r in rows} == {"unjudged"}
     assert {r["module"] for r in rows} == {"fp4_gemm_cutlass_sm103"}  # SM103 loads its own fp4 module
 
 
 @pytest.mark.parametrize(
-    ("act", "tactics", "module", "matrix"),
+    ("arch", "act", "tactics", "module", "matrix", "dtypes"),
     [
-        ("mxfp8", 6, "mxfp8_gemm_cutlass_sm120", "gemm-sm121-mxfp8"),
-        ("nvfp4", 32, "fp4_gemm_cutlass_sm120", "gemm-sm121-fp4"),
+        ("sm121", "mxfp8", 6, "mxfp8_gemm_cutlass_sm120", "gemm-sm121-mxfp8", {"mxfp8-bf16", "mxfp8-fp16"}),
+        ("sm121", "nvfp4", 32, "fp4_gemm_cutlass_sm120", "gemm-sm121-fp4", {"nvfp4-bf16", "nvfp4-fp16"}),
+        ("sm103", "nvfp4", 63, "fp4_gemm_cutlass_sm103", "gemm-sm103-fp4", {"nvfp4-bf16", "nvfp4-fp16"}),
+        ("sm103", "mxfp8", 32, "mxfp8_gemm_cutlass", "gemm-sm103-mxfp8", {"mxfp8-bf16", "mxfp8-fp16"}),
+        ("sm103", "fp8_e4m3", 30, "fp8_gemm_cutlass", "gemm-sm103-fp8", {"fp8_e4m3-bf16", "fp8_e4m3-fp16"}),
+        ("sm103", "bf16", 25, "bf16_gemm_cutlass", "gemm-sm103-bf16", {"bf16"}),  # --dtype bf16: bf16 out
     ],
 )
-def test_the_shipped_sm121_matrices_name_every_tactic_of_the_sm120_module(
-    capsys: pytest.CaptureFixture[str], act: str, tactics: int, module: str, matrix: str
+def test_the_shipped_matrices_of_an_arch_without_modules_of_its_own_name_every_tactic(
+    capsys: pytest.CaptureFixture[str],
+    arch: str,
+    act: str,
+    tactics: int,
+    module: str,
+    matrix: str,
+    dtypes: set[str],
 ) -> None:
-    """SM121 loads the SM120 module (its generator's supported majors are [12]); the matrix names
-    each of its ids once per output type, judged on SM121's own virtual profile."""
-    rows = _json(capsys, "--arch", "sm121", "--dtype", act)
+    """SM121 loads the SM120 modules (their generator's supported majors are [12]) and SM103 its
+    own fp4 module and SM100's others ([10, 11]); each matrix names every id of its module once per
+    output type, judged on the arch's own virtual profile."""
+    rows = _json(capsys, "--arch", arch, "--dtype", act)
     assert {r["module"] for r in rows} == {module}
-    assert {r["dtypes"] for r in rows} == {f"{act}-bf16", f"{act}-fp16"}
-    assert sorted(r["tactic"] for r in rows) == sorted(2 * list(range(tactics)))
+    assert {r["dtypes"] for r in rows} == dtypes
+    assert sorted(r["tactic"] for r in rows) == sorted(len(dtypes) * list(range(tactics)))
     assert all(r["expected"].startswith(f"pass [{matrix}") for r in rows), {r["expected"] for r in rows}
     assert all(" x" not in r["expected"] for r in rows)
 
 
-def test_drift_on_sm121_flags_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    """Every dense tactic FlashInfer offers on SM121 (mxfp8 and fp4, both output types) is named
-    by a shipped matrix: the strict drift passes."""
-    assert main(["drift", "--dense", "--arch", "sm121", "--strict"]) == 0
-    assert "76 dense tactic(s) x output type for sm121: nothing flagged." in capsys.readouterr().out
+@pytest.mark.parametrize(("arch", "count"), [("sm121", 76), ("sm103", 325)])
+def test_drift_flags_nothing_where_the_shipped_matrices_name_every_tactic(
+    capsys: pytest.CaptureFixture[str], arch: str, count: int
+) -> None:
+    """Every dense tactic FlashInfer offers on SM121 (mxfp8 and fp4, both output types) and on
+    SM103 (fp4 and mxfp8, fp8 x 2 and bf16 x 3 output types) is named by a shipped matrix: the
+    strict drift passes."""
+    assert main(["drift", "--dense", "--arch", arch, "--strict"]) == 0
+    assert f"{count} dense tactic(s) x output type for {arch}: nothing flagged." in capsys.readouterr().out
 
 
 def test_the_shipped_sm120_matrices_expect_their_tactics(capsys: pytest.CaptureFixture[str]) -> None:
