@@ -105,10 +105,11 @@ def _templates(function: ast.FunctionDef, csrc: Path) -> tuple[Template, ...]:
 
     def visit(node: ast.AST, loops: tuple[ast.For, ...]) -> None:
         if isinstance(node, ast.With):
+            shapes = _cta_shapes(node, lists)
             for item in node.items:
-                names = _opened(item.context_expr, loops, lists)
-                shapes = _cta_shapes(node, lists)
-                found.extend(Template(csrc / name, shapes) for name in names)
+                found.extend(
+                    Template(csrc / name, shapes) for name in _opened(item.context_expr, loops, lists)
+                )
         inner = (*loops, node) if isinstance(node, ast.For) else loops
         for child in ast.iter_child_nodes(node):
             visit(child, inner)
@@ -125,7 +126,7 @@ def _literal_lists(function: ast.FunctionDef) -> dict[str, list[tuple[object, ..
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
                 value = ast.literal_eval(node.value)
-            except ValueError:
+            except (ValueError, TypeError):
                 continue
             if isinstance(value, list) and all(isinstance(v, tuple) for v in value):
                 lists[node.targets[0].id] = value
@@ -165,9 +166,18 @@ def _cta_shapes(block: ast.With, lists: dict[str, list[tuple[object, ...]]]) -> 
             and len(node.target.elts) == 3
             and isinstance(node.iter, ast.Name)
         ):
-            rows = lists.get(node.iter.id, [])
-            if rows and all(len(r) == 3 and all(isinstance(v, int) for v in r) for r in rows):
-                return frozenset((int(r[0]), int(r[1]), int(r[2])) for r in rows)  # type: ignore[call-overload]
+            shapes = [_shape(row) for row in lists.get(node.iter.id, [])]
+            if shapes and None not in shapes:
+                return frozenset(s for s in shapes if s is not None)
+    return None
+
+
+def _shape(row: tuple[object, ...]) -> Shape | None:
+    """``(cta_m, cta_n, cta_k)`` of three integers, else None."""
+    if len(row) == 3:
+        m, n, k = row
+        if isinstance(m, int) and isinstance(n, int) and isinstance(k, int):
+            return (m, n, k)
     return None
 
 
