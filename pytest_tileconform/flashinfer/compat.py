@@ -29,6 +29,7 @@ from pathlib import Path
 from ..compile.cache import UNIT_SOURCE
 from .codegen import HARNESS_DIR
 from .configs import KernelConfig
+from .pysource import parse_file
 from .sources import LAUNCHER_INL
 
 MACRO = "INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM"
@@ -155,7 +156,7 @@ def generator_offers(package: Path, config: KernelConfig) -> bool | None:
     if not path.is_file():
         return None
     try:
-        tree = ast.parse(path.read_text())
+        tree = parse_file(path)
     except SyntaxError:
         return None
     function = next(

@@ -27,6 +27,7 @@ from ..archs import arch_name
 from ..verdict import UnusableEnvironment
 from .codegen import HARNESS_DIR
 from .configs import KernelConfig, UnsupportedConfig, check_config
+from .pysource import parse_file
 from .sources import FlashInferSources, cuda_version, find_cublas_include, find_cuda_home
 
 # Flags of FlashInfer's JIT build for the SM90 fused-MoE module, grouped by where they come from.
@@ -208,7 +209,7 @@ def _flag_list(node: ast.expr, names: dict[str, list[str]]) -> list[str] | None:
 
 def _parse(path: Path) -> ast.Module | None:
     try:
-        return ast.parse(path.read_text())
+        return parse_file(path)
     except (OSError, SyntaxError, ValueError):
         return None
 

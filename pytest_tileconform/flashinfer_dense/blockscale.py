@@ -35,6 +35,7 @@ from ..flashinfer.nvcc_flags import (
     _STATIC_TEMPLATE_STUB_FLAG,
     SM90A_NVCC_FLAGS,
 )
+from ..flashinfer.pysource import parse_file
 from ..flashinfer.sources import FlashInferSources, build_roots, cuda_version, find_cublas_include
 from ..matrix.cases import Case
 from .axes import DenseAxes
@@ -130,7 +131,7 @@ def read_module(sources: FlashInferSources, cuda: tuple[int, int]) -> BlockScale
     path = sources.root.parent / GENERATOR
     if not path.is_file():
         raise DenseSourcesError(f"FlashInfer's FP8 block-scale GEMM generator {path} is missing")
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parse_file(path)
     function = next((f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == FUNCTION), None)
     if function is None:
         raise DenseSourcesError(f"{path}: no {FUNCTION}")
@@ -213,7 +214,7 @@ def _python_outs(path: Path) -> tuple[str, ...]:
     """The dtypes of ``out_dtype not in [torch.X, ...]`` in FlashInfer's entry point."""
     if not path.is_file():
         raise DenseSourcesError(f"FlashInfer's GEMM entry points {path} are missing")
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parse_file(path)
     function = next(
         (f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == ENTRY_FUNCTION), None
     )

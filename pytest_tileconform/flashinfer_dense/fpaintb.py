@@ -39,6 +39,7 @@ from ..flashinfer.nvcc_flags import (
     module_nvcc_flags,
     sm90_fused_moe_flags,
 )
+from ..flashinfer.pysource import parse_file
 from ..flashinfer.sources import (
     FlashInferSources,
     build_roots,
@@ -139,7 +140,7 @@ class MixedFamily:
 
 def _launcher_inl(script: Path) -> str:
     """The ``fpA_intB_inl`` path ``generate_gemm_operations`` includes in the SM90 GEMM files."""
-    tree = ast.parse(script.read_text(), filename=str(script))
+    tree = parse_file(script)
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Assign)

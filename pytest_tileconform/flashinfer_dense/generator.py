@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..flashinfer.nvcc_flags import RELEASE_FLAGS
+from ..flashinfer.pysource import parse_file
 from ..flashinfer.sources import FlashInferSources
 from .offered import GENERATOR, DenseSourcesError
 
@@ -72,7 +73,7 @@ def read_recipe(sources: FlashInferSources, function_name: str) -> UnitRecipe:
     path = sources.root.parent / GENERATOR
     if not path.is_file():
         raise DenseSourcesError(f"FlashInfer's GEMM generator {path} is missing")
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parse_file(path)
     function = next(
         (f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == function_name), None
     )

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..flashinfer.pysource import parse_file
 from ..flashinfer.sources import FlashInferSources
 
 #: the JIT generator of FlashInfer's GEMM modules, relative to the package directory
@@ -101,7 +102,7 @@ def read_offered(sources: FlashInferSources) -> Offered:
             f"FlashInfer's GEMM generator {generator} is missing: the dense tactics are read from the "
             f"installed flashinfer package, not from a bare data/ directory ({sources.root})"
         )
-    tree = ast.parse(generator.read_text(), filename=str(generator))
+    tree = parse_file(generator)
     families: list[Family] = []
     unread: dict[str, str] = {}
     for function in tree.body:

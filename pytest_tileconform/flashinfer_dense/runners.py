@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..archs import arch_number
 from ..dtypes import dtype_label
+from ..flashinfer.pysource import parse_file
 from .offered import DenseSourcesError, Family, Offered
 from .unit import FAMILY_KINDS
 
@@ -100,7 +101,7 @@ def autotuner_names(package: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
     path = package / GEMM_BASE
     if not path.is_file():
         raise DenseSourcesError(f"FlashInfer's GEMM entry points {path} are missing")
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parse_file(path)
     classes: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
