@@ -63,7 +63,7 @@ from .sources import SOURCE_ROOTS, FlashInferSources, FlashInferSourcesError, bu
 from .unitbuild import UnitBuilder
 
 if TYPE_CHECKING:
-    from .numerics.prepared import InputCache, Prepared
+    from .numerics.prepared import Prepared, WorkerInputs
 
 __all__ = ["NAME", "FlashInferBackend", "Settings", "kernel_config"]
 
@@ -112,7 +112,6 @@ class FlashInferBackend:
         self._before_run = before_run
         self._settling = CaseSettling(settings.worker_count)
         self._builds: dict[MoeCase, BuildResult | Verdict | NotJudgeable] = {}
-        self._inputs: dict[str, InputCache] = {}  # per device, made at its first case: it needs torch
         self._sources: FlashInferSources | None = None
         self._toolchain: tuple[Path, str, Path] | None = None
         self._runtime_digest = ""  # the virtual runtime's checked sum, once it is built or checked
@@ -367,10 +366,12 @@ class FlashInferBackend:
         limit = self.settings.build_limit  # the runtime's build and the probes count, though not stopped
         deadline = None if limit is None else self.cache.clock() + limit
         specs: dict[MoeCase, BuildSpec] = {}
+        first_on_gpu: MoeCase | None = None
         for case in cases:
             try:
                 if self._mode(case) == "hardware":
                     self._hardware_runner.start()
+                    first_on_gpu = first_on_gpu or case
                 specs[case] = self._spec([case])
             except NotJudgeable:
                 continue
@@ -381,8 +382,10 @@ class FlashInferBackend:
         found = {case: self.cache.lookup(spec) for case, spec in specs.items()}
         unbuilt = [case for case, built in found.items() if built is None or not built.ok]
         jobs = self._units.jobs(list(specs.values()))[1]
-        with ThreadPoolExecutor(1) as pool:
+        with ThreadPoolExecutor(2) as pool:
             probing = pool.submit(self._limitations, unbuilt, jobs, deadline)
+            if first_on_gpu is not None and unbuilt:
+                pool.submit(self._inputs.make_ready, first_on_gpu)
             # one instantiation to build (a first verdict): the probe, the harness's front end,
             # runs beside its compile instead of before it; with more, it comes first, so that
             # nothing of a family the tool cannot build is compiled
@@ -539,7 +542,7 @@ class FlashInferBackend:
         self._settle_case(case)
         gpu = self.gpu
         assert gpu is not None  # _mode made sure
-        device = self._hardware_inputs_device()
+        device = self._inputs.hardware_device()
         return hardware.judge(
             case,
             self._prepared(case, device),
@@ -550,39 +553,18 @@ class FlashInferBackend:
             self._execute,
             self._before_run,
             self._sanitize,
-            full=self._full_family(case, device),
+            full=self._inputs.full(case, device),
         )
 
-    @staticmethod
-    def _hardware_inputs_device() -> str:
-        """Where a hardware case's inputs are made: on the GPU where this process's torch can
-        reach it; else (a torch without CUDA on a GPU host) on the CPU, handed over as files."""
-        import torch
+    @functools.cached_property
+    def _inputs(self) -> WorkerInputs:
+        from .numerics.prepared import WorkerInputs  # it needs torch
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return WorkerInputs(self.settings.seed)
 
-    def _full_family(self, case: MoeCase, device: str) -> Prepared | str:
-        """``case``'s full-mantissa inputs (:mod:`.numerics.full`), or why it has none."""
-        from .numerics.full import FULL, check_generatable
-
-        try:
-            check_generatable(case)
-        except (NotImplementedError, ValueError) as exc:
-            return f"not generated: {exc}"
-        return self._prepared(case, device, FULL)
-
-    def _prepared(self, case: MoeCase, device: str, family: str = "exact") -> Prepared:
-        """``case``'s inputs and expected D on ``device``, made once for all the cases of its
-        problem: on the GPU for a case judged there (the harness reads them in place, the check
-        runs there), on the CPU for the virtual device (which reads files and never runs D)."""
-        import torch
-
-        from .numerics.prepared import InputCache, cache_bytes
-
-        where = torch.device(device)
-        if device not in self._inputs:
-            self._inputs[device] = InputCache(cache_bytes(where))
-        return self._inputs[device].get(case, self.settings.seed, where, family)
+    def _prepared(self, case: MoeCase, device: str) -> Prepared:
+        """``case``'s inputs and expected D on ``device`` (:class:`.numerics.prepared.WorkerInputs`)."""
+        return self._inputs.get(case, device)
 
     def _execute(self, build: BuildResult, run_dir: Path, name: str) -> tuple[HarnessReport, str | None]:
         """Run case ``name`` of ``build``'s checked harness in this worker's runner

@@ -7,13 +7,14 @@ making the inputs and the reference is most of a case's time beside the kernel a
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
 
 from ..axes import MoeCase
-from .full import EXACT, expected_for, make_family_inputs
+from .full import EXACT, FULL, check_generatable, expected_for, make_family_inputs
 from .reference import GroupedInputs
 from .shared_operands import SharedOperands
 from .tolerance import Expected
@@ -97,3 +98,48 @@ class InputCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class WorkerInputs:
+    """One worker's inputs and expected D on each device: an :class:`InputCache` per device,
+    made at its first case (sizing it for a GPU starts CUDA)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._caches: dict[str, InputCache] = {}
+
+    @staticmethod
+    def hardware_device() -> str:
+        """Where a hardware case's inputs are made: on the GPU where this process's torch can
+        reach it; else (a torch without CUDA on a GPU host) on the CPU, handed over as files."""
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def get(self, case: MoeCase, device: str, family: str = EXACT) -> Prepared:
+        """``case``'s inputs and expected D on ``device``, made once for all the cases of its
+        problem: on the GPU for a case judged there (the harness reads them in place, the check
+        runs there), on the CPU for the virtual device (which reads files and never runs D)."""
+        where = torch.device(device)
+        if device not in self._caches:
+            self._caches[device] = InputCache(cache_bytes(where))
+        return self._caches[device].get(case, self.seed, where, family)
+
+    def full(self, case: MoeCase, device: str) -> Prepared | str:
+        """``case``'s full-mantissa inputs (:mod:`.full`), or why it has none."""
+        try:
+            check_generatable(case)
+        except (NotImplementedError, ValueError) as exc:
+            return f"not generated: {exc}"
+        return self.get(case, device, FULL)
+
+    def make_ready(self, case: MoeCase) -> None:
+        """Make hardware case ``case``'s inputs, their device copies and expected D now: run
+        beside the compile of a cold first verdict, this takes starting CUDA in this process,
+        loading cuBLAS and the reference off the path after the compile. Whatever fails here
+        fails again when the case is judged, and is reported there."""
+        with contextlib.suppress(Exception):
+            device = self.hardware_device()
+            for prepared in (self.get(case, device), self.full(case, device)):
+                if isinstance(prepared, Prepared):
+                    prepared.expected()
+                    if prepared.inputs.device.type == "cuda":
+                        prepared.shared()

@@ -1,4 +1,5 @@
-"""InputCache: the cases of one problem share their inputs and expected D, within a bound."""
+"""InputCache: the cases of one problem share their inputs and expected D, within a bound;
+WorkerInputs makes a hardware case's ready beside the compile."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 from helpers.cases import make_case
 
 from pytest_tileconform.flashinfer.hardware import hand_over
-from pytest_tileconform.flashinfer.numerics.prepared import InputCache
+from pytest_tileconform.flashinfer.numerics.prepared import InputCache, WorkerInputs
 from pytest_tileconform.flashinfer.numerics.shared_operands import OPERANDS_FILE, SharingError
 from pytest_tileconform.flashinfer.problem import Problem
 from pytest_tileconform.flashinfer.settings import Settings
@@ -69,3 +70,29 @@ def test_inputs_off_the_gpu_reach_the_harness_as_files(
     assert {"problem.txt", "a.bin", "b.bin"} <= {p.name for p in tmp_path.iterdir()}
     assert not (tmp_path / OPERANDS_FILE).exists()
     assert "enable_pdl 1" in (tmp_path / "problem.txt").read_text()
+
+
+def test_inputs_made_ready_are_the_ones_judging_uses() -> None:
+    inputs = WorkerInputs(seed=3)
+    case = make_case("bf16", rows=[3, 0, 5], n=16, k=32)
+    inputs.make_ready(case)
+    device = WorkerInputs.hardware_device()  # a CPU build of torch here: "cpu"
+    exact, full = inputs.get(case, device), inputs.full(case, device)
+    assert not isinstance(full, str)
+    assert exact is not full and exact.inputs.device.type == device
+    for prepared in (exact, full):  # the reference was made with them, and kept
+        assert prepared._expected and prepared.expected() is prepared._expected[0]
+    assert inputs.get(case, device) is exact  # made once
+
+
+def test_what_cannot_be_made_ready_is_left_to_judging(monkeypatch: pytest.MonkeyPatch) -> None:
+    inputs = WorkerInputs(seed=0)
+    case = make_case("bf16", rows=[3], n=16, k=32)
+
+    def refuse(*args: object) -> None:
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr("pytest_tileconform.flashinfer.numerics.prepared.make_family_inputs", refuse)
+    inputs.make_ready(case)  # no error here
+    with pytest.raises(RuntimeError, match="out of memory"):  # judging the case says it
+        inputs.get(case, WorkerInputs.hardware_device())
