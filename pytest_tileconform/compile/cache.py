@@ -222,6 +222,9 @@ class BuildCache:
         self._staged: dict[str, str] = {}  # input name -> its private copy, while a signed build runs
         self._refused_root = False
         self._checked_root = False
+        #: called as the compilers of a build start: work meant to run beside them (a backend
+        #: making its first case's inputs) waits for this, not to slow what starts them
+        self.compile_started: Callable[[], None] = lambda: None
 
     def entry(self, spec: BuildSpec) -> Path:
         return self.entry_of(spec.key)
@@ -479,6 +482,7 @@ class BuildCache:
             compiles.append(ninja.Compile(spec.key, command, out, src, case_dir / "build.log", estimate))
         ninja.write_build_file(workdir, compiles)
         finished: list[str] = []
+        self.compile_started()
         try:
             ninja.run(
                 workdir,

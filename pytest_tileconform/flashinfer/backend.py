@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import functools
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..compile.cache import (
-    BuildResult,
-    BuildSpec,
-    Roots,
-    parallel_jobs,
-)
+from ..compile.cache import BuildResult, BuildSpec, Roots, parallel_jobs
 from ..compile.caches import open_cache
 from ..compile.hostbuild import HostBuildError
 from ..compile.inputs import BuildInput
@@ -384,16 +380,34 @@ class FlashInferBackend:
         jobs = self._units.jobs(list(specs.values()))[1]
         with ThreadPoolExecutor(2) as pool:
             probing = pool.submit(self._limitations, unbuilt, jobs, deadline)
+            compiling, abandon = threading.Event(), threading.Event()
             if first_on_gpu is not None and unbuilt:
-                pool.submit(self._inputs.make_ready, first_on_gpu)
-            # one instantiation to build (a first verdict): the probe, the harness's front end,
-            # runs beside its compile instead of before it; with more, it comes first, so that
-            # nothing of a family the tool cannot build is compiled
-            if len(one_per_build({c: specs[c] for c, built in found.items() if built is None})) > 1:
+                self.cache.compile_started = compiling.set
+                pool.submit(self._ready_beside_compile, first_on_gpu, compiling, abandon)
+            try:
+                # one instantiation to build (a first verdict): the probe, the harness's front end,
+                # runs beside its compile instead of before it; with more, it comes first, so that
+                # nothing of a family the tool cannot build is compiled
+                if len(one_per_build({c: specs[c] for c, built in found.items() if built is None})) > 1:
+                    self._limit(probing.result(), specs)
+                if specs:
+                    self._build_missing(specs, deadline, limit)
                 self._limit(probing.result(), specs)
-            if specs:
-                self._build_missing(specs, deadline, limit)
-            self._limit(probing.result(), specs)
+            except BaseException:
+                abandon.set()
+                raise
+            finally:
+                compiling.set()
+
+    def _ready_beside_compile(
+        self, case: MoeCase, compiling: threading.Event, abandon: threading.Event
+    ) -> None:
+        """Make hardware case ``case``'s inputs (:meth:`.numerics.prepared.WorkerInputs.make_ready`)
+        once the compilers run, not before: starting CUDA here holds this process while it
+        would start them. Not at all when the build ended in an error."""
+        compiling.wait()
+        if not abandon.is_set():
+            self._inputs.make_ready(case)
 
     def _limit(self, limitations: dict[MoeCase, NotJudgeable], specs: dict[MoeCase, BuildSpec]) -> None:
         """Judge the cases of families the tool cannot build as such, whatever was built."""

@@ -42,6 +42,19 @@ def test_builds_once_then_hits(tmp_path: Path, compiler: tuple[Path, Path]) -> N
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".build-")]
 
 
+def test_work_beside_a_build_hears_when_its_compilers_start(
+    tmp_path: Path, compiler: tuple[Path, Path]
+) -> None:
+    cache = BuildCache(tmp_path / "cache")
+    specs = [spec("one\n", compiler), spec("two\n", compiler)]
+    started: list[list[str]] = []
+    cache.compile_started = lambda: started.append(invocations(compiler))
+    cache.build(specs, jobs=2)
+    assert started == [[]]  # once for the build, before any compile ran
+    cache.build(specs, jobs=2)  # nothing to compile: not called
+    assert started == [[]]
+
+
 def test_failed_compile_is_cached_with_first_error(tmp_path: Path, compiler: tuple[Path, Path]) -> None:
     cache = BuildCache(tmp_path / "cache")
     bad = spec("FAIL\n", compiler)
