@@ -109,6 +109,7 @@ class FlashInferSources:
         common = self.nv_internal / "cpp" / "common"
         return [common / "tllmException.cpp", common / "stringUtils.cpp", common / "logger.cpp"]
 
+    @cached_property
     def _fingerprinted_files(self) -> list[tuple[str, str]]:
         """(path relative to ``root``, full path) of every file a harness build can include,
         directory by directory, each directory's files in path order (by components).
@@ -134,7 +135,7 @@ class FlashInferSources:
     def build_files(self) -> tuple[str, ...]:
         """Every file a harness build can include from here (relative to ``root``), in the
         order :attr:`fingerprint` reads them: what a signed build copies (:mod:`..compile.inputs`)."""
-        return tuple(relative for relative, _ in self._fingerprinted_files())
+        return tuple(relative for relative, _ in self._fingerprinted_files)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -145,20 +146,28 @@ class FlashInferSources:
     def remembered_fingerprint(self, memo_dir: Path) -> str:
         """:attr:`fingerprint`, remembered in ``memo_dir`` under a signature of the files'
         names, sizes and modification times: reading every header takes seconds on a cold
-        page cache, listing them a fraction of that."""
+        page cache, listing them a fraction of that. Like :attr:`fingerprint`, taken once per
+        instance (the toolchain's salt and every unit's inputs ask for it)."""
+        if memo_dir in self._remembered:
+            return self._remembered[memo_dir]
         signature = hashlib.sha256()
-        for relative, path in self._fingerprinted_files():
+        for relative, path in self._fingerprinted_files:
             stat = os.stat(path)
             signature.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
         memo = memo_dir / f"sources-{signature.hexdigest()[:32]}.sha256"
         try:
             text = memo.read_text().strip()
-            if len(text) == 64:
-                return text
         except OSError:
-            pass
-        write_atomic(memo, self.fingerprint + "\n")
-        return self.fingerprint
+            text = ""
+        if len(text) != 64:
+            text = self.fingerprint
+            write_atomic(memo, text + "\n")
+        self._remembered[memo_dir] = text
+        return text
+
+    @cached_property
+    def _remembered(self) -> dict[Path, str]:
+        return {}
 
     @property
     def generate_kernels_py(self) -> Path | None:

@@ -50,3 +50,12 @@ def test_a_syntax_error_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(SyntaxError) as error:
         parse_file(script)
     assert error.value.filename == str(script)
+
+
+def test_a_changed_file_is_parsed_again(tmp_path: Path) -> None:
+    script = tmp_path / "core.py"
+    script.write_text("a = 1\n")
+    first = parse_file(script)
+    assert parse_file(script) is first  # kept while the file stays the same
+    script.write_text("a = 1\nb = 2\n")
+    assert len(parse_file(script).body) == 2
