@@ -366,6 +366,7 @@ class FlashInferBackend:
         for case in cases:
             try:
                 if self._mode(case) == "hardware":
+                    self._hardware_runner.start()
                     first_on_gpu = first_on_gpu or case
                 specs[case] = self._spec([case])
             except NotJudgeable:
@@ -377,10 +378,8 @@ class FlashInferBackend:
         found = {case: self.cache.lookup(spec) for case, spec in specs.items()}
         unbuilt = [case for case, built in found.items() if built is None or not built.ok]
         jobs = self._units.jobs(list(specs.values()))[1]
-        with ThreadPoolExecutor(3) as pool:
+        with ThreadPoolExecutor(2) as pool:
             probing = pool.submit(self._limitations, unbuilt, jobs, deadline)
-            # the case runner, built if need be, starts CUDA while the units compile
-            starting = pool.submit(lambda: self._hardware_runner.start()) if first_on_gpu else None
             compiling, abandon = threading.Event(), threading.Event()
             if first_on_gpu is not None and unbuilt:
                 self.cache.compile_started = compiling.set
@@ -394,8 +393,6 @@ class FlashInferBackend:
                 if specs:
                     self._build_missing(specs, deadline, limit)
                 self._limit(probing.result(), specs)
-                if starting is not None:  # a runner that cannot start ends the run before any case
-                    starting.result()
             except BaseException:
                 abandon.set()
                 raise
