@@ -1,5 +1,4 @@
-"""Run an ``nvcc -c`` compile (or an ``nvcc -cuda``, whose last pass preprocesses the host
-code instead of compiling it) as nvcc would, with its independent passes side by side.
+"""Run an ``nvcc -c`` compile as nvcc would, with its independent passes side by side.
 
 nvcc runs the passes of a compile strictly one after the other. For a ``.cu`` file they are
 (``nvcc --dryrun`` lists them): host ``gcc -E`` -> ``cudafe++`` (host side; it also writes the
@@ -196,11 +195,13 @@ def _command(body: str, words: list[str], private: str, mention: re.Pattern[str]
         target = _value(words, "-o")
         if target is None or ("-c" in words) == ("-E" in words):
             raise Unrecognized(f"{program}: neither a preprocess nor a compile with -o")
-        if "-c" in words and target.startswith(private):
-            raise Unrecognized(f"{program} -c writes {target} among the intermediates")
-        if not target.startswith(private):  # a chain's end: the object, or nvcc -cuda's host .ii
+        if "-c" in words:
+            if target.startswith(private):
+                raise Unrecognized(f"{program} -c writes {target} among the intermediates")
             output = os.path.abspath(target)
             files.add(output)
+        elif not target.startswith(private):
+            raise Unrecognized(f"{program} -E writes {target} outside the intermediates")
     for option in CUDA_OUTPUT_OPTIONS if tool != "host" else ():
         target = _value(words, option)
         if target is not None and not target.startswith(private):
@@ -406,8 +407,8 @@ def _unsupported(argv: Sequence[str]) -> str | None:
         if option in UNSUPPORTED_OPTIONS and not passed_on:
             return f"option {option}"
         passed_on = (arg.startswith("-X") and "=" not in arg) or arg.endswith("-options")
-    if not {"-c", "--compile", "-cuda", "--cuda"} & set(args):
-        return "not a compile to objects (-c) or to host code (-cuda)"
+    if "-c" not in args and "--compile" not in args:
+        return "not a compile to objects (-c)"
     return None
 
 

@@ -253,7 +253,7 @@ def test_plans_it_does_not_know(fake: Fake, old: str, new: str, reason: str) -> 
         (["-c", "x.cu", "--keep-dir=k"], {}, "option --keep-dir"),
         (["-c", "x.cu"], {"NVCC_APPEND_FLAGS": "--dryrun"}, "option --dryrun"),
         (["-c", "x.cu"], {"NVCC_PREPEND_FLAGS": "'"}, "NVCC_PREPEND_FLAGS is not understood"),
-        (["x.cu", "-o", "x"], {}, "not a compile to objects (-c) or to host code (-cuda)"),
+        (["x.cu", "-o", "x"], {}, "not a compile to objects (-c)"),
         (["-c", "x.cu"], {"TILECONFORM_NVCC_PIPELINE": "0"}, "TILECONFORM_NVCC_PIPELINE=0"),
     ],
 )
@@ -362,26 +362,6 @@ def test_compiles_and_links_as_nvcc(nvcc: str, sources: Path) -> None:
     assert (sources / "program").stat().st_size > 0
     # no internal-linkage device symbol here, so the module id is nowhere in the device code
     assert fatbin(objects[0]) == fatbin(sources / "plain" / "kernel.o")
-
-
-def test_host_code_as_nvcc_cuda_writes_it(nvcc: str, sources: Path) -> None:
-    """``-cuda`` (the release probe's front ends) ends in a host preprocess outside the
-    intermediates: run side by side, its .ii is nvcc's but for the intermediates' names."""
-    proc = pipeline_cli([nvcc, *FLAGS, "-cuda", "kernel.cu", "-o", "piped.ii"], sources)
-    assert proc.returncode == 0 and "nvcc-pipeline" not in proc.stderr, proc.stderr
-    subprocess.run([nvcc, *FLAGS, "-cuda", "kernel.cu", "-o", "plain.ii"], cwd=sources, check=True)
-
-    def text(name: str) -> list[str]:  # less line markers and the temporary files' names
-        lines = (sources / name).read_text().splitlines()
-        return [
-            line
-            for line in lines
-            if not line.startswith("#") and "tmpxft" not in line and "tileconform-nvcc" not in line
-        ]
-
-    assert text("piped.ii") == text("plain.ii") and len(text("plain.ii")) > 1000
-    broken = pipeline_cli([nvcc, *FLAGS, "-cuda", "broken.cu", "-o", "broken.ii"], sources)
-    assert broken.returncode == 2 and "undefined_thing" in first_error_line(broken.stderr)
 
 
 def test_a_compile_error_reads_as_nvccs(nvcc: str, sources: Path) -> None:
