@@ -1,4 +1,5 @@
-"""Run an ``nvcc -c`` compile as nvcc would, with its independent passes side by side.
+"""Run an ``nvcc -c`` compile (or an ``nvcc -cuda``, whose last pass preprocesses the host
+code instead of compiling it) as nvcc would, with its independent passes side by side.
 
 nvcc runs the passes of a compile strictly one after the other. For a ``.cu`` file they are
 (``nvcc --dryrun`` lists them): host ``gcc -E`` -> ``cudafe++`` (host side; it also writes the
@@ -16,7 +17,9 @@ with nvcc's environment assignments as nvcc runs it, as soon as the earlier step
 file with it are done. What the steps print is passed on in nvcc's order, and the first step
 that fails in nvcc's order decides the exit status and is the last whose output is shown, so
 a failing compile prints what nvcc prints (intermediate files have other temporary names) and
-leaves no object that nvcc would not have written.
+leaves no object that nvcc would not have written. A step killed by a signal (a compiler killed
+for memory) ends the pipeline by the same signal (where nvcc says "died due to signal N"), so a
+caller that tells a kill from a compiler's error (:mod:`..flashinfer.probe`) sees the kill.
 
 A plan of a shape this module does not know (another nvcc, other options) is not guessed at:
 the command is run by nvcc unchanged, saying so in one line on stderr. So is every command
@@ -195,13 +198,11 @@ def _command(body: str, words: list[str], private: str, mention: re.Pattern[str]
         target = _value(words, "-o")
         if target is None or ("-c" in words) == ("-E" in words):
             raise Unrecognized(f"{program}: neither a preprocess nor a compile with -o")
-        if "-c" in words:
-            if target.startswith(private):
-                raise Unrecognized(f"{program} -c writes {target} among the intermediates")
+        if "-c" in words and target.startswith(private):
+            raise Unrecognized(f"{program} -c writes {target} among the intermediates")
+        if not target.startswith(private):  # a chain's end: the object, or nvcc -cuda's host .ii
             output = os.path.abspath(target)
             files.add(output)
-        elif not target.startswith(private):
-            raise Unrecognized(f"{program} -E writes {target} outside the intermediates")
     for option in CUDA_OUTPUT_OPTIONS if tool != "host" else ():
         target = _value(words, option)
         if target is not None and not target.startswith(private):
@@ -301,11 +302,6 @@ def _write(fd: int, data: bytes) -> None:
         stream.buffer.flush()
 
 
-def _status(returncode: int) -> int:
-    """An exit status for a step's return code (a signal as the shell reports it)."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
 class _Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -313,8 +309,9 @@ class _Interrupted(Exception):
 
 
 def execute(plan: Plan, cwd: str | None = None) -> int:
-    """Run ``plan``'s steps, each as soon as the steps it waits for are done; return nvcc's
-    exit status (that of the first step that fails in nvcc's order).
+    """Run ``plan``'s steps, each as soon as the steps it waits for are done; return the return
+    code of the first step that fails in nvcc's order (as :mod:`subprocess` gives it: ``-N``
+    for a step killed by signal N), or 0.
 
     Host-only sources (``.cpp``) start only while fewer steps run than there are cores: their
     objects are needed only at the link, and on a small machine they would slow the passes of
@@ -350,7 +347,8 @@ def execute(plan: Plan, cwd: str | None = None) -> int:
                     continue
                 if all(i in done and done[i].returncode == 0 for i in step.after):
                     proc = subprocess.Popen(
-                        ["/bin/sh", "-c", step.command],
+                        # exec: a step killed by a signal is reported as such, not as 128 + N
+                        ["/bin/sh", "-c", f"exec {step.command}"],
                         cwd=cwd,
                         env=plan.env,
                         stdin=subprocess.DEVNULL,
@@ -388,7 +386,7 @@ def execute(plan: Plan, cwd: str | None = None) -> int:
         output = steps[index].output
         if index > first_failure and result.returncode == 0 and output is not None:
             Path(output).unlink(missing_ok=True)
-    return _status(failed.returncode)
+    return failed.returncode
 
 
 def _unsupported(argv: Sequence[str]) -> str | None:
@@ -407,8 +405,8 @@ def _unsupported(argv: Sequence[str]) -> str | None:
         if option in UNSUPPORTED_OPTIONS and not passed_on:
             return f"option {option}"
         passed_on = (arg.startswith("-X") and "=" not in arg) or arg.endswith("-options")
-    if "-c" not in args and "--compile" not in args:
-        return "not a compile to objects (-c)"
+    if not {"-c", "--compile", "-cuda", "--cuda"} & set(args):
+        return "not a compile to objects (-c) or to host code (-cuda)"
     return None
 
 
@@ -430,12 +428,12 @@ def plan(argv: Sequence[str], private: Path) -> Plan:
 def _fallback(argv: Sequence[str], reason: str) -> int:
     sys.stderr.write(f"{NOTICE}: running nvcc unchanged ({reason})\n")
     sys.stderr.flush()
-    return _status(subprocess.run(list(argv)).returncode)
+    return subprocess.run(list(argv)).returncode
 
 
 def run(argv: Sequence[str]) -> int:
-    """Compile as ``argv`` (``nvcc ARGS``) would, in parallel where the plan allows; the exit
-    status is nvcc's."""
+    """Compile as ``argv`` (``nvcc ARGS``) would, in parallel where the plan allows; the return
+    code is nvcc's, or ``-N`` where a step was killed by signal N."""
     private = Path(tempfile.mkdtemp(prefix="tileconform-nvcc-")).resolve()
     try:
         try:
@@ -447,8 +445,34 @@ def run(argv: Sequence[str]) -> int:
         shutil.rmtree(private, ignore_errors=True)
 
 
+#: signals whose default action is to stop, continue or ignore, not to end a process
+_NOT_FATAL = frozenset(
+    {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGCONT}
+    | {signal.SIGCHLD, signal.SIGURG, signal.SIGWINCH}
+)
+
+
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise _Interrupted(signum)
+
+
+def _end_as(returncode: int) -> int:
+    """Exit as ``returncode`` says: a step killed by signal N (``-N``) kills this process by N
+    too, once everything is cleaned up, so that a caller sees what nvcc would have shown it (a
+    compiler killed for memory is a kill, not an exit status a compiler could also give)."""
+    if returncode >= 0:
+        return returncode
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signum = -returncode
+    if signum in _NOT_FATAL:  # cannot have ended the step: as a shell would say it
+        return 128 + signum
+    if signum != signal.SIGKILL:  # whose action cannot be changed
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    os.kill(os.getpid(), signum)
+    return 128 + signum  # still here: the signal was blocked or ignored on the way
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -461,9 +485,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     try:
-        return run(args)
-    except _Interrupted as exc:
-        return 128 + exc.signum
+        returncode = run(args)
+    except _Interrupted as exc:  # its steps are stopped and its files removed: now end by it
+        returncode = -exc.signum
+    return _end_as(returncode)
 
 
 if __name__ == "__main__":

@@ -91,9 +91,12 @@ SCRIPT = (
 
 def front_end_command(hardware_command: list[str], src: Path, out: Path) -> list[str]:
     """``nvcc -cuda`` of ``src`` with :func:`.nvcc_flags.nvcc_command`'s flags (its front ends, no
-    link; the output is the host's ``.ii``): what :mod:`.probe` runs."""
+    link; the output is the host's ``.ii``): what :mod:`.probe` runs, through
+    :mod:`..compile.nvcc_pipeline` as the compiles are (its host and device front ends side by
+    side: a first verdict's probe, run beside its compile, then ends before the compile does)."""
     cudart = hardware_command.index("--cudart=static")
-    return [*hardware_command[:cudart], "-cuda", str(src), "-o", str(out)]
+    nvcc = [*hardware_command[:cudart], "-cuda", str(src), "-o", str(out)]
+    return [PYTHON, "-I", str(PIPELINE_SCRIPT), *nvcc]
 
 
 def build_script(hardware_command: list[str], runtime: Path, apart: bool) -> tuple[str, ...]:

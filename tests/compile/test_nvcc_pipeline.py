@@ -30,7 +30,8 @@ from pytest_tileconform.flashinfer.codegen import HARNESS_PART
 # ------------------------------------------------------------------------------------------
 # stand-in tools: every one logs when it starts and ends, says hello on stderr, checks the
 # module id where nvcc's would read it, writes the files its options name, and sleeps or fails
-# when FAKE_SLEEP / FAKE_FAIL ("cicc=3,ptxas=1") name it; FAKE_DEAF ("cicc=1") ignores SIGTERM
+# when FAKE_SLEEP / FAKE_FAIL ("cicc=3,ptxas=1") name it, or is killed by the signal FAKE_KILL
+# names ("cicc=9"); FAKE_DEAF ("cicc=1") ignores SIGTERM
 
 FAKE_TOOL = """
 import os, pathlib, signal, sys, time
@@ -50,6 +51,9 @@ if "--module_id_file_name" in args:
     log("reads-module-id " + (id_file.read_text() if id_file.exists() else "MISSING"))
 time.sleep(float(setting("FAKE_SLEEP") or 0))
 print(f"{name} says hello", file=sys.stderr)
+if (signum := setting("FAKE_KILL")) is not None:  # as the kernel's OOM killer ends a compiler
+    log("end")
+    os.kill(os.getpid(), int(signum))
 if (code := setting("FAKE_FAIL")) is not None:
     print(f"{name}: error: it failed", file=sys.stderr)
     log("end")
@@ -208,6 +212,39 @@ def test_a_failure_stops_what_comes_after_it(
     assert not list(fake.out.iterdir())  # nor y.o, even if it was compiled meanwhile
 
 
+def test_a_step_killed_by_a_signal_is_reported_as_a_kill(
+    fake: Fake, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A compiler killed for memory is the host's trouble, never a compile error: the step's
+    kill (not the 128 + N a shell around it would say) reaches the caller, and what runs after
+    it in nvcc's order is stopped."""
+    monkeypatch.setenv("FAKE_KILL", "cicc=9")
+    assert execute(fake.plan()) == -9
+    assert "ptxas" not in {name for _, _, name in fake.events()}
+    assert not list(fake.out.iterdir())
+    assert "Killed" not in capfd.readouterr().err  # no shell stood between: it said nothing
+
+
+@pytest.mark.parametrize("signum", [9, 15])
+def test_the_command_dies_by_the_signal_that_killed_its_step(tmp_path: Path, signum: int) -> None:
+    """Through the command line, as ninja and the release probe run it: a compiler that dies by
+    a signal makes the pipeline die by it too, here through nvcc unchanged (the stand-in has no
+    --dryrun), its temporary folder removed first."""
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(
+        f"#!{sys.executable}\nimport os, sys\n"
+        "if '--dryrun' in sys.argv: sys.exit('nvcc fatal   : no dryrun here')\n"
+        f"os.kill(os.getpid(), {signum})\n"
+    )
+    nvcc.chmod(0o755)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = pipeline_cli([str(nvcc), "-c", "x.cu"], tmp_path, TMPDIR=str(tmp))
+    assert proc.returncode == -signum, proc.stderr
+    assert "running nvcc unchanged" in proc.stderr
+    assert not list(tmp.iterdir())
+
+
 def test_a_step_that_ignores_sigterm_is_stopped_all_the_same(
     fake: Fake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -253,7 +290,7 @@ def test_plans_it_does_not_know(fake: Fake, old: str, new: str, reason: str) -> 
         (["-c", "x.cu", "--keep-dir=k"], {}, "option --keep-dir"),
         (["-c", "x.cu"], {"NVCC_APPEND_FLAGS": "--dryrun"}, "option --dryrun"),
         (["-c", "x.cu"], {"NVCC_PREPEND_FLAGS": "'"}, "NVCC_PREPEND_FLAGS is not understood"),
-        (["x.cu", "-o", "x"], {}, "not a compile to objects (-c)"),
+        (["x.cu", "-o", "x"], {}, "not a compile to objects (-c) or to host code (-cuda)"),
         (["-c", "x.cu"], {"TILECONFORM_NVCC_PIPELINE": "0"}, "TILECONFORM_NVCC_PIPELINE=0"),
     ],
 )
@@ -362,6 +399,26 @@ def test_compiles_and_links_as_nvcc(nvcc: str, sources: Path) -> None:
     assert (sources / "program").stat().st_size > 0
     # no internal-linkage device symbol here, so the module id is nowhere in the device code
     assert fatbin(objects[0]) == fatbin(sources / "plain" / "kernel.o")
+
+
+def test_host_code_as_nvcc_cuda_writes_it(nvcc: str, sources: Path) -> None:
+    """``-cuda`` (the release probe's front ends) ends in a host preprocess outside the
+    intermediates: run side by side, its .ii is nvcc's but for the intermediates' names."""
+    proc = pipeline_cli([nvcc, *FLAGS, "-cuda", "kernel.cu", "-o", "piped.ii"], sources)
+    assert proc.returncode == 0 and "nvcc-pipeline" not in proc.stderr, proc.stderr
+    subprocess.run([nvcc, *FLAGS, "-cuda", "kernel.cu", "-o", "plain.ii"], cwd=sources, check=True)
+
+    def text(name: str) -> list[str]:  # less line markers and the temporary files' names
+        lines = (sources / name).read_text().splitlines()
+        return [
+            line
+            for line in lines
+            if not line.startswith("#") and "tmpxft" not in line and "tileconform-nvcc" not in line
+        ]
+
+    assert text("piped.ii") == text("plain.ii") and len(text("plain.ii")) > 1000
+    broken = pipeline_cli([nvcc, *FLAGS, "-cuda", "broken.cu", "-o", "broken.ii"], sources)
+    assert broken.returncode == 2 and "undefined_thing" in first_error_line(broken.stderr)
 
 
 def test_a_compile_error_reads_as_nvccs(nvcc: str, sources: Path) -> None:
