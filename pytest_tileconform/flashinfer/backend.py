@@ -202,7 +202,7 @@ class FlashInferBackend:
 
     @functools.cached_property
     def _hardware_runner(self) -> HarnessRunner:
-        return HarnessRunner(build_runner(self.settings.cache_dir))
+        return HarnessRunner(functools.partial(build_runner, self.settings.cache_dir))
 
     def _profile(self, case: MoeCase) -> ArchProfile:
         return self._profile_of(case.arch)
@@ -393,6 +393,8 @@ class FlashInferBackend:
                 if specs:
                     self._build_missing(specs, deadline, limit)
                 self._limit(probing.result(), specs)
+                if first_on_gpu is not None:
+                    self._hardware_runner.ready()  # built and started beside the compile
             except BaseException:
                 abandon.set()
                 raise

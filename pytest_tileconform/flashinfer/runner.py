@@ -15,6 +15,8 @@ import signal
 import subprocess
 import time
 import weakref
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,19 +58,39 @@ class CaseRun:
 
 
 class HarnessRunner:
-    """One runner process, started on first use and again after a case ended it."""
+    """One runner process, started on first use and again after a case ended it.
 
-    def __init__(self, executable: Path) -> None:
-        self.executable = executable
+    The runner is built and started in a thread this object keeps for its life: runner.cpp asks
+    to be killed when whatever started it ends (``PR_SET_PDEATHSIG``), and Linux counts that from
+    the *thread* that started it, so a runner started from a short-lived thread dies with it."""
+
+    def __init__(self, executable: Callable[[], Path]) -> None:
+        """``executable`` gives the runner's path, building it if need be (:func:`build_runner`);
+        it is called once, in the runner's thread."""
+        self._build = executable
+        self._path: Path | None = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="tileconform-runner")
+        self._starting: Future[subprocess.Popen[bytes]] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self.started = 0  # runner processes started so far
 
+    @property
+    def executable(self) -> Path:
+        return self._thread.submit(self._built).result()
+
     def start(self) -> None:
-        """Start the runner now: it creates the CUDA context while this process does other work."""
-        self._process()
+        """Build and start the runner in its thread, and return at once: it is built and creates
+        the CUDA context while this process compiles. :meth:`ready` says how that went."""
+        if self._starting is None:
+            self._starting = self._thread.submit(self._process)
+
+    def ready(self) -> None:
+        """Wait for :meth:`start`; raise what stopped it (the runner's build failed)."""
+        if self._starting is not None:
+            self._starting.result()
 
     def run(self, unit: Path, run_dir: Path, case: str, timeout: float) -> CaseRun:
-        proc = self._process()
+        proc = self._thread.submit(self._process).result()
         assert proc.stdin is not None
         try:
             # the unit's name as given: a /proc/PID/fd/N of its checked bytes must not be resolved
@@ -81,8 +103,7 @@ class HarnessRunner:
             self.close()
             return CaseRun(None, f"timeout after {timeout:.0f}s")
         if not reply:
-            proc.wait()
-            self._proc = None
+            proc.wait()  # the next run starts another
             return CaseRun(None, self._death(proc.returncode, run_dir))
         status, _, restart = reply.partition(" ")
         if restart:  # it exits by itself; not waiting for its teardown
@@ -99,14 +120,23 @@ class HarnessRunner:
         return CaseRun(code, None)
 
     def close(self) -> None:
+        self._thread.submit(self._close).result()
+
+    def _close(self) -> None:
         if self._proc is not None:
             _close(self._proc)
             self._proc = None
 
+    def _built(self) -> Path:
+        if self._path is None:
+            self._path = self._build()
+        return self._path
+
     def _process(self) -> subprocess.Popen[bytes]:
+        """The running runner, started if need be: only ever called in the runner's thread."""
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
-                [str(self.executable)],
+                [str(self._built())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from pytest_tileconform.compile.hostbuild import cxx
+from pytest_tileconform.compile.hostbuild import HostBuildError, cxx
 from pytest_tileconform.flashinfer.hardware import execute
 from pytest_tileconform.flashinfer.runner import LOG, HarnessRunner, build_runner
 from pytest_tileconform.verdict import Stage
@@ -78,7 +79,7 @@ def runner_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def runner(runner_exe: Path) -> HarnessRunner:
-    return HarnessRunner(runner_exe)
+    return HarnessRunner(lambda: runner_exe)
 
 
 def _pid(run_dir: Path) -> int:
@@ -126,6 +127,37 @@ def test_a_case_that_ends_the_runner_is_reported_and_the_next_gets_a_new_one(
     assert (_pid(after) == _pid(before)) == same_process
     assert runner.started == (1 if same_process else 2)
     runner.close()
+
+
+def test_a_runner_started_from_a_thread_that_ends_lives_on(
+    runner: HarnessRunner, unit: Path, tmp_path: Path
+) -> None:
+    """runner.cpp asks for SIGKILL when what started it ends, and Linux counts that from the
+    thread that forked it: a runner started from a thread that has ended since (a pool's
+    worker) must still be the one that runs the cases. The thread runs a first case, so that
+    the runner has asked (prctl) before the thread ends."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    starter = threading.Thread(target=lambda: (runner.start(), runner.run(unit, first, "pass", 30)))
+    starter.start()
+    starter.join()
+    time.sleep(0.5)  # a runner killed with that thread would be dead by now
+    assert runner.run(unit, second, "pass", 30).status == 0
+    assert _pid(first) == _pid(second) and runner.started == 1
+    runner.close()
+
+
+def test_a_runner_that_cannot_be_built_says_so_when_asked(tmp_path: Path) -> None:
+    def broken() -> Path:
+        raise HostBuildError("compiling the case runner failed (g++ ...)")
+
+    runner = HarnessRunner(broken)
+    runner.start()  # returns at once; the build fails in the runner's thread
+    with pytest.raises(HostBuildError, match="compiling the case runner failed"):
+        runner.ready()
+    with pytest.raises(HostBuildError):
+        runner.run(tmp_path / "harness", tmp_path, "pass", 30)
 
 
 def test_a_lost_context_ends_the_runner_after_its_verdict(

@@ -18,6 +18,7 @@ no entry believed, nothing of it run, one line saying what is wrong and how to f
 
 from __future__ import annotations
 
+import functools
 import grp
 import os
 import pwd
@@ -489,7 +490,7 @@ def test_the_runner_loads_the_checked_unit_whatever_is_swapped_in(
     assert found is not None
     unit = found.runnable()
     as_member(member, swap(found.artifact, (shared / "payload.so").read_bytes(), "rename"))
-    runner = HarnessRunner(build_runner(tmp_path / "own-cache"))
+    runner = HarnessRunner(functools.partial(build_runner, tmp_path / "own-cache"))
     try:
         run_dir = tmp_path / "run"
         run_dir.mkdir()

@@ -10,6 +10,7 @@ this GPU-less machine gets as far as the device query."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import subprocess
@@ -57,7 +58,7 @@ def test_virtual_sm90_verdicts_of_a_shared_unit_match_the_h200(tmp_path: Path) -
     matrix_cases = {
         c.id: c for c in moe_cases(load_matrix(ROOT / "matrices" / "smoke-sm90.yaml", TEST_KINDS).cases)
     }
-    runner = HarnessRunner(build_runner(tmp_path / "cache"))
+    runner = HarnessRunner(functools.partial(build_runner, tmp_path / "cache"))
     for case in CASES:
         run_dir = tmp_path / case
         run_dir.mkdir()
