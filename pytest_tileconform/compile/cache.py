@@ -22,6 +22,7 @@ Builds run through ninja (:mod:`.ninja`), in parallel, bounded by cores and by m
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -29,7 +30,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,9 +223,18 @@ class BuildCache:
         self._staged: dict[str, str] = {}  # input name -> its private copy, while a signed build runs
         self._refused_root = False
         self._checked_root = False
-        #: called as the compilers of a build start: work meant to run beside them (a backend
-        #: making its first case's inputs) waits for this, not to slow what starts them
-        self.compile_started: Callable[[], None] = lambda: None
+        self._compile_started: Callable[[], None] = lambda: None  # :meth:`telling_compiles`
+
+    @contextlib.contextmanager
+    def telling_compiles(self, started: Callable[[], None]) -> Iterator[None]:
+        """Within the block, call ``started`` as the compilers of each build start: work meant
+        to run beside them (a backend making its first case's inputs) waits for this, so that
+        it does not slow what starts them. Not called for a build with nothing to compile."""
+        before, self._compile_started = self._compile_started, started
+        try:
+            yield
+        finally:
+            self._compile_started = before
 
     def entry(self, spec: BuildSpec) -> Path:
         return self.entry_of(spec.key)
@@ -482,7 +492,7 @@ class BuildCache:
             compiles.append(ninja.Compile(spec.key, command, out, src, case_dir / "build.log", estimate))
         ninja.write_build_file(workdir, compiles)
         finished: list[str] = []
-        self.compile_started()
+        self._compile_started()
         try:
             ninja.run(
                 workdir,

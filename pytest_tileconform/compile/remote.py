@@ -387,7 +387,7 @@ class TieredCache(BuildCache):
                 f"{self.tier.url}, which is unusable ({self.tier.down})"
             )
         results: dict[str, BuildResult] = {}
-        self.compile_started()
+        self._compile_started()
         for spec, outcome in self.farm.build(specs, self.tier.url, deadline, self.clock, self.progress):
             if (failure := outcome.failure) is not None:  # the farm's host, not the source: never cached
                 results[spec.key] = BuildResult(

@@ -59,7 +59,7 @@ from .sources import SOURCE_ROOTS, FlashInferSources, FlashInferSourcesError, bu
 from .unitbuild import UnitBuilder
 
 if TYPE_CHECKING:
-    from .numerics.prepared import Prepared, WorkerInputs
+    from .numerics.prepared import WorkerInputs
 
 __all__ = ["NAME", "FlashInferBackend", "Settings", "kernel_config"]
 
@@ -378,11 +378,10 @@ class FlashInferBackend:
         found = {case: self.cache.lookup(spec) for case, spec in specs.items()}
         unbuilt = [case for case, built in found.items() if built is None or not built.ok]
         jobs = self._units.jobs(list(specs.values()))[1]
-        with ThreadPoolExecutor(2) as pool:
+        compiling, abandon = threading.Event(), threading.Event()
+        with ThreadPoolExecutor(2) as pool, self.cache.telling_compiles(compiling.set):
             probing = pool.submit(self._limitations, unbuilt, jobs, deadline)
-            compiling, abandon = threading.Event(), threading.Event()
             if first_on_gpu is not None and unbuilt:
-                self.cache.compile_started = compiling.set
                 pool.submit(self._ready_beside_compile, first_on_gpu, compiling, abandon)
             try:
                 # one instantiation to build (a first verdict): the probe, the harness's front end,
@@ -539,7 +538,7 @@ class FlashInferBackend:
         with tempfile.TemporaryDirectory(prefix="tileconform-virtual-") as tmp:
             run_dir = Path(tmp)
             entries = hardware.harness_entries(case, self.settings, on_hardware=False)
-            write_inputs(self._prepared(case, "cpu").inputs, run_dir, extra_problem=entries)
+            write_inputs(self._inputs.get(case, "cpu").inputs, run_dir, extra_problem=entries)
             # a failure the host can decide from the problem and the instantiation (virtual/faults.py)
             fault = predicted_fault(kernel_config(case), case.axes.problem)
             self._before_run(case, run_dir)
@@ -561,7 +560,7 @@ class FlashInferBackend:
         device = self._inputs.hardware_device()
         return hardware.judge(
             case,
-            self._prepared(case, device),
+            self._inputs.get(case, device),
             build,
             base,
             gpu,
@@ -577,10 +576,6 @@ class FlashInferBackend:
         from .numerics.prepared import WorkerInputs  # it needs torch
 
         return WorkerInputs(self.settings.seed)
-
-    def _prepared(self, case: MoeCase, device: str) -> Prepared:
-        """``case``'s inputs and expected D on ``device`` (:class:`.numerics.prepared.WorkerInputs`)."""
-        return self._inputs.get(case, device)
 
     def _execute(self, build: BuildResult, run_dir: Path, name: str) -> tuple[HarnessReport, str | None]:
         """Run case ``name`` of ``build``'s checked harness in this worker's runner

@@ -48,11 +48,13 @@ def test_work_beside_a_build_hears_when_its_compilers_start(
     cache = BuildCache(tmp_path / "cache")
     specs = [spec("one\n", compiler), spec("two\n", compiler)]
     started: list[list[str]] = []
-    cache.compile_started = lambda: started.append(invocations(compiler))
-    cache.build(specs, jobs=2)
-    assert started == [[]]  # once for the build, before any compile ran
-    cache.build(specs, jobs=2)  # nothing to compile: not called
-    assert started == [[]]
+    with cache.telling_compiles(lambda: started.append(invocations(compiler))):
+        cache.build(specs, jobs=2)
+        assert started == [[]]  # once for the build, before any compile ran
+        cache.build(specs, jobs=2)  # nothing to compile: not called
+        assert started == [[]]
+    cache.build([spec("three\n", compiler)], jobs=1)  # after the block: not told
+    assert started == [[]] and "three" in invocations(compiler)
 
 
 def test_failed_compile_is_cached_with_first_error(tmp_path: Path, compiler: tuple[Path, Path]) -> None:

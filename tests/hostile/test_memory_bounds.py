@@ -33,7 +33,7 @@ suites:
 SIXTEEN_GB = """
 import pytest
 from pytest_tileconform.flashinfer import hostmemory
-from pytest_tileconform.flashinfer.backend import FlashInferBackend
+from pytest_tileconform.flashinfer.numerics.prepared import WorkerInputs
 
 _patch = pytest.MonkeyPatch()
 
@@ -44,7 +44,8 @@ def _made(self, *args, **kwargs):
 
 def pytest_configure(config):
     _patch.setattr(hostmemory, "available_memory", lambda: 16 * 10**9)
-    _patch.setattr(FlashInferBackend, "_prepared", _made)
+    _patch.setattr(WorkerInputs, "get", _made)
+    _patch.setattr(WorkerInputs, "full", _made)
 
 
 def pytest_unconfigure(config):
