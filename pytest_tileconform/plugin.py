@@ -14,6 +14,7 @@ from .core.devices import gpu_for_worker, visible_gpus
 from .core.environment import EnvironmentGuard
 from .core.inikeys import add_options, check_options
 from .core.inikeys import resolve as resolve_ini_keys
+from .core.interrupt import TerminateAsInterrupt
 from .core.items import SESSION_KEY, UNRUN_MARKER, MatrixFile, TileCase
 from .core.matrixargs import OnlyMatrices, collection_args
 from .core.recorder import Recorder
@@ -173,6 +174,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_report(config.invocation_params.dir / config.getoption("tile_report"))
     session = TileSession.start(config, paths, arch_filter, run_options(config))
     config.pluginmanager.register(EnvironmentGuard(session), "tileconform-environment")
+    config.pluginmanager.register(TerminateAsInterrupt(), "tileconform-sigterm")
     config.stash[SESSION_KEY] = session
     for arch in sorted({c.arch for c in session.all_cases()}):
         config.addinivalue_line("markers", f"{arch}: tile matrix cases of {arch}")

@@ -209,8 +209,9 @@ def test_a_cached_build_says_nothing_and_a_wait_says_so(tmp_path: Path) -> None:
     assert messages[0] == "waiting for 1 translation unit(s) another process is compiling"
 
 
-def _default_sigint() -> None:
+def _default_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def slow_third_case(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Path]:
@@ -229,17 +230,19 @@ def slow_third_case(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) 
     return args, pytester.path / "cache" / "compiles.log"
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_interrupted_run_keeps_the_units_it_compiled(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, signum: signal.Signals
 ) -> None:
-    """Ctrl-C (a CI job's timeout) while one unit still compiles: the next run compiles only
-    its case; the cases of the unit that was done come from the cache, though the next run
-    plans other units (one case each)."""
+    """Ctrl-C, or SIGTERM (a CI job's timeout or cancel), while one unit still compiles: the
+    compiles stop and their work folder goes; the next run compiles only the unfinished case,
+    the cases of the unit that was done coming from the cache, though the next run plans other
+    units (one case each)."""
     args, compiles = slow_third_case(pytester, monkeypatch)
     first = [sys.executable, "-m", "pytest", *args, "--tile-build-group", "2"]  # units [1, 2], [3]
-    # SIGINT as a terminal delivers it, even where this test runs with it ignored (a shell's
-    # background job): Python keeps an ignored SIGINT ignored, and the run would never stop
-    run = pytester.popen(first, stdin=subprocess.DEVNULL, preexec_fn=_default_sigint)
+    # the signals as a terminal or a CI runner delivers them, even where this test runs with them
+    # ignored (a shell's background job): Python keeps an ignored signal ignored
+    run = pytester.popen(first, stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
     deadline = time.monotonic() + 60
     while not (compiles.exists() and len(compiles.read_text().splitlines()) == 2):
         assert time.monotonic() < deadline and run.poll() is None, "the two compiles did not start"
@@ -248,7 +251,7 @@ def test_an_interrupted_run_keeps_the_units_it_compiled(
         assert time.monotonic() < deadline and run.poll() is None, "the quick unit did not end"
         time.sleep(0.1)
     time.sleep(1)  # ninja sees it end
-    run.send_signal(signal.SIGINT)
+    run.send_signal(signum)
     assert run.wait(timeout=240) != 0  # well before the slow compile would end (600 s)
     assert not list((pytester.path / "cache").glob(".build-*"))  # the work folder is gone
     monkeypatch.delenv("STAND_IN_SLOW")
