@@ -19,7 +19,8 @@ that fails in nvcc's order decides the exit status and is the last whose output 
 a failing compile prints what nvcc prints (intermediate files have other temporary names) and
 leaves no object that nvcc would not have written. A step killed by a signal (a compiler killed
 for memory) ends the pipeline by the same signal (where nvcc says "died due to signal N"), so a
-caller that tells a kill from a compiler's error (:mod:`..flashinfer.probe`) sees the kill.
+caller that tells a kill from a compiler's error (a backend's probe of what a release can build)
+sees the kill.
 
 A plan of a shape this module does not know (another nvcc, other options) is not guessed at:
 the command is run by nvcc unchanged, saying so in one line on stderr. So is every command
